@@ -1,0 +1,280 @@
+// cnnbench: registers one Google Benchmark for each (network, precision, mode, batch) of a YAML
+// sweep, times CUDA-graph replays (or eager launches) with CUDA events, and writes counters and
+// the device/version context as JSON (--benchmark_out). The engine each layer got is written
+// beside it (--layers_out, by default <benchmark_out>.layers.json).
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "harness/check.h"
+#include "harness/config.h"
+#include "harness/session.h"
+
+namespace cnnbench {
+namespace {
+
+const char* kUsage =
+    R"(usage: cnnbench [--config=FILE] [--weights=FILE.safetensors] [--engine=heuristic|autotune]
+                [--eager] [--layers_out=FILE] [Google Benchmark flags, e.g. --benchmark_out=FILE]
+  --config      YAML sweep (default configs/default.yaml)
+  --weights     torchvision-named state_dict for the (single) network of the sweep; random otherwise
+  --engine      override the config's engine choice
+  --eager       also time op-by-op launches beside graph replays
+  --layers_out  where to write the per-layer engine table (JSON)
+)";
+
+struct Job {
+  std::string network;
+  Precision precision;
+  int batch;
+  int input_size;
+  bool graph;
+};
+
+struct Options {
+  SweepConfig config;
+  EngineMode engine = EngineMode::Autotune;
+  std::string weights_path;
+  std::string layers_out;
+};
+
+class Session {
+ public:
+  explicit Session(const Options& o) : opt_(o) {}
+
+  Prepared& get(const Job& job) {
+    const std::string key = job.network + "/" + precision_name(job.precision) +
+                            "/batch:" + std::to_string(job.batch) + "/" +
+                            std::to_string(job.input_size);
+    if (current_ && key_ == key) return *current_;
+    current_.reset();  // free the previous model before building the next
+    key_.clear();
+    if (!ctx_) ctx_ = std::make_unique<GpuContext>();
+    const Graph& g = graph(job);
+    CompileOptions c;
+    c.precision = job.precision;
+    c.batch = job.batch;
+    c.engine = opt_.engine;
+    c.top_k = opt_.config.autotune_top_k;
+    c.input_seed = opt_.config.seed + 1;
+    current_ = prepare_model(*ctx_, g, weights(job, g), c, opt_.config.warmup_ms);
+    key_ = key;
+    log_layers(job, g);
+    return *current_;
+  }
+
+  void drop() { current_.reset(), key_.clear(); }
+  void finish() {
+    drop();
+    ctx_.reset();
+  }
+
+ private:
+  const Graph& graph(const Job& job) {
+    const std::string key = job.network + "@" + std::to_string(job.input_size);
+    auto it = graphs_.find(key);
+    if (it == graphs_.end())
+      it = graphs_.emplace(key, build_network(job.network, job.input_size)).first;
+    return it->second;
+  }
+
+  const HostWeights& weights(const Job& job, const Graph& g) {
+    const std::string key = job.network + "@" + std::to_string(job.input_size);
+    auto it = weights_.find(key);
+    if (it == weights_.end())
+      it = weights_
+               .emplace(key, opt_.weights_path.empty() ? random_weights(g, opt_.config.seed)
+                                                       : load_weights(g, opt_.weights_path))
+               .first;
+    return it->second;
+  }
+
+  void log_layers(const Job& job, const Graph& g) {
+    if (opt_.layers_out.empty()) return;
+    const Model& m = *current_->model;
+    nlohmann::json layers = nlohmann::json::array();
+    for (const LayerRecord& r : m.layers())
+      layers.push_back({{"name", r.name},
+                        {"op", r.op},
+                        {"shape", r.shape},
+                        {"engine", r.engine},
+                        {"fused", r.fused},
+                        {"workspace_bytes", r.workspace_bytes},
+                        {"tuned_us", r.tuned_us},
+                        {"candidates", r.candidates},
+                        {"build_ms", r.build_ms},
+                        {"plan_reused", r.plan_reused}});
+    const Arena& a = m.arena();
+    log_.push_back({{"model", current_->key},
+                    {"network", g.name()},
+                    {"precision", precision_name(job.precision)},
+                    {"batch", job.batch},
+                    {"engine_choice", engine_mode_name(opt_.engine)},
+                    {"compile_ms", m.compile_ms()},
+                    {"ops", m.op_count()},
+                    {"graph_nodes", current_->runner->graph_nodes()},
+                    {"arena",
+                     {{"weights_bytes", a.bytes(MemKind::Weights)},
+                      {"activations_bytes", a.bytes(MemKind::Activations)},
+                      {"activations_without_reuse_bytes", a.activations_unplanned_bytes()},
+                      {"workspace_bytes", a.bytes(MemKind::Workspace)}}},
+                    {"layers", layers}});
+    // Rewritten whole after every model, so a run that dies keeps what it built.
+    std::ofstream out(opt_.layers_out);
+    out << nlohmann::json{{"models", log_}}.dump(1) << "\n";
+  }
+
+  const Options& opt_;
+  std::unique_ptr<GpuContext> ctx_;
+  std::unique_ptr<Prepared> current_;
+  std::string key_;
+  std::map<std::string, Graph> graphs_;
+  std::map<std::string, HostWeights> weights_;
+  nlohmann::json log_ = nlohmann::json::array();
+};
+
+Session* g_session = nullptr;
+
+void run_benchmark(benchmark::State& state, Job job) {
+  try {
+    Prepared& p = g_session->get(job);
+    // Forwards per event pair: enough for about 2 ms, so event and launch latency stay small.
+    const int chunk = std::max(1, int(std::ceil(2.0 / std::max(p.single_forward_ms, 1e-3))));
+    p.runner->time_ms(job.graph, chunk);  // warm this repetition (and eager's first launch)
+    Measurement m;
+    m.batch = job.batch;
+    m.replays_per_timing = chunk;
+    while (state.KeepRunningBatch(chunk)) {
+      const double ms = p.runner->time_ms(job.graph, chunk);
+      state.SetIterationTime(ms * 1e-3);
+      m.total_ms += ms;
+      m.forwards += chunk;
+    }
+    p.peak.sample();
+    const Model& model = *p.model;
+    m.flops_per_image = model.flops_per_image();
+    m.weights_bytes = model.arena().bytes(MemKind::Weights);
+    m.activations_bytes = model.arena().bytes(MemKind::Activations);
+    m.workspace_bytes = model.arena().bytes(MemKind::Workspace);
+    m.device_peak_bytes = p.peak.peak();
+    for (const auto& kv : counters_for(m)) state.counters[kv.first] = kv.second;
+    int convs = 0, fused = 0;
+    for (const LayerRecord& r : model.layers())
+      if (r.op.rfind("conv", 0) == 0) ++convs, fused += r.fused;
+    state.SetLabel(std::to_string(fused) + "/" + std::to_string(convs) + " convs fused, " +
+                   std::to_string(model.op_count()) + " ops");
+  } catch (const std::exception& e) {
+    g_session->drop();
+    state.SkipWithError(e.what());
+  }
+}
+
+bool user_set(int argc, char** argv, const std::string& flag) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]).rfind("--" + flag, 0) == 0) return true;
+  return false;
+}
+
+int run(int argc, char** argv) {
+  Options opt;
+  std::string config_path = "configs/default.yaml", engine, benchmark_out;
+  bool eager = false;
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]).rfind("--benchmark_out=", 0) == 0)
+      benchmark_out = std::string(argv[i]).substr(16);
+  const bool user_reps = user_set(argc, argv, "benchmark_repetitions");
+  const bool user_min_time = user_set(argc, argv, "benchmark_min_time");
+  benchmark::Initialize(&argc, argv);
+  for (int i = 1; i < argc; ++i) {
+    std::string v;
+    if (take_flag(i, argc, argv, "help", nullptr)) {
+      std::cout << kUsage;
+      return 0;
+    } else if (take_flag(i, argc, argv, "config", &v)) {
+      config_path = v;
+    } else if (take_flag(i, argc, argv, "weights", &v)) {
+      opt.weights_path = v;
+    } else if (take_flag(i, argc, argv, "engine", &v)) {
+      engine = v;
+    } else if (take_flag(i, argc, argv, "layers_out", &v)) {
+      opt.layers_out = v;
+    } else if (take_flag(i, argc, argv, "eager", nullptr)) {
+      eager = true;
+    } else {
+      throw UserError(std::string("unknown flag '") + argv[i] + "' (see --help)");
+    }
+  }
+  opt.config = parse_config_file(config_path, config_schema());
+  opt.engine = parse_engine_mode(engine.empty() ? opt.config.engine : engine);
+  if (opt.layers_out.empty() && !benchmark_out.empty()) {
+    const size_t dot = benchmark_out.rfind(".json");
+    opt.layers_out =
+        (dot != std::string::npos ? benchmark_out.substr(0, dot) : benchmark_out) + ".layers.json";
+  }
+  if (!opt.layers_out.empty() && !std::ofstream(opt.layers_out, std::ios::app))
+    throw UserError("cannot write the layer table to '" + opt.layers_out + "'");
+  if (!opt.weights_path.empty()) {
+    std::string nets;
+    for (const BenchmarkEntry& e : opt.config.benchmarks) {
+      if (nets.find(e.network) == std::string::npos) nets += (nets.empty() ? "" : ", ") + e.network;
+      load_weights(build_network(e.network, e.input_size), opt.weights_path);  // fail early
+    }
+    if (nets.find(',') != std::string::npos)
+      throw UserError("--weights names one file but the sweep has several networks (" + nets + ")");
+  }
+
+  require_cuda_device();
+  const DeviceInfo dev = discover_device(0);
+  for (const auto& kv : context_entries(dev)) benchmark::AddCustomContext(kv.first, kv.second);
+  benchmark::AddCustomContext("config", config_path);
+  benchmark::AddCustomContext("engine_choice", engine_mode_name(opt.engine));
+  benchmark::AddCustomContext("weights", opt.weights_path.empty()
+                                             ? "random, seed " + std::to_string(opt.config.seed)
+                                             : opt.weights_path);
+
+  for (const BenchmarkEntry& e : opt.config.benchmarks) {
+    std::vector<std::string> modes = e.modes;
+    if (eager && std::find(modes.begin(), modes.end(), "eager") == modes.end())
+      modes.push_back("eager");
+    for (const std::string& prec : e.precisions)
+      for (int batch : e.batches)
+        for (const std::string& mode : modes) {
+          Job job{e.network, parse_precision(prec), batch, e.input_size, mode == "graph"};
+          std::string name =
+              e.network + "/" + prec + "/" + mode + "/batch:" + std::to_string(batch);
+          if (e.input_size != find_network(e.network).limits.default_input_size)
+            name += "/size:" + std::to_string(e.input_size);
+          auto* b = benchmark::RegisterBenchmark(name.c_str(), run_benchmark, job);
+          b->UseManualTime()->Unit(benchmark::kMillisecond);
+          if (!user_reps) b->Repetitions(opt.config.repetitions);
+          if (!user_min_time) b->MinTime(opt.config.min_time_s);
+        }
+  }
+
+  Session session(opt);
+  g_session = &session;
+  benchmark::RunSpecifiedBenchmarks();
+  session.finish();
+  benchmark::Shutdown();
+  return 0;
+}
+
+}  // namespace
+}  // namespace cnnbench
+
+int main(int argc, char** argv) {
+  try {
+    return cnnbench::run(argc, argv);
+  } catch (const cnnbench::UserError& e) {
+    std::fprintf(stderr, "cnnbench: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cnnbench: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,41 @@
+#include "harness/check.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+namespace cnnbench {
+
+namespace {
+std::string format(const std::string& library, int code, const std::string& message,
+                   const std::string& call, const char* file, int line) {
+  return library + " error " + std::to_string(code) + " (" + message + ") in " + call + " at " +
+         file + ":" + std::to_string(line);
+}
+}  // namespace
+
+LibraryError::LibraryError(const std::string& lib, int c, const std::string& message,
+                           const std::string& call, const char* file, int line)
+    : std::runtime_error(format(lib, c, message, call, file, line)), library(lib), code(c) {}
+
+void throw_cuda_error(int code, const char* call, const char* file, int line) {
+  const auto err = static_cast<cudaError_t>(code);
+  throw LibraryError("CUDA", code,
+                     std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err), call,
+                     file, line);
+}
+
+void throw_cudnn_error(int code, const char* call, const char* file, int line) {
+  std::string message = cudnnGetErrorString(static_cast<cudnnStatus_t>(code));
+  char detail[1024] = {0};
+  cudnnGetLastErrorString(detail, sizeof(detail));
+  if (detail[0]) message += std::string("; ") + detail;
+  throw LibraryError("cuDNN", code, message, call, file, line);
+}
+
+void throw_cublas_error(int code, const char* call, const char* file, int line) {
+  throw LibraryError("cuBLAS", code, cublasLtGetStatusString(static_cast<cublasStatus_t>(code)),
+                     call, file, line);
+}
+
+}  // namespace cnnbench

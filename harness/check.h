@@ -1,0 +1,51 @@
+// Checked calls for CUDA, cuDNN and cuBLAS, and the two error types of the suite.
+//
+// Every library call goes through one of the CNN_CHECK_* macros. A failure throws LibraryError
+// carrying the call text, file:line and the library's own message. Bad input from a user (config,
+// CLI, weights file) throws UserError with one plain sentence; main() prints it and exits non-zero.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace cnnbench {
+
+// A problem with what the user gave us: one sentence that names the bad value.
+struct UserError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A CUDA / cuDNN / cuBLAS call failed.
+struct LibraryError : std::runtime_error {
+  LibraryError(const std::string& library, int code, const std::string& message,
+               const std::string& call, const char* file, int line);
+  std::string library;
+  int code;
+};
+
+[[noreturn]] void throw_cuda_error(int code, const char* call, const char* file, int line);
+[[noreturn]] void throw_cudnn_error(int code, const char* call, const char* file, int line);
+[[noreturn]] void throw_cublas_error(int code, const char* call, const char* file, int line);
+
+}  // namespace cnnbench
+
+#define CNN_CHECK_CUDA(call)                                                                    \
+  do {                                                                                          \
+    int cnn_status_ = static_cast<int>(call);                                                   \
+    if (cnn_status_ != 0) ::cnnbench::throw_cuda_error(cnn_status_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+#define CNN_CHECK_CUDNN(call)                                                                    \
+  do {                                                                                           \
+    int cnn_status_ = static_cast<int>(call);                                                    \
+    if (cnn_status_ != 0) ::cnnbench::throw_cudnn_error(cnn_status_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+#define CNN_CHECK_CUBLAS(call)                                                                    \
+  do {                                                                                            \
+    int cnn_status_ = static_cast<int>(call);                                                     \
+    if (cnn_status_ != 0) ::cnnbench::throw_cublas_error(cnn_status_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+// After a kernel launch of our own.
+#define CNN_CHECK_LAUNCH() CNN_CHECK_CUDA(cudaGetLastError())

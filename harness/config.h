@@ -1,0 +1,69 @@
+// The YAML sweep configuration (configs/*.yaml).
+//
+//   seed: 0                      # weights and inputs are deterministic random from this seed
+//   repetitions: 5               # Google Benchmark repetitions: median and spread are reported
+//   min_time_s: 0.2              # timed seconds per repetition, at least
+//   warmup_ms: 50                # untimed graph replays before timing, at least this long
+//   engine: autotune             # heuristic | autotune
+//   autotune_top_k: 8            # candidates timed per layer when engine is autotune
+//   modes: [graph]               # graph | eager (eager launches op by op)
+//   benchmarks:
+//     - network: resnet50
+//       precisions: [fp16, bf16, tf32, fp32]
+//       batches: [1, 2, 4, 8, 16, 32, 64, 128, 256]
+//       input_size: 224          # optional; the network's default otherwise
+//
+// Top-level keys other than `benchmarks` are defaults; an entry of `benchmarks` may override
+// `modes`. Any problem throws UserError with one sentence naming the file, the key (and line where
+// yaml-cpp gives one), the bad value and what would be valid; an unknown key suggests the nearest
+// valid one ("unknown key 'batchs' ... did you mean 'batches'?").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace cnnbench {
+
+struct NetworkLimits {
+  int default_input_size = 224;
+  int min_input_size = 32;
+};
+
+// What the config may name: filled by the caller from the network registry so that the parser
+// does not depend on it.
+struct ConfigSchema {
+  std::map<std::string, NetworkLimits> networks;
+  std::vector<std::string> precisions{"fp32", "tf32", "fp16", "bf16"};
+  std::vector<std::string> modes{"graph", "eager"};
+};
+
+struct BenchmarkEntry {
+  std::string network;
+  std::vector<std::string> precisions;
+  std::vector<int> batches;
+  int input_size = 0;  // resolved: the network default when the config leaves it out
+  std::vector<std::string> modes;
+};
+
+struct SweepConfig {
+  std::string source;  // the file it came from
+  uint64_t seed = 0;
+  int repetitions = 5;
+  double min_time_s = 0.2;
+  double warmup_ms = 50;
+  std::string engine = "autotune";
+  int autotune_top_k = 8;
+  std::vector<std::string> modes{"graph"};
+  std::vector<BenchmarkEntry> benchmarks;
+};
+
+SweepConfig parse_config_file(const std::string& path, const ConfigSchema& schema);
+SweepConfig parse_config_text(const std::string& text, const std::string& source,
+                              const ConfigSchema& schema);
+
+// Edit distance, for "did you mean" suggestions (also used by the CLI).
+std::string nearest_word(const std::string& word, const std::vector<std::string>& choices);
+
+}  // namespace cnnbench

@@ -1,0 +1,64 @@
+#include "harness/context.h"
+
+namespace cnnbench {
+
+std::string version_string(size_t v) {
+  return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." +
+         std::to_string(v % 100);
+}
+
+std::string cuda_version_string(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+std::vector<std::pair<std::string, std::string>> context_entries(const DeviceInfo& d) {
+  auto s = [](auto x) { return std::to_string(x); };
+  return {
+      {"gpu_name", d.name},
+      {"gpu_compute_capability", s(d.cc_major) + "." + s(d.cc_minor)},
+      {"gpu_sm_count", s(d.sm_count)},
+      {"gpu_memory_mib", s(d.memory_bytes >> 20)},
+      {"gpu_sm_clock_mhz", s(d.sm_clock_mhz)},
+      {"gpu_mem_clock_mhz", s(d.mem_clock_mhz)},
+      {"gpu_memory_bus_bits", s(d.memory_bus_bits)},
+      {"gpu_l2_mib", s(d.l2_bytes >> 20)},
+      {"driver_version", cuda_version_string(d.driver_version)},
+      {"cuda_runtime_version", cuda_version_string(d.runtime_version)},
+      {"cudnn_version_loaded", version_string(d.cudnn_loaded)},
+      {"cudnn_version_compiled", version_string(d.cudnn_compiled)},
+      {"cudnn_library_path", d.cudnn_library_path},
+      {"cublas_version", version_string(size_t(d.cublas_version))},
+      {"cublas_version_compiled", version_string(size_t(d.cublas_compiled))},
+      {"cublas_library_path", d.cublas_library_path},
+      {"cnnbench_version", CNNBENCH_VERSION},
+      {"cnnbench_git", CNNBENCH_GIT},
+  };
+}
+
+const std::vector<std::string>& counter_names() {
+  static const std::vector<std::string> names = {
+      "img_per_s",   "ms_per_batch",    "tflops",        "arena_peak_mib", "device_peak_mib",
+      "weights_mib", "activations_mib", "workspace_mib", "batch",          "replays_per_timing"};
+  return names;
+}
+
+std::map<std::string, double> counters_for(const Measurement& m) {
+  const double mib = 1.0 / (1 << 20);
+  const double ms = m.forwards > 0 ? m.total_ms / double(m.forwards) : 0.0;
+  const double seconds = ms * 1e-3;
+  const uint64_t arena = m.weights_bytes + m.activations_bytes + m.workspace_bytes;
+  return {
+      {"img_per_s", seconds > 0 ? m.batch / seconds : 0.0},
+      {"ms_per_batch", ms},
+      {"tflops", seconds > 0 ? m.flops_per_image * m.batch / seconds * 1e-12 : 0.0},
+      {"arena_peak_mib", arena * mib},
+      {"device_peak_mib", m.device_peak_bytes * mib},
+      {"weights_mib", m.weights_bytes * mib},
+      {"activations_mib", m.activations_bytes * mib},
+      {"workspace_mib", m.workspace_bytes * mib},
+      {"batch", double(m.batch)},
+      {"replays_per_timing", double(m.replays_per_timing)},
+  };
+}
+
+}  // namespace cnnbench

@@ -1,0 +1,53 @@
+// What goes into the JSON: the run's context (device and versions) and each benchmark's counters.
+// Host-only, so the names and the arithmetic are tested without a GPU.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cnnbench {
+
+struct DeviceInfo {
+  int device = 0;
+  std::string name;
+  int sm_count = 0;
+  int cc_major = 0, cc_minor = 0;
+  uint64_t memory_bytes = 0;
+  int sm_clock_mhz = 0;   // peak
+  int mem_clock_mhz = 0;  // peak
+  int memory_bus_bits = 0;
+  int l2_bytes = 0;
+  int driver_version = 0;   // cudaDriverGetVersion: 13000 for 13.0
+  int runtime_version = 0;  // cudaRuntimeGetVersion
+  size_t cudnn_loaded = 0;  // cudnnGetVersion(): 91900 for 9.19.0
+  size_t cudnn_compiled = 0;
+  std::string cudnn_library_path;  // the libcudnn actually loaded
+  int cublas_version = 0;          // cublasLtGetVersion()
+  int cublas_compiled = 0;
+  std::string cublas_library_path;
+};
+
+// Key/value pairs for benchmark::AddCustomContext, in a fixed order.
+std::vector<std::pair<std::string, std::string>> context_entries(const DeviceInfo& d);
+std::string version_string(size_t cudnn_style_version);  // 91900 -> "9.19.0"
+std::string cuda_version_string(int v);                  // 13000 -> "13.0"
+
+// One benchmark's measurement, summed over its timed replays.
+struct Measurement {
+  int batch = 0;
+  int64_t forwards = 0;  // timed forward passes
+  double total_ms = 0;   // their summed device time (CUDA events)
+  double flops_per_image = 0;
+  uint64_t weights_bytes = 0, activations_bytes = 0, workspace_bytes = 0;
+  uint64_t device_peak_bytes = 0;  // cudaMemGetInfo: used at its highest, context included
+  int replays_per_timing = 1;      // forwards between one pair of events
+};
+
+// The counter names, in the order they are written.
+const std::vector<std::string>& counter_names();
+std::map<std::string, double> counters_for(const Measurement& m);
+
+}  // namespace cnnbench

@@ -1,0 +1,51 @@
+#include "harness/session.h"
+
+#include "harness/check.h"
+
+namespace cnnbench {
+
+void require_cuda_device() {
+  std::string reason;
+  if (cuda_device_count(&reason) == 0) throw UserError("no CUDA device: " + reason);
+}
+
+std::unique_ptr<Prepared> prepare_model(GpuContext& ctx, const Graph& g, const HostWeights& w,
+                                        const CompileOptions& opt, double warmup_ms) {
+  auto p = std::make_unique<Prepared>();
+  p->key = g.name() + "/" + precision_name(opt.precision) + "/batch:" + std::to_string(opt.batch);
+  p->peak.sample();
+  p->model = std::make_unique<Model>(ctx, g, w, opt);
+  p->runner = std::make_unique<Runner>(*p->model, ctx);
+  p->runner->capture();
+  p->peak.sample();
+  // Warm-up: at least three replays and at least warmup_ms of them.
+  double spent = 0;
+  int replays = 0;
+  while (replays < 3 || spent < warmup_ms) {
+    const double ms = p->runner->time_ms(true, 1);
+    spent += ms;
+    ++replays;
+    p->single_forward_ms = (replays == 1) ? ms : std::min(p->single_forward_ms, ms);
+  }
+  p->peak.sample();
+  return p;
+}
+
+bool take_flag(int& i, int argc, char** argv, const std::string& name, std::string* value) {
+  const std::string arg = argv[i];
+  const std::string eq = "--" + name + "=";
+  if (arg.compare(0, eq.size(), eq) == 0) {
+    if (value)
+      *value = arg.substr(eq.size());
+    else
+      throw UserError("flag --" + name + " takes no value");
+    return true;
+  }
+  if (arg != "--" + name) return false;
+  if (!value) return true;
+  if (i + 1 >= argc) throw UserError("flag --" + name + " needs a value");
+  *value = argv[++i];
+  return true;
+}
+
+}  // namespace cnnbench

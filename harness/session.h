@@ -1,0 +1,33 @@
+// What the benchmark binary and the infer tool share: the device check, network + weights
+// resolution, and a compiled model with its runner for one (network, precision, batch).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "harness/device.h"
+#include "harness/runner.h"
+#include "networks/compile.h"
+#include "networks/registry.h"
+
+namespace cnnbench {
+
+// Throws UserError("no CUDA device: ...") when there is none.
+void require_cuda_device();
+
+struct Prepared {
+  std::string key;  // "resnet50/fp16/batch:32"
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Runner> runner;
+  DevicePeak peak;
+  double single_forward_ms = 0;  // measured during warm-up (graph replay)
+};
+
+// Compiles, captures and warms up one model. warmup_ms: replays before timing, at least 3.
+std::unique_ptr<Prepared> prepare_model(GpuContext& ctx, const Graph& g, const HostWeights& w,
+                                        const CompileOptions& opt, double warmup_ms);
+
+// Named-flag parsing shared by the binaries: "--name=value" or "--name value".
+bool take_flag(int& i, int argc, char** argv, const std::string& name, std::string* value);
+
+}  // namespace cnnbench

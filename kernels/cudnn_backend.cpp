@@ -1,0 +1,207 @@
+#include "kernels/cudnn_backend.h"
+
+#include <algorithm>
+
+#include "harness/check.h"
+
+namespace cnnbench {
+
+cudnnDataType_t cudnn_type(DType t) {
+  switch (t) {
+    case DType::F32:
+      return CUDNN_DATA_FLOAT;
+    case DType::F16:
+      return CUDNN_DATA_HALF;
+    case DType::BF16:
+      return CUDNN_DATA_BFLOAT16;
+  }
+  return CUDNN_DATA_FLOAT;
+}
+
+BackendDesc::BackendDesc(cudnnBackendDescriptorType_t type) {
+  CNN_CHECK_CUDNN(cudnnBackendCreateDescriptor(type, &d_));
+}
+
+BackendDesc& BackendDesc::operator=(BackendDesc&& o) noexcept {
+  if (this != &o) {
+    if (d_) cudnnBackendDestroyDescriptor(d_);
+    d_ = o.d_;
+    o.d_ = nullptr;
+  }
+  return *this;
+}
+
+BackendDesc::~BackendDesc() {
+  if (d_) cudnnBackendDestroyDescriptor(d_);
+}
+
+BackendDesc& BackendDesc::set(cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t,
+                              int64_t count, const void* values) {
+  CNN_CHECK_CUDNN(cudnnBackendSetAttribute(d_, a, t, count, values));
+  return *this;
+}
+
+BackendDesc& BackendDesc::set_i64(cudnnBackendAttributeName_t a, std::vector<int64_t> v) {
+  return set(a, CUDNN_TYPE_INT64, int64_t(v.size()), v.data());
+}
+
+BackendDesc& BackendDesc::set_desc(cudnnBackendAttributeName_t a, const BackendDesc& d) {
+  cudnnBackendDescriptor_t raw = d.get();
+  return set(a, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw);
+}
+
+BackendDesc& BackendDesc::set_descs(cudnnBackendAttributeName_t a,
+                                    const std::vector<const BackendDesc*>& ds) {
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (const BackendDesc* d : ds) raw.push_back(d->get());
+  return set(a, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(raw.size()), raw.data());
+}
+
+BackendDesc& BackendDesc::set_handle(cudnnBackendAttributeName_t a, cudnnHandle_t h) {
+  return set(a, CUDNN_TYPE_HANDLE, 1, &h);
+}
+
+BackendDesc& BackendDesc::finalize() {
+  CNN_CHECK_CUDNN(cudnnBackendFinalize(d_));
+  return *this;
+}
+
+bool BackendDesc::try_finalize(std::string* why) {
+  const cudnnStatus_t s = cudnnBackendFinalize(d_);
+  if (s == CUDNN_STATUS_SUCCESS) return true;
+  if (why) {
+    char detail[512] = {0};
+    cudnnGetLastErrorString(detail, sizeof(detail));
+    *why = std::string(cudnnGetErrorString(s)) + (detail[0] ? std::string(": ") + detail : "");
+  }
+  return false;
+}
+
+int64_t BackendDesc::get_i64(cudnnBackendAttributeName_t a) const {
+  int64_t v = 0, count = 0;
+  CNN_CHECK_CUDNN(cudnnBackendGetAttribute(d_, a, CUDNN_TYPE_INT64, 1, &count, &v));
+  return v;
+}
+
+namespace {
+BackendDesc tensor(int64_t uid, DType type, std::vector<int64_t> dims, std::vector<int64_t> strides,
+                   bool is_virtual) {
+  BackendDesc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  const cudnnDataType_t dt = cudnn_type(type);
+  const int64_t alignment = 16;
+  t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt)
+      .set_i64(CUDNN_ATTR_TENSOR_DIMENSIONS, dims)
+      .set_i64(CUDNN_ATTR_TENSOR_STRIDES, strides)
+      .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid)
+      .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment)
+      .set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
+  t.finalize();
+  return t;
+}
+}  // namespace
+
+BackendDesc make_tensor(int64_t uid, DType type, const Dims& d, bool is_virtual) {
+  const int64_t n = d.n, c = d.c, h = d.h, w = d.w;
+  return tensor(uid, type, {n, c, h, w}, {h * w * c, 1, w * c, c}, is_virtual);
+}
+
+BackendDesc make_channel_tensor(int64_t uid, DType type, int channels) {
+  const int64_t c = channels;
+  return tensor(uid, type, {1, c, 1, 1}, {c, 1, c, c}, false);
+}
+
+bool EngineInfo::has_numerical(int note) const {
+  return std::find(numerical_notes.begin(), numerical_notes.end(), note) != numerical_notes.end();
+}
+
+bool EngineInfo::has_behavior(int note) const {
+  return std::find(behavior_notes.begin(), behavior_notes.end(), note) != behavior_notes.end();
+}
+
+std::string EngineInfo::tag() const {
+  std::string s = "eng" + std::to_string(global_index) + "{";
+  for (size_t i = 0; i < knobs.size(); ++i)
+    s += (i ? "," : "") + std::string("k") + std::to_string(knobs[i].first) + "=" +
+         std::to_string(knobs[i].second);
+  s += "}";
+  if (has_behavior(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)) s += "+rtc";
+  return s;
+}
+
+EngineInfo engine_info(const BackendDesc& cfg) {
+  EngineInfo info;
+  BackendDesc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t raw = engine.get();
+  int64_t count = 0;
+  CNN_CHECK_CUDNN(cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
+                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &raw));
+  info.global_index = engine.get_i64(CUDNN_ATTR_ENGINE_GLOBAL_INDEX);
+
+  auto notes = [&](cudnnBackendAttributeName_t attr, cudnnBackendAttributeType_t type) {
+    int32_t values[32];  // numerical and behavior notes are 32-bit enums
+    int64_t n = 0;
+    std::vector<int> out;
+    if (cudnnBackendGetAttribute(engine.get(), attr, type, 32, &n, values) == CUDNN_STATUS_SUCCESS)
+      for (int64_t i = 0; i < n; ++i) out.push_back(values[i]);
+    return out;
+  };
+  info.numerical_notes = notes(CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE);
+  info.behavior_notes = notes(CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE);
+
+  constexpr int kMaxKnobs = 32;
+  std::vector<BackendDesc> choices;
+  std::vector<cudnnBackendDescriptor_t> raws;
+  for (int i = 0; i < kMaxKnobs; ++i) {
+    choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+    raws.push_back(choices.back().get());
+  }
+  int64_t nknobs = 0;
+  CNN_CHECK_CUDNN(cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, kMaxKnobs, &nknobs,
+                                           raws.data()));
+  for (int64_t i = 0; i < nknobs; ++i) {
+    int32_t type = 0;
+    int64_t value = 0, n = 0;
+    CNN_CHECK_CUDNN(cudnnBackendGetAttribute(raws[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
+                                             CUDNN_TYPE_KNOB_TYPE, 1, &n, &type));
+    CNN_CHECK_CUDNN(cudnnBackendGetAttribute(raws[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
+                                             CUDNN_TYPE_INT64, 1, &n, &value));
+    info.knobs.push_back({type, value});
+  }
+  return info;
+}
+
+std::vector<BackendDesc> heuristic_configs(cudnnHandle_t handle, const BackendDesc& op_graph,
+                                           cudnnBackendHeurMode_t mode) {
+  (void)handle;
+  BackendDesc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  heur.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, op_graph)
+      .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+  std::vector<BackendDesc> out;
+  if (!heur.try_finalize()) return out;
+  int64_t count = 0;
+  CNN_CHECK_CUDNN(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
+  std::vector<cudnnBackendDescriptor_t> raws;
+  for (int64_t i = 0; i < count; ++i) {
+    out.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    raws.push_back(out.back().get());
+  }
+  int64_t got = 0;
+  if (count > 0)
+    CNN_CHECK_CUDNN(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                             CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                                             raws.data()));
+  out.resize(size_t(got));
+  return out;
+}
+
+BackendDesc try_plan(cudnnHandle_t handle, const BackendDesc& engine_config, std::string* why) {
+  BackendDesc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  plan.set_handle(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, handle)
+      .set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, engine_config);
+  if (!plan.try_finalize(why)) return BackendDesc();
+  return plan;
+}
+
+}  // namespace cnnbench

@@ -1,0 +1,71 @@
+// Thin RAII wrappers over the cuDNN backend (graph) API, and the few builders our ops need:
+// tensors, a convolution, pointwise ops, an operation graph, heuristics and execution plans.
+#pragma once
+
+#include <cudnn.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+namespace cnnbench {
+
+cudnnDataType_t cudnn_type(DType t);
+
+// One backend descriptor, destroyed with its owner.
+class BackendDesc {
+ public:
+  BackendDesc() = default;
+  explicit BackendDesc(cudnnBackendDescriptorType_t type);
+  BackendDesc(BackendDesc&& o) noexcept : d_(o.d_) { o.d_ = nullptr; }
+  BackendDesc& operator=(BackendDesc&& o) noexcept;
+  BackendDesc(const BackendDesc&) = delete;
+  BackendDesc& operator=(const BackendDesc&) = delete;
+  ~BackendDesc();
+
+  cudnnBackendDescriptor_t get() const { return d_; }
+
+  BackendDesc& set(cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t, int64_t count,
+                   const void* values);
+  BackendDesc& set_i64(cudnnBackendAttributeName_t a, std::vector<int64_t> v);
+  BackendDesc& set_desc(cudnnBackendAttributeName_t a, const BackendDesc& d);
+  BackendDesc& set_descs(cudnnBackendAttributeName_t a, const std::vector<const BackendDesc*>& ds);
+  BackendDesc& set_handle(cudnnBackendAttributeName_t a, cudnnHandle_t h);
+  BackendDesc& finalize();
+  // Finalize that reports failure instead of throwing (a plan an engine cannot build).
+  bool try_finalize(std::string* why = nullptr);
+
+  int64_t get_i64(cudnnBackendAttributeName_t a) const;
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+// A tensor in NHWC storage with logical dims N, C, H, W (filters: K, C, R, S stored KRSC).
+BackendDesc make_tensor(int64_t uid, DType type, const Dims& dims, bool is_virtual = false);
+// A per-channel [1, C, 1, 1] tensor, e.g. a bias.
+BackendDesc make_channel_tensor(int64_t uid, DType type, int channels);
+
+// What an engine config is: its global index, knobs and notes.
+struct EngineInfo {
+  int64_t global_index = -1;
+  std::vector<std::pair<int, int64_t>> knobs;  // (knob type, value)
+  std::vector<int> numerical_notes, behavior_notes;
+  bool has_numerical(int note) const;
+  bool has_behavior(int note) const;
+  std::string tag() const;  // "eng12{k2=1,k3=0}", with "+rtc" where compiled at run time
+};
+EngineInfo engine_info(const BackendDesc& engine_config);
+
+// Engine configs for an operation graph from one heuristics mode, best first. Empty when the
+// mode offers none.
+std::vector<BackendDesc> heuristic_configs(cudnnHandle_t handle, const BackendDesc& op_graph,
+                                           cudnnBackendHeurMode_t mode);
+
+// An execution plan for one engine config, or an empty descriptor if it does not build.
+BackendDesc try_plan(cudnnHandle_t handle, const BackendDesc& engine_config, std::string* why);
+
+}  // namespace cnnbench

@@ -1,0 +1,37 @@
+// The classifier: y[N, out] = x[N, in] * W^T + b through one cuBLASLt matmul with a fused bias
+// epilogue. W is row-major [out, in] as PyTorch stores it.
+#pragma once
+
+#include "kernels/op.h"
+
+namespace cnnbench {
+
+struct LinearSpec {
+  std::string name;
+  int batch = 1, in_features = 0, out_features = 0;
+  Precision precision = Precision::FP32;
+  bool relu = false;
+};
+
+class LinearOp : public Op {
+ public:
+  LinearOp(const LinearSpec& spec, const void* x, const void* w, const void* bias, void* y);
+  ~LinearOp() override;
+  void prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) override;
+  size_t workspace_bytes() const override { return workspace_; }
+  void bind_workspace(void* workspace, size_t bytes) override;
+  void run(cudaStream_t stream) override;
+
+ private:
+  LinearSpec spec_;
+  const void *x_, *w_, *bias_;
+  void* y_;
+  cublasLtHandle_t lt_ = nullptr;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  size_t workspace_ = 0;
+  void* workspace_ptr_ = nullptr;
+};
+
+}  // namespace cnnbench

@@ -1,0 +1,73 @@
+// The interface every executable op shares, the GPU context they run in, and what each op
+// records about itself (the engine cuDNN or cuBLAS picked, whether it fused, its workspace).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "kernels/tensor.h"
+
+namespace cnnbench {
+
+enum class EngineMode { Heuristic, Autotune };
+EngineMode parse_engine_mode(const std::string& s);  // UserError on others
+const char* engine_mode_name(EngineMode m);
+
+struct LayerRecord {
+  std::string name;    // parameter path, e.g. "layer3.2.conv2"
+  std::string op;      // "conv+bias+add+relu", "maxpool", "linear+bias", ...
+  std::string shape;   // "in NxCxHxW -> out NxCxHxW"
+  std::string engine;  // "eng12{k2=1}+rtc", "cublasLt algo 6", "cnnbench kernel"
+  bool fused = true;   // false when a cuDNN graph fell back to conv + our epilogue kernel
+  size_t workspace_bytes = 0;
+  double tuned_us = 0;       // autotune: the winner's time; 0 under heuristics
+  int candidates = 0;        // plans that built (and, under autotune, were timed)
+  double build_ms = 0;       // host time to choose and build the plan
+  bool plan_reused = false;  // shared with an earlier layer of the same shape
+};
+
+struct PlanCacheEntry;  // defined by the conv op
+
+// Handles and the stream, shared by all ops of a process.
+struct GpuContext {
+  GpuContext();
+  ~GpuContext();
+  GpuContext(const GpuContext&) = delete;
+  GpuContext& operator=(const GpuContext&) = delete;
+  cudnnHandle_t cudnn = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  cudaStream_t stream = nullptr;
+  // Execution plans by op signature, so layers of one shape share one plan (and one tuning).
+  std::map<std::string, std::shared_ptr<PlanCacheEntry>> plans;
+};
+
+// Scratch memory an op may use while choosing its engine (autotune), before the arena's
+// workspace is sized.
+struct TuneScratch {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+
+class Op {
+ public:
+  virtual ~Op() = default;
+  // Picks engines and plans; may run the op (autotune) on its bound buffers.
+  virtual void prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) {
+    (void)ctx, (void)mode, (void)top_k, (void)scratch;
+  }
+  virtual size_t workspace_bytes() const { return 0; }
+  // Called once the arena's workspace exists.
+  virtual void bind_workspace(void* workspace, size_t bytes) { (void)workspace, (void)bytes; }
+  virtual void run(cudaStream_t stream) = 0;
+  const LayerRecord& record() const { return record_; }
+
+ protected:
+  LayerRecord record_;
+};
+
+}  // namespace cnnbench

@@ -1,0 +1,441 @@
+#include "networks/compile.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "harness/check.h"
+#include "kernels/conv.h"
+#include "kernels/matmul.h"
+#include "kernels/pointwise.h"
+#include "kernels/pool.h"
+
+namespace cnnbench {
+
+std::vector<uint8_t> to_storage(const std::vector<float>& v, DType t) {
+  std::vector<uint8_t> out(v.size() * dtype_size(t));
+  if (t == DType::F32) {
+    std::memcpy(out.data(), v.data(), out.size());
+  } else if (t == DType::F16) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      const __half h = __float2half_rn(v[i]);
+      std::memcpy(&out[2 * i], &h, 2);
+    }
+  } else {
+    for (size_t i = 0; i < v.size(); ++i) {
+      const __nv_bfloat16 h = __float2bfloat16_rn(v[i]);
+      std::memcpy(&out[2 * i], &h, 2);
+    }
+  }
+  return out;
+}
+
+std::vector<float> from_storage(const std::vector<uint8_t>& bytes, DType t) {
+  std::vector<float> out(bytes.size() / dtype_size(t));
+  if (t == DType::F32) {
+    std::memcpy(out.data(), bytes.data(), bytes.size());
+  } else if (t == DType::F16) {
+    for (size_t i = 0; i < out.size(); ++i) {
+      __half h;
+      std::memcpy(&h, &bytes[2 * i], 2);
+      out[i] = __half2float(h);
+    }
+  } else {
+    for (size_t i = 0; i < out.size(); ++i) {
+      __nv_bfloat16 h;
+      std::memcpy(&h, &bytes[2 * i], 2);
+      out[i] = __bfloat162float(h);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+class PoolOp : public Op {
+ public:
+  PoolOp(const std::string& name, OpKind kind, DType t, const PoolSpec& s, const void* x, void* y)
+      : kind_(kind), t_(t), s_(s), x_(x), y_(y) {
+    record_.name = name;
+    record_.op = op_kind_name(kind);
+    record_.shape = "in " + s.x.str() + " -> out " + s.y.str();
+    record_.engine = "cnnbench kernel";
+  }
+  void run(cudaStream_t stream) override {
+    if (kind_ == OpKind::MaxPool)
+      launch_maxpool(t_, x_, y_, s_, stream);
+    else if (kind_ == OpKind::AvgPool)
+      launch_avgpool(t_, x_, y_, s_, stream);
+    else
+      launch_global_avgpool(t_, x_, y_, s_.x, stream);
+  }
+
+ private:
+  OpKind kind_;
+  DType t_;
+  PoolSpec s_;
+  const void* x_;
+  void* y_;
+};
+
+// A BatchNorm, add or ReLU that no conv absorbed.
+class EpilogueOp : public Op {
+ public:
+  EpilogueOp(const std::string& name, const std::string& op, DType t, const Dims& d, const void* x,
+             const void* scale, const void* bias, const void* z, bool relu, void* y)
+      : t_(t), d_(d), x_(x), scale_(scale), bias_(bias), z_(z), relu_(relu), y_(y) {
+    record_.name = name;
+    record_.op = op;
+    record_.shape = d.str();
+    record_.engine = "cnnbench kernel";
+  }
+  void run(cudaStream_t stream) override {
+    launch_epilogue(t_, y_, x_, scale_, bias_, z_, relu_, d_.numel(), d_.c, stream);
+  }
+
+ private:
+  DType t_;
+  Dims d_;
+  const void *x_, *scale_, *bias_, *z_;
+  bool relu_;
+  void* y_;
+};
+
+// One op to emit: a group of graph nodes executed together, emitted where its last node stands.
+struct Group {
+  OpKind kind;
+  int head = -1;      // the conv / linear / pool / standalone node
+  int bn = -1;        // folded BatchNorm
+  int residual = -1;  // node added in the epilogue
+  bool relu = false;
+  int anchor = -1;      // the node whose value the group produces
+  std::vector<int> in;  // values read
+};
+
+Dims batched(Dims d, int n) {
+  d.n = n;
+  return d;
+}
+
+const std::vector<float>& tensor_of(const HostWeights& w, const std::string& name) {
+  auto it = w.find(name);
+  if (it == w.end()) throw UserError("weights have no tensor '" + name + "'");
+  return it->second;
+}
+
+}  // namespace
+
+Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const CompileOptions& opt)
+    : ctx_(ctx), opt_(opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const DType t = storage_type(opt.precision);
+  const int N = opt.batch;
+  const auto& nodes = g.nodes();
+  const auto consumers = g.consumers();
+  flops_per_image_ = 2.0 * double(g.macs());
+
+  // 1. Group nodes into ops.
+  std::vector<int> owner(nodes.size(), -1);  // group index of each node
+  std::vector<Group> groups;
+  auto sole_consumer = [&](int id, OpKind kind) {
+    return consumers[id].size() == 1 && consumers[id][0] >= 0 &&
+                   nodes[consumers[id][0]].kind == kind && owner[consumers[id][0]] < 0
+               ? consumers[id][0]
+               : -1;
+  };
+  for (int id = 0; id < int(nodes.size()); ++id) {
+    const Node& n = nodes[id];
+    if (owner[id] >= 0 || n.kind == OpKind::Input || n.kind == OpKind::Flatten) continue;
+    Group grp;
+    grp.kind = n.kind;
+    grp.head = id;
+    grp.in = n.inputs;
+    int cur = id;
+    std::vector<int> members{id};
+    auto absorb = [&](int m) { members.push_back(m), cur = m; };
+    if (n.kind == OpKind::Conv) {
+      if (int bn = sole_consumer(cur, OpKind::BatchNorm); bn >= 0) grp.bn = bn, absorb(bn);
+      if (int add = sole_consumer(cur, OpKind::Add); add >= 0) {
+        const Node& a = nodes[add];
+        grp.residual = a.inputs[0] == cur ? a.inputs[1] : a.inputs[0];
+        grp.in.push_back(grp.residual);
+        absorb(add);
+      }
+      if (int r = sole_consumer(cur, OpKind::ReLU); r >= 0) grp.relu = true, absorb(r);
+    } else if (n.kind == OpKind::Linear || n.kind == OpKind::BatchNorm || n.kind == OpKind::Add) {
+      if (int r = sole_consumer(cur, OpKind::ReLU); r >= 0) grp.relu = true, absorb(r);
+    }
+    grp.anchor = cur;
+    for (int m : members) owner[m] = int(groups.size());
+    groups.push_back(grp);
+  }
+  // Emit in anchor order: every input of a group is produced by an earlier anchor.
+  std::vector<int> order(groups.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = int(i);
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return groups[a].anchor < groups[b].anchor; });
+
+  // 2. Values and their lifetimes (in emission steps). Flatten aliases its input.
+  auto source = [&](int id) {
+    while (nodes[id].kind == OpKind::Flatten) id = nodes[id].inputs[0];
+    return id;
+  };
+  std::vector<int> def(nodes.size(), -1), last(nodes.size(), -1);
+  const int steps = int(order.size());
+  def[g.input_id()] = 0;
+  for (int s = 0; s < steps; ++s) {
+    const Group& grp = groups[order[s]];
+    def[grp.anchor] = s;
+    for (int v : grp.in) last[source(v)] = std::max(last[source(v)], s);
+  }
+  last[g.input_id()] = steps;        // the input persists across replays
+  last[source(g.output())] = steps;  // and so does the output
+  std::vector<int> buffer(nodes.size(), -1);
+  for (size_t id = 0; id < nodes.size(); ++id) {
+    if (def[id] < 0) continue;
+    const size_t bytes = size_t(batched(nodes[id].out, N).numel()) * dtype_size(t);
+    buffer[id] = arena_.add_activation(bytes, def[id], std::max(last[id], def[id]));
+  }
+  input_buf_ = buffer[g.input_id()];
+  output_buf_ = buffer[source(g.output())];
+  input_dims_ = batched(nodes[g.input_id()].out, N);
+  output_dims_ = batched(nodes[g.output()].out, N);
+
+  // 3. Weights, in device layout and storage type: conv KRSC with BatchNorm folded in.
+  struct PendingUpload {
+    int buffer;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<PendingUpload> uploads;
+  auto add_weights = [&](const std::vector<float>& v) {
+    std::vector<uint8_t> bytes = to_storage(v, t);
+    const int id = arena_.add_weights(bytes.size());
+    uploads.push_back({id, std::move(bytes)});
+    return id;
+  };
+  std::vector<int> wbuf(groups.size(), -1), bbuf(groups.size(), -1), sbuf(groups.size(), -1);
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const Group& grp = groups[gi];
+    const Node& n = nodes[grp.head];
+    if (grp.kind == OpKind::Conv) {
+      const Dims in = nodes[n.inputs[0]].out;
+      const int K = n.out.c, C = in.c / n.groups, R = n.kernel, S = n.kernel;
+      const std::vector<float>& w = tensor_of(weights, n.name + ".weight");
+      std::vector<double> scale(K, 1.0), shift(K, 0.0);
+      if (n.bias) {
+        const auto& b = tensor_of(weights, n.name + ".bias");
+        for (int k = 0; k < K; ++k) shift[k] = b[k];
+      }
+      if (grp.bn >= 0) {
+        const Node& bn = nodes[grp.bn];
+        const auto& gamma = tensor_of(weights, bn.name + ".weight");
+        const auto& beta = tensor_of(weights, bn.name + ".bias");
+        const auto& mean = tensor_of(weights, bn.name + ".running_mean");
+        const auto& var = tensor_of(weights, bn.name + ".running_var");
+        for (int k = 0; k < K; ++k) {
+          const double s = double(gamma[k]) / std::sqrt(double(var[k]) + bn.eps);
+          shift[k] = double(beta[k]) + (shift[k] - double(mean[k])) * s;
+          scale[k] = s;
+        }
+      }
+      std::vector<float> krsc(w.size()), bias(K);
+      for (int k = 0; k < K; ++k) {
+        bias[k] = float(shift[k]);
+        for (int c = 0; c < C; ++c)
+          for (int r = 0; r < R; ++r)
+            for (int s = 0; s < S; ++s)
+              krsc[((size_t(k) * R + r) * S + s) * C + c] =
+                  float(double(w[((size_t(k) * C + c) * R + r) * S + s]) * scale[k]);
+      }
+      wbuf[gi] = add_weights(krsc);
+      bbuf[gi] = add_weights(bias);
+    } else if (grp.kind == OpKind::Linear) {
+      std::vector<float> w = tensor_of(weights, n.name + ".weight");
+      // A flatten of C x H x W in NHWC storage reads (h, w, c); PyTorch's columns are (c, h, w).
+      const Dims pre = nodes[source(n.inputs[0])].out;
+      if (pre.h * pre.w > 1) {
+        const int out = n.out.c, hw = pre.h * pre.w, C = pre.c;
+        std::vector<float> p(w.size());
+        for (int o = 0; o < out; ++o)
+          for (int c = 0; c < C; ++c)
+            for (int i = 0; i < hw; ++i)
+              p[(size_t(o) * hw + i) * C + c] = w[(size_t(o) * C + c) * hw + i];
+        w.swap(p);
+      }
+      wbuf[gi] = add_weights(w);
+      if (n.bias) bbuf[gi] = add_weights(tensor_of(weights, n.name + ".bias"));
+    } else if (grp.kind == OpKind::BatchNorm) {
+      const auto& gamma = tensor_of(weights, n.name + ".weight");
+      const auto& beta = tensor_of(weights, n.name + ".bias");
+      const auto& mean = tensor_of(weights, n.name + ".running_mean");
+      const auto& var = tensor_of(weights, n.name + ".running_var");
+      std::vector<float> s(gamma.size()), b(gamma.size());
+      for (size_t k = 0; k < s.size(); ++k) {
+        const double sc = double(gamma[k]) / std::sqrt(double(var[k]) + n.eps);
+        s[k] = float(sc), b[k] = float(double(beta[k]) - double(mean[k]) * sc);
+      }
+      sbuf[gi] = add_weights(s);
+      bbuf[gi] = add_weights(b);
+    }
+  }
+
+  arena_.plan();
+  arena_.allocate();
+  for (const PendingUpload& u : uploads)
+    CNN_CHECK_CUDA(
+        cudaMemcpy(arena_.ptr(u.buffer), u.bytes.data(), u.bytes.size(), cudaMemcpyHostToDevice));
+
+  // 4. The ops, bound to their buffers.
+  auto ptr = [&](int node) { return arena_.ptr(buffer[source(node)]); };
+  auto wptr = [&](int id) -> void* { return id >= 0 ? arena_.ptr(id) : nullptr; };
+  for (int gi : order) {
+    const Group& grp = groups[gi];
+    const Node& n = nodes[grp.head];
+    const std::string name =
+        n.name.empty() ? std::string(op_kind_name(n.kind)) + "#" + std::to_string(grp.head)
+                       : n.name;
+    void* y = arena_.ptr(buffer[grp.anchor]);
+    switch (grp.kind) {
+      case OpKind::Conv: {
+        ConvSpec s;
+        s.name = name;
+        s.x = batched(nodes[n.inputs[0]].out, N);
+        s.y = batched(n.out, N);
+        s.kernel = n.kernel, s.stride = n.stride, s.pad = n.pad, s.dilation = n.dilation;
+        s.groups = n.groups;
+        s.precision = opt.precision;
+        s.residual = grp.residual >= 0;
+        s.relu = grp.relu;
+        ConvBuffers b{ptr(n.inputs[0]), wptr(wbuf[gi]), wptr(bbuf[gi]),
+                      s.residual ? ptr(grp.residual) : nullptr, y};
+        ops_.push_back(std::make_unique<ConvOp>(s, b));
+        break;
+      }
+      case OpKind::Linear: {
+        LinearSpec s;
+        s.name = name;
+        s.batch = N;
+        s.in_features = nodes[n.inputs[0]].out.c;
+        s.out_features = n.out.c;
+        s.precision = opt.precision;
+        s.relu = grp.relu;
+        ops_.push_back(
+            std::make_unique<LinearOp>(s, ptr(n.inputs[0]), wptr(wbuf[gi]), wptr(bbuf[gi]), y));
+        break;
+      }
+      case OpKind::MaxPool:
+      case OpKind::AvgPool:
+      case OpKind::GlobalAvgPool: {
+        PoolSpec s;
+        s.x = batched(nodes[n.inputs[0]].out, N);
+        s.y = batched(n.out, N);
+        s.kernel = n.kernel, s.stride = n.stride, s.pad = n.pad;
+        s.count_include_pad = n.count_include_pad;
+        ops_.push_back(std::make_unique<PoolOp>(name, grp.kind, t, s, ptr(n.inputs[0]), y));
+        break;
+      }
+      case OpKind::BatchNorm:
+        ops_.push_back(std::make_unique<EpilogueOp>(
+            name, grp.relu ? "batchnorm+relu" : "batchnorm", t, batched(n.out, N), ptr(n.inputs[0]),
+            wptr(sbuf[gi]), wptr(bbuf[gi]), nullptr, grp.relu, y));
+        break;
+      case OpKind::Add:
+        ops_.push_back(std::make_unique<EpilogueOp>(name, grp.relu ? "add+relu" : "add", t,
+                                                    batched(n.out, N), ptr(n.inputs[0]), nullptr,
+                                                    nullptr, ptr(n.inputs[1]), grp.relu, y));
+        break;
+      case OpKind::ReLU:
+        ops_.push_back(std::make_unique<EpilogueOp>(name, "relu", t, batched(n.out, N),
+                                                    ptr(n.inputs[0]), nullptr, nullptr, nullptr,
+                                                    true, y));
+        break;
+      default:
+        throw std::logic_error("compile: unexpected op");
+    }
+  }
+
+  // 5. Engines. Autotune runs layer by layer on a real input, so each layer is timed on the data
+  // it will see.
+  set_input(random_uniform(opt.input_seed, "input", size_t(input_dims_.numel()), -1.f, 1.f));
+  TuneScratch scratch;
+  scratch.bytes = opt.tune_scratch_bytes;
+  CNN_CHECK_CUDA(cudaMalloc(&scratch.ptr, scratch.bytes));
+  try {
+    for (auto& op : ops_) {
+      op->prepare(ctx, opt.engine, opt.top_k, scratch);
+      if (opt.engine == EngineMode::Autotune) op->run(ctx.stream);
+    }
+    CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+  } catch (...) {
+    cudaFree(scratch.ptr);
+    throw;
+  }
+  CNN_CHECK_CUDA(cudaFree(scratch.ptr));
+  for (auto& op : ops_) arena_.request_workspace(op->workspace_bytes());
+  arena_.allocate_workspace();
+  for (auto& op : ops_) op->bind_workspace(arena_.workspace(), arena_.workspace_bytes());
+  compile_ms_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Model::~Model() {
+  ctx_.plans.clear();
+}
+
+void Model::forward(cudaStream_t stream) {
+  for (auto& op : ops_) {
+    nvtxRangePushA(op->record().name.c_str());
+    op->run(stream);
+    nvtxRangePop();
+  }
+}
+
+void Model::set_input(const std::vector<float>& nchw) {
+  const Dims d = input_dims_;
+  if (int64_t(nchw.size()) != d.numel())
+    throw UserError("input has " + std::to_string(nchw.size()) + " values but " + d.str() +
+                    " needs " + std::to_string(d.numel()));
+  std::vector<float> nhwc(nchw.size());
+  for (int n = 0; n < d.n; ++n)
+    for (int c = 0; c < d.c; ++c)
+      for (int h = 0; h < d.h; ++h)
+        for (int w = 0; w < d.w; ++w)
+          nhwc[((size_t(n) * d.h + h) * d.w + w) * d.c + c] =
+              nchw[((size_t(n) * d.c + c) * d.h + h) * d.w + w];
+  const std::vector<uint8_t> bytes = to_storage(nhwc, storage_type(opt_.precision));
+  CNN_CHECK_CUDA(
+      cudaMemcpy(arena_.ptr(input_buf_), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+}
+
+std::vector<float> Model::output() const {
+  const Dims d = output_dims_;
+  const DType t = storage_type(opt_.precision);
+  std::vector<uint8_t> bytes(size_t(d.numel()) * dtype_size(t));
+  CNN_CHECK_CUDA(cudaStreamSynchronize(ctx_.stream));
+  CNN_CHECK_CUDA(
+      cudaMemcpy(bytes.data(), arena_.ptr(output_buf_), bytes.size(), cudaMemcpyDeviceToHost));
+  const std::vector<float> nhwc = from_storage(bytes, t);
+  if (d.h * d.w == 1) return nhwc;
+  std::vector<float> nchw(nhwc.size());
+  for (int n = 0; n < d.n; ++n)
+    for (int c = 0; c < d.c; ++c)
+      for (int h = 0; h < d.h; ++h)
+        for (int w = 0; w < d.w; ++w)
+          nchw[((size_t(n) * d.c + c) * d.h + h) * d.w + w] =
+              nhwc[((size_t(n) * d.h + h) * d.w + w) * d.c + c];
+  return nchw;
+}
+
+std::vector<LayerRecord> Model::layers() const {
+  std::vector<LayerRecord> out;
+  for (const auto& op : ops_) out.push_back(op->record());
+  return out;
+}
+
+}  // namespace cnnbench

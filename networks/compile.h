@@ -1,0 +1,65 @@
+// The compile step: a Graph plus weights becomes a Model of executable ops for one precision and
+// batch. BatchNorm folds into the preceding conv; conv + bias + residual add + ReLU become one
+// cuDNN graph; every buffer is planned in one arena before the first launch; each layer's engine
+// is chosen by heuristics or by timing the top candidates; nothing allocates after that.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "harness/arena.h"
+#include "kernels/op.h"
+#include "networks/graph.h"
+#include "networks/weights.h"
+
+namespace cnnbench {
+
+struct CompileOptions {
+  Precision precision = Precision::FP32;
+  int batch = 1;
+  EngineMode engine = EngineMode::Heuristic;
+  int top_k = 8;
+  size_t tune_scratch_bytes = size_t(256) << 20;  // autotune's workspace cap per candidate
+  uint64_t input_seed = 0;                        // the input drawn before autotune
+};
+
+class Model {
+ public:
+  Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const CompileOptions& opt);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // One forward pass, op by op, with an NVTX range per layer (graph capture records these ops).
+  void forward(cudaStream_t stream);
+
+  // Host float NCHW in, as PyTorch holds it; converted to NHWC in the storage type.
+  void set_input(const std::vector<float>& nchw);
+  // The output as host float, [N, classes] (NCHW order for a spatial output).
+  std::vector<float> output() const;
+
+  const Dims& input_dims() const { return input_dims_; }
+  const Dims& output_dims() const { return output_dims_; }
+  Precision precision() const { return opt_.precision; }
+  int batch() const { return opt_.batch; }
+  std::vector<LayerRecord> layers() const;
+  const Arena& arena() const { return arena_; }
+  double flops_per_image() const { return flops_per_image_; }
+  double compile_ms() const { return compile_ms_; }
+  size_t op_count() const { return ops_.size(); }
+
+ private:
+  GpuContext& ctx_;
+  CompileOptions opt_;
+  Arena arena_;
+  std::vector<std::unique_ptr<Op>> ops_;
+  Dims input_dims_, output_dims_;
+  int input_buf_ = -1, output_buf_ = -1;
+  double flops_per_image_ = 0, compile_ms_ = 0;
+};
+
+// Host conversions between float and a storage type (little-endian bytes).
+std::vector<uint8_t> to_storage(const std::vector<float>& v, DType t);
+std::vector<float> from_storage(const std::vector<uint8_t>& bytes, DType t);
+
+}  // namespace cnnbench

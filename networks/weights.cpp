@@ -1,0 +1,100 @@
+#include "networks/weights.h"
+
+#include <cmath>
+#include <set>
+
+#include "harness/check.h"
+#include "harness/safetensors.h"
+
+namespace cnnbench {
+
+namespace {
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+std::vector<float> random_uniform(uint64_t seed, const std::string& name, size_t count, float lo,
+                                  float hi) {
+  uint64_t state = seed * 0x2545F4914F6CDD1Dull ^ fnv1a(name);
+  std::vector<float> v(count);
+  for (float& x : v) {
+    const double u = double(splitmix64(state) >> 11) * (1.0 / 9007199254740992.0);
+    x = float(lo + (hi - lo) * u);
+  }
+  return v;
+}
+
+HostWeights random_weights(const Graph& g, uint64_t seed) {
+  HostWeights w;
+  for (const Node& n : g.nodes()) {
+    for (int pi : n.params) {
+      const ParamSpec& p = g.params()[pi];
+      if (p.integer) continue;
+      const size_t count = size_t(p.numel());
+      float lo = -1, hi = 1;
+      if (n.kind == OpKind::Conv || n.kind == OpKind::Linear) {
+        const int64_t fan_in = n.kind == OpKind::Conv ? p.numel() / p.shape[0] : p.shape.back();
+        const bool is_bias = ends_with(p.name, ".bias");
+        const float bound = is_bias ? float(1.0 / std::sqrt(double(fan_in)))
+                                    : float(std::sqrt(6.0 / double(fan_in)));
+        lo = -bound, hi = bound;
+      } else if (ends_with(p.name, ".weight")) {
+        lo = 0.5f, hi = 1.0f;
+      } else if (ends_with(p.name, ".running_var")) {
+        lo = 0.5f, hi = 1.5f;
+      } else {
+        lo = -0.1f, hi = 0.1f;
+      }
+      w[p.name] = random_uniform(seed, p.name, count, lo, hi);
+    }
+  }
+  return w;
+}
+
+HostWeights load_weights(const Graph& g, const std::string& path) {
+  const SafetensorsFile file = SafetensorsFile::load(path);
+  HostWeights w;
+  std::set<std::string> known;
+  for (const ParamSpec& p : g.params()) {
+    known.insert(p.name);
+    if (p.integer) continue;  // num_batches_tracked: optional, unused by inference
+    if (!file.has(p.name))
+      throw UserError("weights file " + path + " has no tensor '" + p.name + "' (shape " +
+                      shape_str(p.shape) + ") that " + g.name() + " needs");
+    const SafetensorInfo& info = file.info(p.name);
+    if (info.shape != p.shape)
+      throw UserError("weights file " + path + ": tensor '" + p.name + "' has shape " +
+                      shape_str(info.shape) + " but " + g.name() + " needs " + shape_str(p.shape));
+    w[p.name] = file.to_float(p.name);
+  }
+  for (const auto& entry : file.tensors())
+    if (!known.count(entry.first))
+      throw UserError("weights file " + path + " holds tensor '" + entry.first + "' that " +
+                      g.name() + " does not have");
+  return w;
+}
+
+}  // namespace cnnbench

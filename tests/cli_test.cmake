@@ -1,0 +1,25 @@
+# Command-line behaviour that needs no GPU: bad input and a missing device give one clear line on
+# stderr and a non-zero exit.
+function(expect_failure what pattern)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  WORKING_DIRECTORY ${SRC})
+  if(rc EQUAL 0)
+    message(FATAL_ERROR "${what}: exit 0, expected failure\n${out}${err}")
+  endif()
+  if(NOT err MATCHES "${pattern}")
+    message(FATAL_ERROR "${what}: stderr does not match '${pattern}':\n${err}")
+  endif()
+  message(STATUS "ok: ${what}: ${err}")
+endfunction()
+
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/typo.yaml "benchmarks:\n  - network: resnet50\n    precisions: [fp16]\n    batchs: [1]\n")
+expect_failure("unknown flag" "unknown flag '--bogus'" ${BENCH} --bogus)
+expect_failure("config typo" "batchs.*batches" ${BENCH} --config=${CMAKE_CURRENT_BINARY_DIR}/typo.yaml)
+expect_failure("missing config" "nope.yaml" ${BENCH} --config=nope.yaml)
+expect_failure("missing weights" "missing.safetensors" ${BENCH} --weights=missing.safetensors)
+expect_failure("infer unknown network" "unknown network 'resnet51'" ${INFER} --network=resnet51 --output=x.safetensors)
+
+execute_process(COMMAND nvidia-smi -L RESULT_VARIABLE has_gpu OUTPUT_QUIET ERROR_QUIET)
+if(NOT has_gpu EQUAL 0)
+  expect_failure("no device" "no CUDA device: " ${BENCH})
+endif()

@@ -1,0 +1,229 @@
+#include "harness/config.h"
+
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "harness/check.h"
+
+namespace cnnbench {
+namespace {
+
+using testing::HasSubstr;
+using testing::Not;
+
+ConfigSchema schema() {
+  ConfigSchema s;
+  s.networks = {{"resnet50", {224, 32}}, {"resnet152", {224, 32}}};
+  return s;
+}
+
+SweepConfig parse(const std::string& text) {
+  return parse_config_text(text, "sweep.yaml", schema());
+}
+
+// The UserError message of parsing `text` ("" if it parses).
+std::string error_of(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A one-entry config with `extra` lines added to the entry.
+std::string entry(const std::string& extra, const std::string& batches = "[1, 8]") {
+  return "benchmarks:\n  - network: resnet50\n    precisions: [fp16]\n    batches: " + batches +
+         "\n" + extra;
+}
+
+TEST(Config, FullConfig) {
+  SweepConfig c = parse(R"(
+seed: 12345678901234
+repetitions: 7
+min_time_s: 0.5
+warmup_ms: 0
+engine: heuristic
+autotune_top_k: 3
+modes: [eager, graph]
+benchmarks:
+  - network: resnet50
+    precisions: [fp16, bf16, tf32, fp32]
+    batches: [1, 2, 4, 256]
+    input_size: 160
+  - network: resnet152
+    precisions: [fp32]
+    batches: [32]
+    modes: [graph]
+)");
+  EXPECT_EQ(c.source, "sweep.yaml");
+  EXPECT_EQ(c.seed, 12345678901234u);
+  EXPECT_EQ(c.repetitions, 7);
+  EXPECT_DOUBLE_EQ(c.min_time_s, 0.5);
+  EXPECT_DOUBLE_EQ(c.warmup_ms, 0);
+  EXPECT_EQ(c.engine, "heuristic");
+  EXPECT_EQ(c.autotune_top_k, 3);
+  EXPECT_EQ(c.modes, (std::vector<std::string>{"eager", "graph"}));
+  ASSERT_EQ(c.benchmarks.size(), 2u);
+  const BenchmarkEntry& a = c.benchmarks[0];
+  EXPECT_EQ(a.network, "resnet50");
+  EXPECT_EQ(a.precisions, (std::vector<std::string>{"fp16", "bf16", "tf32", "fp32"}));
+  EXPECT_EQ(a.batches, (std::vector<int>{1, 2, 4, 256}));
+  EXPECT_EQ(a.input_size, 160);
+  EXPECT_EQ(a.modes, (std::vector<std::string>{"eager", "graph"}));  // the top-level default
+  const BenchmarkEntry& b = c.benchmarks[1];
+  EXPECT_EQ(b.network, "resnet152");
+  EXPECT_EQ(b.batches, (std::vector<int>{32}));
+  EXPECT_EQ(b.input_size, 224);
+  EXPECT_EQ(b.modes, (std::vector<std::string>{"graph"}));  // overridden by the entry
+}
+
+TEST(Config, Defaults) {
+  SweepConfig c = parse(entry("    modes: [eager]\n"));
+  EXPECT_EQ(c.seed, 0u);
+  EXPECT_EQ(c.repetitions, 5);
+  EXPECT_DOUBLE_EQ(c.min_time_s, 0.2);
+  EXPECT_DOUBLE_EQ(c.warmup_ms, 50);
+  EXPECT_EQ(c.engine, "autotune");
+  EXPECT_EQ(c.autotune_top_k, 8);
+  EXPECT_EQ(c.modes, (std::vector<std::string>{"graph"}));
+  ASSERT_EQ(c.benchmarks.size(), 1u);
+  EXPECT_EQ(c.benchmarks[0].input_size, 224);
+  EXPECT_EQ(c.benchmarks[0].modes, (std::vector<std::string>{"eager"}));
+  EXPECT_EQ(parse(entry("")).benchmarks[0].modes, (std::vector<std::string>{"graph"}));
+}
+
+TEST(Config, ParseFile) {
+  const std::string path = testing::TempDir() + "cnnbench_config_test.yaml";
+  std::ofstream(path) << "seed: 3\n" << entry("");
+  SweepConfig c = parse_config_file(path, schema());
+  EXPECT_EQ(c.source, path);
+  EXPECT_EQ(c.seed, 3u);
+
+  const std::string missing = testing::TempDir() + "cnnbench_no_such_config.yaml";
+  try {
+    parse_config_file(missing, schema());
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(missing));
+  }
+  EXPECT_THROW(parse_config_file(testing::TempDir(), schema()), UserError);
+}
+
+TEST(Config, MalformedAndEmpty) {
+  std::string msg = error_of("benchmarks: [\n  - x\n");
+  EXPECT_THAT(msg, HasSubstr("sweep.yaml"));
+  EXPECT_THAT(msg, HasSubstr("not valid YAML"));
+  EXPECT_THAT(msg, HasSubstr("line "));
+  EXPECT_THAT(msg, HasSubstr("column "));
+  for (const char* text : {"", "# only a comment\n", "~\n"}) {
+    msg = error_of(text);
+    EXPECT_THAT(msg, HasSubstr("sweep.yaml"));
+    EXPECT_THAT(msg, HasSubstr("is empty: it needs a 'benchmarks' list"));
+  }
+  EXPECT_THAT(error_of("- resnet50\n"), HasSubstr("not a map"));
+  EXPECT_THAT(error_of("just text\n"), HasSubstr("it needs a 'benchmarks' list"));
+  EXPECT_THAT(error_of("seed: 1\n"), HasSubstr("no 'benchmarks'"));
+  EXPECT_THAT(error_of("benchmarks: []\n"), HasSubstr("non-empty list"));
+  EXPECT_THAT(error_of("benchmarks:\n"), HasSubstr("'benchmarks' is nothing"));
+  EXPECT_THAT(error_of("benchmarks: [resnet50]\n"), HasSubstr("benchmarks entry 1 is 'resnet50'"));
+}
+
+TEST(Config, UnknownKeys) {
+  std::string msg = error_of(entry("    batchs: [2]\n"));
+  EXPECT_THAT(msg, HasSubstr("'sweep.yaml' line 5"));
+  EXPECT_THAT(msg, HasSubstr("unknown key 'batchs'"));
+  EXPECT_THAT(msg, HasSubstr("did you mean 'batches'?"));
+
+  msg = error_of("sed: 4\n" + entry(""));
+  EXPECT_THAT(msg, HasSubstr("unknown key 'sed' at the top level"));
+  EXPECT_THAT(msg, HasSubstr("did you mean 'seed'?"));
+
+  msg = error_of("colour: blue\n" + entry(""));
+  EXPECT_THAT(msg, HasSubstr("'colour'"));
+  EXPECT_THAT(msg, Not(HasSubstr("did you mean")));
+  EXPECT_THAT(msg, HasSubstr("valid keys: seed, repetitions"));
+
+  EXPECT_THAT(error_of("seed: 1\nseed: 2\n" + entry("")),
+              HasSubstr("'seed' at the top level is given twice"));
+  EXPECT_THAT(error_of("benchmarks:\n  - precisions: [fp16]\n    batches: [1]\n"),
+              HasSubstr("has no 'network'"));
+  EXPECT_THAT(error_of("benchmarks:\n  - network: resnet50\n    batches: [1]\n"),
+              HasSubstr("has no 'precisions'"));
+}
+
+TEST(Config, BadValues) {
+  std::string msg =
+      error_of("benchmarks:\n  - network: resnet5\n    precisions: [fp16]\n    batches: [1]\n");
+  EXPECT_THAT(msg, HasSubstr("'resnet5'"));
+  EXPECT_THAT(msg, HasSubstr("resnet152, resnet50"));
+
+  msg = error_of(
+      "benchmarks:\n  - network: resnet50\n    precisions: [fp16, fp8]\n    batches: [1]\n");
+  EXPECT_THAT(msg, HasSubstr("'fp8'"));
+  EXPECT_THAT(msg, HasSubstr("fp32, tf32, fp16, bf16"));
+
+  msg = error_of(entry("    modes: [graphs]\n"));
+  EXPECT_THAT(msg, HasSubstr("'graphs'"));
+  EXPECT_THAT(msg, HasSubstr("graph, eager"));
+  EXPECT_THAT(error_of("modes: []\n" + entry("")), HasSubstr("non-empty list of modes"));
+
+  msg = error_of("engine: fast\n" + entry(""));
+  EXPECT_THAT(msg, HasSubstr("'fast'"));
+  EXPECT_THAT(msg, HasSubstr("heuristic, autotune"));
+}
+
+TEST(Config, Batches) {
+  for (const char* bad : {"0", "-3", "2.5", "x", "99999999999"}) {
+    const std::string msg = error_of(entry("", std::string("[1, ") + bad + "]"));
+    EXPECT_THAT(msg, HasSubstr(std::string("'") + bad + "'")) << bad;
+    EXPECT_THAT(msg, HasSubstr("integer >= 1")) << bad;
+    EXPECT_THAT(msg, HasSubstr("'sweep.yaml' line 4")) << bad;
+  }
+  EXPECT_THAT(error_of(entry("", "[]")), HasSubstr("non-empty list of integers"));
+  EXPECT_THAT(error_of(entry("", "8")), HasSubstr("non-empty list of integers"));
+  EXPECT_THAT(error_of(entry("", "[1, 8, 1]")), HasSubstr("batch 1 twice"));
+  EXPECT_THAT(error_of("benchmarks:\n  - network: resnet50\n    precisions: [fp16, fp16]\n"
+                       "    batches: [1]\n"),
+              HasSubstr("precision 'fp16' twice"));
+}
+
+TEST(Config, InputSize) {
+  std::string msg = error_of(entry("    input_size: 16\n"));
+  EXPECT_THAT(msg, HasSubstr("'16'"));
+  EXPECT_THAT(msg, HasSubstr("at least 32"));
+  EXPECT_THAT(error_of(entry("    input_size: big\n")), HasSubstr("'big'"));
+  EXPECT_THAT(error_of(entry("    input_size: 100.5\n")), HasSubstr("at least 32"));
+  EXPECT_EQ(parse(entry("    input_size: 32\n")).benchmarks[0].input_size, 32);
+}
+
+TEST(Config, Numbers) {
+  const std::pair<const char*, const char*> bad[] = {
+      {"repetitions: 0", "integer >= 1"},    {"repetitions: 1.5", "integer >= 1"},
+      {"autotune_top_k: 0", "integer >= 1"}, {"min_time_s: 0", "number > 0"},
+      {"min_time_s: -1", "number > 0"},      {"min_time_s: soon", "number > 0"},
+      {"warmup_ms: -1", "number >= 0"},      {"seed: -1", "non-negative integer"},
+      {"seed: 1.5", "non-negative integer"}, {"seed: [1]", "'seed' is a list"},
+  };
+  for (const auto& [line, expected] : bad) {
+    const std::string msg = error_of(std::string(line) + "\n" + entry(""));
+    EXPECT_THAT(msg, HasSubstr("'sweep.yaml' line 1")) << line;
+    EXPECT_THAT(msg, HasSubstr(expected)) << line;
+  }
+  EXPECT_DOUBLE_EQ(parse("warmup_ms: 0\nmin_time_s: 1e-3\n" + entry("")).min_time_s, 1e-3);
+}
+
+TEST(Config, NearestWord) {
+  const std::vector<std::string> keys{"seed", "repetitions", "warmup_ms", "batches"};
+  EXPECT_EQ(nearest_word("batchs", keys), "batches");
+  EXPECT_EQ(nearest_word("Seed", keys), "seed");
+  EXPECT_EQ(nearest_word("repetition", keys), "repetitions");
+  EXPECT_EQ(nearest_word("warmup", keys), "warmup_ms");
+  EXPECT_EQ(nearest_word("zzzz", keys), "");
+  EXPECT_EQ(nearest_word("batches", {}), "");
+}
+
+}  // namespace
+}  // namespace cnnbench

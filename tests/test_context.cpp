@@ -1,0 +1,66 @@
+// The JSON context keys and the counters' names and arithmetic.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "harness/context.h"
+
+using namespace cnnbench;
+
+TEST(Context, CarriesDeviceAndVersions) {
+  DeviceInfo d;
+  d.name = "NVIDIA H200";
+  d.sm_count = 132;
+  d.cc_major = 9;
+  d.memory_bytes = uint64_t(143771) << 20;
+  d.driver_version = 13000;
+  d.runtime_version = 13000;
+  d.cudnn_loaded = 91400;
+  d.cudnn_compiled = 91900;
+  d.cudnn_library_path = "/usr/lib/x86_64-linux-gnu/libcudnn.so.9.14.0";
+  d.cublas_version = 130100;
+  std::map<std::string, std::string> ctx;
+  for (const auto& kv : context_entries(d)) EXPECT_TRUE(ctx.emplace(kv).second) << kv.first;
+  for (const char* key :
+       {"gpu_name", "gpu_sm_count", "gpu_memory_mib", "gpu_sm_clock_mhz", "gpu_mem_clock_mhz",
+        "driver_version", "cuda_runtime_version", "cudnn_version_loaded", "cudnn_version_compiled",
+        "cudnn_library_path", "cublas_version", "cnnbench_version", "cnnbench_git"})
+    EXPECT_EQ(ctx.count(key), 1u) << key;
+  EXPECT_EQ(ctx["gpu_name"], "NVIDIA H200");
+  EXPECT_EQ(ctx["gpu_memory_mib"], "143771");
+  EXPECT_EQ(ctx["cudnn_version_loaded"], "9.14.0");
+  EXPECT_EQ(ctx["cudnn_version_compiled"], "9.19.0");
+  EXPECT_EQ(ctx["cublas_version"], "13.1.0");
+  EXPECT_EQ(ctx["driver_version"], "13.0");
+  EXPECT_EQ(ctx["gpu_compute_capability"], "9.0");
+}
+
+TEST(Context, CountersNamesAndValues) {
+  Measurement m;
+  m.batch = 32;
+  m.forwards = 100;
+  m.total_ms = 250.0;  // 2.5 ms per batch
+  m.flops_per_image = 8.18e9;
+  m.weights_bytes = 50u << 20;
+  m.activations_bytes = 30u << 20;
+  m.workspace_bytes = 4u << 20;
+  m.device_peak_bytes = 700u << 20;
+  const auto c = counters_for(m);
+  std::set<std::string> names;
+  for (const auto& kv : c) names.insert(kv.first);
+  EXPECT_EQ(names, std::set<std::string>(counter_names().begin(), counter_names().end()));
+  EXPECT_DOUBLE_EQ(c.at("ms_per_batch"), 2.5);
+  EXPECT_DOUBLE_EQ(c.at("img_per_s"), 32 / 2.5e-3);
+  EXPECT_NEAR(c.at("tflops"), 8.18e9 * 32 / 2.5e-3 * 1e-12, 1e-9);
+  EXPECT_DOUBLE_EQ(c.at("arena_peak_mib"), 84.0);
+  EXPECT_DOUBLE_EQ(c.at("device_peak_mib"), 700.0);
+  EXPECT_DOUBLE_EQ(c.at("batch"), 32.0);
+}
+
+TEST(Context, NoForwardsMeansZeroNotInfinity) {
+  Measurement m;
+  m.batch = 8;
+  const auto c = counters_for(m);
+  EXPECT_EQ(c.at("img_per_s"), 0.0);
+  EXPECT_EQ(c.at("tflops"), 0.0);
+}

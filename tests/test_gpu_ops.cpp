@@ -1,0 +1,217 @@
+// Each op against a CPU reference in double on fresh random inputs (the inputs rounded to the
+// storage type first), by relative L2 error: 1e-5 fp32, 1e-3 tf32, 1e-2 fp16/bf16. Outputs are
+// poisoned with NaN before every run, so an element left unwritten fails.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cstdio>
+
+#include "gpu_util.h"
+#include "kernels/conv.h"
+#include "kernels/matmul.h"
+#include "kernels/pointwise.h"
+#include "kernels/pool.h"
+
+using namespace cnnbench;
+using namespace cnnbench::test;
+
+namespace {
+
+const Precision kAll[] = {Precision::FP32, Precision::TF32, Precision::FP16, Precision::BF16};
+
+struct ConvCase {
+  int n, c, h, k, kernel, stride, pad;
+  bool residual, relu;
+};
+
+// x NHWC, w KRSC, out NHWC.
+std::vector<double> conv_reference(const ConvSpec& s, const std::vector<float>& x,
+                                   const std::vector<float>& w, const std::vector<float>& b,
+                                   const std::vector<float>& z) {
+  const Dims X = s.x, Y = s.y;
+  const int R = s.kernel;
+  std::vector<double> y(size_t(Y.numel()));
+  for (int n = 0; n < Y.n; ++n)
+    for (int oh = 0; oh < Y.h; ++oh)
+      for (int ow = 0; ow < Y.w; ++ow)
+        for (int k = 0; k < Y.c; ++k) {
+          double acc = b[k];
+          for (int r = 0; r < R; ++r) {
+            const int ih = oh * s.stride - s.pad + r;
+            if (ih < 0 || ih >= X.h) continue;
+            for (int q = 0; q < R; ++q) {
+              const int iw = ow * s.stride - s.pad + q;
+              if (iw < 0 || iw >= X.w) continue;
+              const float* xp = &x[((size_t(n) * X.h + ih) * X.w + iw) * X.c];
+              const float* wp = &w[((size_t(k) * R + r) * R + q) * X.c];
+              for (int c = 0; c < X.c; ++c) acc += double(xp[c]) * wp[c];
+            }
+          }
+          const size_t i = ((size_t(n) * Y.h + oh) * Y.w + ow) * Y.c + k;
+          if (s.residual) acc += z[i];
+          if (s.relu) acc = std::max(acc, 0.0);
+          y[i] = acc;
+        }
+  return y;
+}
+
+void check_conv(const ConvCase& cc, Precision p, EngineMode mode, std::mt19937& rng) {
+  GpuContext ctx;
+  ConvSpec s;
+  s.name = "test.conv";
+  s.x = {cc.n, cc.c, cc.h, cc.h};
+  const int oh = (cc.h + 2 * cc.pad - cc.kernel) / cc.stride + 1;
+  s.y = {cc.n, cc.k, oh, oh};
+  s.kernel = cc.kernel, s.stride = cc.stride, s.pad = cc.pad;
+  s.precision = p;
+  s.residual = cc.residual;
+  s.relu = cc.relu;
+  const DType t = storage_type(p);
+  const float wb = std::sqrt(3.0f / float(cc.c * cc.kernel * cc.kernel));
+  const auto x = rounded(random_vector(size_t(s.x.numel()), rng), t);
+  const auto w =
+      rounded(random_vector(size_t(cc.k) * cc.c * cc.kernel * cc.kernel, rng, -wb, wb), t);
+  const auto b = rounded(random_vector(size_t(cc.k), rng, -0.5f, 0.5f), t);
+  const auto z = rounded(random_vector(size_t(s.y.numel()), rng), t);
+  DeviceBuffer dx(x, t), dw(w, t), db(b, t), dz(z, t), dy(size_t(s.y.numel()), t);
+  ConvOp op(s, {dx.get(), dw.get(), db.get(), cc.residual ? dz.get() : nullptr, dy.get()});
+  TuneScratch scratch;
+  scratch.bytes = size_t(64) << 20;
+  DeviceBuffer ws(scratch.bytes, DType::F32);
+  scratch.ptr = ws.get();
+  op.prepare(ctx, mode, 4, scratch);
+  op.bind_workspace(ws.get(), scratch.bytes);
+  dy.poison();
+  op.run(ctx.stream);
+  CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+  const double err = rel_l2(dy.download(), conv_reference(s, x, w, b, z));
+  std::printf("  %-26s %-4s %-9s rel_l2 %.2e  %s %s\n", s.op_name().c_str(), precision_name(p),
+              engine_mode_name(mode), err, op.record().engine.c_str(),
+              op.fused() ? "fused" : "unfused");
+  EXPECT_LT(err, tolerance(p)) << s.signature() << " " << op.record().engine;
+}
+
+}  // namespace
+
+TEST(GpuOps, FusedConvMatchesReference) {
+  std::mt19937 rng(std::random_device{}());
+  const ConvCase cases[] = {
+      {2, 32, 14, 64, 3, 1, 1, false, true},    // 3x3 + bias + relu
+      {2, 64, 14, 256, 1, 1, 0, true, true},    // bottleneck conv3: + residual + relu
+      {2, 64, 14, 64, 3, 2, 1, false, false},   // strided 3x3, bias only
+      {2, 3, 32, 64, 7, 2, 3, false, true},     // the stem
+      {2, 64, 14, 128, 1, 2, 0, false, false},  // downsample projection
+  };
+  for (Precision p : kAll)
+    for (const ConvCase& c : cases) check_conv(c, p, EngineMode::Heuristic, rng);
+  check_conv(cases[1], Precision::FP16, EngineMode::Autotune, rng);
+  check_conv(cases[0], Precision::FP32, EngineMode::Autotune, rng);
+}
+
+TEST(GpuOps, PoolingMatchesReference) {
+  std::mt19937 rng(std::random_device{}());
+  for (Precision p : kAll) {
+    const DType t = storage_type(p);
+    for (int kind = 0; kind < 3; ++kind) {
+      PoolSpec s;
+      s.x = {2, 24, 15, 15};
+      s.kernel = 3, s.stride = kind == 0 ? 2 : 1, s.pad = 1;
+      s.count_include_pad = kind == 1;
+      const int o = (15 + 2 - 3) / s.stride + 1;
+      s.y = {2, 24, o, o};
+      const auto x = rounded(random_vector(size_t(s.x.numel()), rng), t);
+      DeviceBuffer dx(x, t), dy(size_t(s.y.numel()), t);
+      if (kind == 0)
+        launch_maxpool(t, dx.get(), dy.get(), s, nullptr);
+      else
+        launch_avgpool(t, dx.get(), dy.get(), s, nullptr);
+      std::vector<double> ref(size_t(s.y.numel()));
+      for (int n = 0; n < 2; ++n)
+        for (int oh = 0; oh < o; ++oh)
+          for (int ow = 0; ow < o; ++ow)
+            for (int c = 0; c < 24; ++c) {
+              double acc = kind == 0 ? -DBL_MAX : 0;
+              int count = 0;
+              for (int r = 0; r < 3; ++r)
+                for (int q = 0; q < 3; ++q) {
+                  const int h = oh * s.stride - 1 + r, w = ow * s.stride - 1 + q;
+                  if (h < 0 || h >= 15 || w < 0 || w >= 15) continue;
+                  const double v = x[((size_t(n) * 15 + h) * 15 + w) * 24 + c];
+                  acc = kind == 0 ? std::max(acc, v) : acc + v;
+                  ++count;
+                }
+              if (kind == 1) acc /= 9;
+              if (kind == 2) acc /= count;
+              ref[((size_t(n) * o + oh) * o + ow) * 24 + c] = acc;
+            }
+      const double err = rel_l2(dy.download(), ref);
+      EXPECT_LT(err, tolerance(p)) << "pool kind " << kind << " " << precision_name(p);
+    }
+    // Global average pool.
+    const Dims d{3, 40, 7, 7};
+    const auto x = rounded(random_vector(size_t(d.numel()), rng), t);
+    DeviceBuffer dx(x, t), dy(size_t(d.n * d.c), t);
+    launch_global_avgpool(t, dx.get(), dy.get(), d, nullptr);
+    std::vector<double> ref(size_t(d.n * d.c), 0.0);
+    for (int n = 0; n < d.n; ++n)
+      for (int i = 0; i < 49; ++i)
+        for (int c = 0; c < d.c; ++c)
+          ref[size_t(n) * d.c + c] += x[(size_t(n) * 49 + i) * d.c + c] / 49.0;
+    EXPECT_LT(rel_l2(dy.download(), ref), tolerance(p)) << "global avgpool " << precision_name(p);
+  }
+}
+
+TEST(GpuOps, LinearWithBiasMatchesReference) {
+  std::mt19937 rng(std::random_device{}());
+  for (Precision p : kAll)
+    for (EngineMode mode : {EngineMode::Heuristic, EngineMode::Autotune}) {
+      GpuContext ctx;
+      const DType t = storage_type(p);
+      LinearSpec s;
+      s.name = "test.fc";
+      s.batch = 5, s.in_features = 512, s.out_features = 100, s.precision = p;
+      const auto x = rounded(random_vector(size_t(s.batch) * s.in_features, rng), t);
+      const auto w =
+          rounded(random_vector(size_t(s.out_features) * s.in_features, rng, -0.05f, 0.05f), t);
+      const auto b = rounded(random_vector(size_t(s.out_features), rng), t);
+      DeviceBuffer dx(x, t), dw(w, t), db(b, t), dy(size_t(s.batch) * s.out_features, t);
+      LinearOp op(s, dx.get(), dw.get(), db.get(), dy.get());
+      TuneScratch scratch;
+      scratch.bytes = size_t(32) << 20;
+      DeviceBuffer ws(scratch.bytes, DType::F32);
+      scratch.ptr = ws.get();
+      op.prepare(ctx, mode, 4, scratch);
+      op.bind_workspace(ws.get(), scratch.bytes);
+      dy.poison();
+      op.run(ctx.stream);
+      std::vector<double> ref(size_t(s.batch) * s.out_features);
+      for (int n = 0; n < s.batch; ++n)
+        for (int o = 0; o < s.out_features; ++o) {
+          double acc = b[o];
+          for (int i = 0; i < s.in_features; ++i)
+            acc += double(x[size_t(n) * s.in_features + i]) * w[size_t(o) * s.in_features + i];
+          ref[size_t(n) * s.out_features + o] = acc;
+        }
+      const double err = rel_l2(dy.download(), ref);
+      std::printf("  linear+bias %-4s %-9s rel_l2 %.2e  %s\n", precision_name(p),
+                  engine_mode_name(mode), err, op.record().engine.c_str());
+      EXPECT_LT(err, tolerance(p)) << precision_name(p);
+    }
+}
+
+TEST(GpuOps, StandaloneEpilogueMatchesReference) {
+  std::mt19937 rng(std::random_device{}());
+  for (Precision p : kAll) {
+    const DType t = storage_type(p);
+    const int C = 48, numel = 4 * 9 * C;
+    const auto x = rounded(random_vector(numel, rng), t), z = rounded(random_vector(numel, rng), t);
+    const auto sc = rounded(random_vector(C, rng, 0.5f, 1.5f), t),
+               b = rounded(random_vector(C, rng), t);
+    DeviceBuffer dx(x, t), dz(z, t), ds(sc, t), db(b, t), dy(numel, t);
+    launch_epilogue(t, dy.get(), dx.get(), ds.get(), db.get(), dz.get(), true, numel, C, nullptr);
+    std::vector<double> ref(numel);
+    for (int i = 0; i < numel; ++i)
+      ref[i] = std::max(0.0, double(x[i]) * sc[i % C] + b[i % C] + z[i]);
+    EXPECT_LT(rel_l2(dy.download(), ref), tolerance(p)) << precision_name(p);
+  }
+}

@@ -1,0 +1,71 @@
+// Random weights are deterministic; a weights file is checked tensor by tensor.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "harness/check.h"
+#include "harness/safetensors.h"
+#include "networks/resnet.h"
+#include "networks/weights.h"
+
+using namespace cnnbench;
+
+namespace {
+std::string error_of(const Graph& g, const std::string& path) {
+  try {
+    load_weights(g, path);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::vector<SafetensorOut> as_file(const Graph& g, const HostWeights& w) {
+  std::vector<SafetensorOut> out;
+  for (const ParamSpec& p : g.params())
+    if (!p.integer) out.push_back({p.name, p.shape, w.at(p.name)});
+  return out;
+}
+}  // namespace
+
+TEST(Weights, RandomIsDeterministicPerSeedAndName) {
+  const Graph g = resnet50();
+  const HostWeights a = random_weights(g, 7), b = random_weights(g, 7), c = random_weights(g, 8);
+  EXPECT_EQ(a.at("layer3.2.conv2.weight"), b.at("layer3.2.conv2.weight"));
+  EXPECT_NE(a.at("layer3.2.conv2.weight"), c.at("layer3.2.conv2.weight"));
+  EXPECT_EQ(a.count("bn1.num_batches_tracked"), 0u);
+  for (float v : a.at("layer1.0.bn1.running_var")) EXPECT_TRUE(v >= 0.5f && v < 1.5f);
+  const std::vector<float>& w = a.at("conv1.weight");
+  const float bound = std::sqrt(6.0f / (3 * 7 * 7));
+  for (float v : w) EXPECT_LE(std::fabs(v), bound);
+}
+
+TEST(Weights, LoadsAFileAndNamesEachProblem) {
+  const Graph g = build_resnet("resnet50", {1, 1, 1, 1}, 64);  // small, same names' shape rules
+  const HostWeights w = random_weights(g, 1);
+  const std::string dir = testing::TempDir();
+  const std::string good = dir + "/good.safetensors";
+  save_safetensors(good, as_file(g, w));
+  EXPECT_EQ(load_weights(g, good).at("fc.bias"), w.at("fc.bias"));
+
+  auto tensors = as_file(g, w);
+  tensors.erase(tensors.begin() + 3);  // drop bn1.running_mean
+  save_safetensors(dir + "/missing.safetensors", tensors);
+  EXPECT_NE(error_of(g, dir + "/missing.safetensors").find("'bn1.running_mean'"),
+            std::string::npos);
+
+  tensors = as_file(g, w);
+  tensors.push_back({"extra.weight", {2}, {1, 2}});
+  save_safetensors(dir + "/extra.safetensors", tensors);
+  EXPECT_NE(error_of(g, dir + "/extra.safetensors").find("'extra.weight'"), std::string::npos);
+
+  tensors = as_file(g, w);
+  tensors[0].shape = {64, 3, 49};
+  save_safetensors(dir + "/shape.safetensors", tensors);
+  const std::string msg = error_of(g, dir + "/shape.safetensors");
+  EXPECT_NE(msg.find("[64, 3, 49]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[64, 3, 7, 7]"), std::string::npos) << msg;
+
+  EXPECT_NE(error_of(g, dir + "/nope.safetensors").find("nope.safetensors"), std::string::npos);
+}

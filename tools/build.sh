@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Configures and builds the release tree (build/release).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/install_deps.sh
+export CUDACXX=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$(nproc)"
