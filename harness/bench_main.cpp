@@ -180,23 +180,37 @@ bool user_set(int argc, char** argv, const std::string& flag) {
   return false;
 }
 
-int run(int argc, char** argv) {
+int run(int argc_in, char** argv_in) {
   Options opt;
   std::string config_path = "configs/default.yaml", engine, benchmark_out;
   bool eager = false;
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]).rfind("--benchmark_out=", 0) == 0)
-      benchmark_out = std::string(argv[i]).substr(16);
-  const bool user_reps = user_set(argc, argv, "benchmark_repetitions");
-  const bool user_min_time = user_set(argc, argv, "benchmark_min_time");
+  for (int i = 1; i < argc_in; ++i) {
+    const std::string a = argv_in[i];
+    if (a.rfind("--benchmark_out=", 0) == 0) benchmark_out = a.substr(16);
+    if (a.rfind("--config=", 0) == 0) config_path = a.substr(9);
+    if (a == "--config" && i + 1 < argc_in) config_path = argv_in[i + 1];
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+  }
+  opt.config = parse_config_file(config_path, config_schema());
+  // The config's repetitions and minimum time become Google Benchmark's flags (so they stay out
+  // of the benchmark names); flags given on the command line win.
+  std::vector<std::string> extra;
+  if (!user_set(argc_in, argv_in, "benchmark_repetitions"))
+    extra.push_back("--benchmark_repetitions=" + std::to_string(opt.config.repetitions));
+  if (!user_set(argc_in, argv_in, "benchmark_min_time"))
+    extra.push_back("--benchmark_min_time=" + std::to_string(opt.config.min_time_s));
+  std::vector<char*> args(argv_in, argv_in + argc_in);
+  for (std::string& e : extra) args.push_back(e.data());
+  int argc = int(args.size());
+  char** argv = args.data();
   benchmark::Initialize(&argc, argv);
   for (int i = 1; i < argc; ++i) {
     std::string v;
-    if (take_flag(i, argc, argv, "help", nullptr)) {
-      std::cout << kUsage;
-      return 0;
-    } else if (take_flag(i, argc, argv, "config", &v)) {
-      config_path = v;
+    if (take_flag(i, argc, argv, "config", &v)) {
+      continue;  // read above
     } else if (take_flag(i, argc, argv, "weights", &v)) {
       opt.weights_path = v;
     } else if (take_flag(i, argc, argv, "engine", &v)) {
@@ -209,7 +223,6 @@ int run(int argc, char** argv) {
       throw UserError(std::string("unknown flag '") + argv[i] + "' (see --help)");
     }
   }
-  opt.config = parse_config_file(config_path, config_schema());
   opt.engine = parse_engine_mode(engine.empty() ? opt.config.engine : engine);
   if (opt.layers_out.empty() && !benchmark_out.empty()) {
     const size_t dot = benchmark_out.rfind(".json");
@@ -251,8 +264,6 @@ int run(int argc, char** argv) {
             name += "/size:" + std::to_string(e.input_size);
           auto* b = benchmark::RegisterBenchmark(name.c_str(), run_benchmark, job);
           b->UseManualTime()->Unit(benchmark::kMillisecond);
-          if (!user_reps) b->Repetitions(opt.config.repetitions);
-          if (!user_min_time) b->MinTime(opt.config.min_time_s);
         }
   }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <vector>
 
 #include "harness/check.h"
@@ -54,7 +55,7 @@ BackendDesc pointwise_op(const BackendDesc& pw, const BackendDesc& x, const Back
 
 // The operation graph: the conv alone (fused == false) or with the whole epilogue.
 struct OpGraph {
-  std::vector<BackendDesc> keep;  // descriptors the graph refers to
+  std::deque<BackendDesc> keep;  // descriptors the graph refers to (stable addresses)
   BackendDesc graph;
 };
 
@@ -156,16 +157,20 @@ struct Candidate {
 };
 
 // Engine configs from heuristics mode A, then the fallback list, that fit the precision and
-// build, best first; at most `limit`.
+// build, best first; at most `limit`, of which at most kMaxCompiled are compiled at run time
+// (NVRTC takes about 0.3 s for each, against milliseconds for a precompiled engine).
+constexpr int kMaxCompiled = 3;
 std::vector<Candidate> candidates(cudnnHandle_t h, const OpGraph& g, Precision p, size_t limit,
                                   size_t max_workspace) {
   std::vector<Candidate> out;
-  std::vector<int64_t> seen;
+  int compiled = 0;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     for (BackendDesc& cfg : heuristic_configs(h, g.graph, mode)) {
       if (out.size() >= limit) return out;
       EngineInfo info = engine_info(cfg);
       if (!engine_fits_precision(info, p)) continue;
+      const bool rtc = info.has_behavior(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
+      if (rtc && compiled >= kMaxCompiled) continue;
       const std::string tag = info.tag();
       bool dup = false;
       for (const Candidate& c : out) dup |= c.engine.tag() == tag;
@@ -175,6 +180,7 @@ std::vector<Candidate> candidates(cudnnHandle_t h, const OpGraph& g, Precision p
       if (!plan.get()) continue;
       const size_t ws = size_t(plan.get_i64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
       if (ws > max_workspace) continue;
+      compiled += rtc;
       out.push_back({std::move(plan), std::move(info), ws});
     }
   }

@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""Side-by-side table of cnnbench against PyTorch for one network and precision.
+
+Inputs:
+  --cnnbench X.json  Google Benchmark JSON from `cnnbench --benchmark_out=X.json`: benchmark names
+                     "<network>/<precision>/<mode>/batch:<N>" (mode graph|eager), counters such as
+                     img_per_s as top-level numbers, our device/library versions in "context".
+  --pytorch Y.json   tools/pytorch_baseline.py output, or the reference file
+                     shared/reference/pytorch_h200_*.json (rows with model/mode/batch/ms/img_s;
+                     the reference lacks ms_min/ms_max and has graph rows for a few batches only).
+
+cnnbench values: with repetitions, Google Benchmark writes one "iteration" entry per repetition
+plus "aggregate" entries (mean/median/stddev/cv); the median aggregate is used when present, else
+the median over the iteration entries; the min-max range always comes from the iteration entries.
+Entries with "error_occurred" show as "error" cells.
+
+--check exits 1 unless cnnbench graph img/s >= PyTorch graph img/s at every batch where both
+exist, and >= 1.5x at batch 1 (which must be present in both). Stdlib only; importable.
+"""
+import argparse
+import json
+import statistics
+import sys
+
+# PyTorch row "mode" names for (precision, cnnbench mode); as written by pytorch_baseline.py and
+# found in the reference file (which also has plain "fp32" eager rows).
+PYTORCH_MODES = {
+    "fp16": {"eager": "fp16cl", "graph": "fp16cl_graph"},
+    "bf16": {"eager": "bf16cl", "graph": "bf16cl_graph"},
+    "fp32": {"eager": "fp32", "graph": "fp32_graph"},
+    "tf32": {"eager": "tf32", "graph": "tf32_graph"},
+}
+CONTEXT_KEYS = ("date", "host_name", "gpu_name", "gpu_sm_count", "gpu_memory_mib",
+                "gpu_sm_clock_mhz", "gpu_mem_clock_mhz", "driver_version", "cuda_runtime_version",
+                "cudnn_version_loaded", "cudnn_version_compiled", "cudnn_library_path",
+                "cublas_version", "cnnbench_version", "cnnbench_git")
+BATCH1_MIN_RATIO = 1.5
+_TIME_UNIT_S = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+class Cell:
+    """One measured value: median img/s with an optional min-max range, or an error."""
+
+    def __init__(self, img_s=None, lo=None, hi=None, error=None, n=0):
+        self.img_s, self.lo, self.hi, self.error, self.n = img_s, lo, hi, error, n
+
+    @property
+    def ok(self):
+        return self.error is None and self.img_s is not None
+
+    def __repr__(self):
+        return f"Cell(img_s={self.img_s}, lo={self.lo}, hi={self.hi}, error={self.error!r})"
+
+
+# --------------------------------------------------------------------------------------------
+# Google Benchmark JSON
+# --------------------------------------------------------------------------------------------
+def parse_name(name):
+    """'resnet50/fp16/graph/batch:32[/real_time][_median]' -> ('resnet50', 'fp16', 'graph', 32).
+
+    Returns None for names of another shape.
+    """
+    parts = name.split("/")
+    if len(parts) < 4:
+        return None
+    batch = None
+    for p in parts[3:]:
+        if p.startswith("batch:"):
+            digits = ""
+            for ch in p[len("batch:"):]:  # stop at an aggregate suffix such as "_median"
+                if not ch.isdigit():
+                    break
+                digits += ch
+            batch = int(digits) if digits else None
+            break
+    if batch is None:
+        return None
+    return parts[0], parts[1], parts[2], batch
+
+
+def entry_img_s(e):
+    """img/s of one entry: its img_per_s counter, else batch / real_time."""
+    if isinstance(e.get("img_per_s"), (int, float)):
+        return float(e["img_per_s"])
+    t, batch = e.get("real_time"), e.get("batch")
+    scale = _TIME_UNIT_S.get(e.get("time_unit", "ns"))
+    if isinstance(t, (int, float)) and t > 0 and isinstance(batch, (int, float)) and scale:
+        return float(batch) / (t * scale)
+    return None
+
+
+def load_cnnbench(path):
+    """(context dict, {(network, precision, mode, batch): Cell})."""
+    with open(path) as f:
+        doc = json.load(f)
+    groups = {}  # key -> {"iters": [img_s], "median": img_s, "errors": [msg]}
+    for e in doc.get("benchmarks", []):
+        key = parse_name(e.get("run_name") or e.get("name", ""))
+        if key is None:
+            continue
+        g = groups.setdefault(key, {"iters": [], "median": None, "errors": []})
+        if e.get("error_occurred"):
+            g["errors"].append(str(e.get("error_message") or "error"))
+            continue
+        run_type = e.get("run_type", "iteration")
+        if run_type == "aggregate":
+            if e.get("aggregate_name") == "median":
+                g["median"] = entry_img_s(e)
+        elif run_type == "iteration":
+            v = entry_img_s(e)
+            if v is not None:
+                g["iters"].append(v)
+    cells = {}
+    for key, g in groups.items():
+        iters = g["iters"]
+        median = g["median"] if g["median"] is not None else (
+            statistics.median(iters) if iters else None)
+        if g["errors"] or median is None:  # any failed repetition makes the whole cell an error
+            cells[key] = Cell(error=g["errors"][0] if g["errors"] else "no measurement")
+            continue
+        cells[key] = Cell(median, min(iters) if iters else None, max(iters) if iters else None,
+                          n=len(iters))
+    return doc.get("context", {}), cells
+
+
+# --------------------------------------------------------------------------------------------
+# PyTorch JSON
+# --------------------------------------------------------------------------------------------
+def load_pytorch(path, network, precision):
+    """(header dict, {(mode, batch): Cell}) for `network`; mode is our "eager"/"graph"."""
+    with open(path) as f:
+        doc = json.load(f)
+    wanted = {v: k for k, v in PYTORCH_MODES[precision].items()}  # "fp16cl" -> "eager"
+    cells = {}
+    for r in doc.get("rows", []):
+        if r.get("model") != network or r.get("mode") not in wanted:
+            continue
+        key = (wanted[r["mode"]], int(r["batch"]))
+        if r.get("error"):
+            cells[key] = Cell(error=str(r["error"]))
+            continue
+        img_s = r.get("img_s")
+        if img_s is None and r.get("ms"):
+            img_s = r["batch"] / r["ms"] * 1e3
+        lo = r["batch"] / r["ms_max"] * 1e3 if r.get("ms_max") else None  # slowest rep
+        hi = r["batch"] / r["ms_min"] * 1e3 if r.get("ms_min") else None
+        cells[key] = Cell(img_s, lo, hi, n=len(r["reps"]) if isinstance(r.get("reps"), list) else 0)
+    header = {k: v for k, v in doc.items() if k != "rows"}
+    return header, cells
+
+
+# --------------------------------------------------------------------------------------------
+# Table, check, rendering
+# --------------------------------------------------------------------------------------------
+def build_rows(cb_cells, pt_cells, network, precision):
+    """One dict per batch present on either side, in batch order."""
+    batches = {k[3] for k in cb_cells if k[0] == network and k[1] == precision}
+    batches |= {b for (_, b) in pt_cells}
+    rows = []
+    for b in sorted(batches):
+        cb_g = cb_cells.get((network, precision, "graph", b))
+        pt_g = pt_cells.get(("graph", b))
+        ratio = cb_g.img_s / pt_g.img_s if cb_g and pt_g and cb_g.ok and pt_g.ok else None
+        rows.append({"batch": b, "cb_graph": cb_g, "cb_eager": cb_cells.get(
+            (network, precision, "eager", b)), "pt_eager": pt_cells.get(("eager", b)),
+            "pt_graph": pt_g, "ratio": ratio})
+    return rows
+
+
+def check(rows, batch1_min_ratio=BATCH1_MIN_RATIO):
+    """(ok, [failure messages]) for the --check criterion."""
+    failures, compared = [], 0
+    for r in rows:
+        cb, pt, b = r["cb_graph"], r["pt_graph"], r["batch"]
+        if pt is None or not pt.ok:
+            continue  # nothing to beat at this batch
+        if cb is None or not cb.ok:
+            failures.append(f"batch {b}: PyTorch graph has {pt.img_s:.1f} img/s but cnnbench "
+                            f"graph has {'an error' if cb else 'no result'}")
+            continue
+        compared += 1
+        need = batch1_min_ratio if b == 1 else 1.0
+        if r["ratio"] < need:
+            failures.append(f"batch {b}: cnnbench graph {cb.img_s:.1f} img/s is {r['ratio']:.2f}x "
+                            f"PyTorch graph {pt.img_s:.1f} img/s (needs >= {need:g}x)")
+    b1 = next((r for r in rows if r["batch"] == 1), None)
+    if b1 is None or b1["ratio"] is None:
+        if not any(m.startswith("batch 1:") for m in failures):
+            failures.append("batch 1: needs results from both cnnbench graph and PyTorch graph")
+    if compared == 0:
+        failures.append("no batch has both a cnnbench graph and a PyTorch graph result")
+    return not failures, failures
+
+
+def fmt_num(v):
+    return f"{v:,.0f}" if v >= 100 else f"{v:,.1f}"
+
+
+def fmt_cell(c, with_range=True):
+    if c is None:
+        return "–"
+    if not c.ok:
+        return "error"
+    s = fmt_num(c.img_s)
+    if with_range and c.lo is not None and c.hi is not None and c.n != 1:  # no range of one
+        s += f" ({fmt_num(c.lo)}–{fmt_num(c.hi)})"
+    return s
+
+
+def render_markdown(rows, context, pt_header, network, precision):
+    lines = [f"## {network} {precision}: cnnbench vs PyTorch (images/s)", ""]
+    lines.append("cnnbench: " + ", ".join(f"{k}={context[k]}" for k in CONTEXT_KEYS
+                                         if k in context))
+    lines.append("PyTorch: " + ", ".join(f"{k}={pt_header[k]}" for k in
+                                        ("torch", "torchvision", "cudnn", "gpu", "date")
+                                        if k in pt_header))
+    lines.append("")
+    lines.append("| batch | cnnbench graph img/s (median, min–max) | cnnbench eager img/s | "
+                 "PyTorch eager img/s | PyTorch graph img/s | cnnbench/PyTorch-graph |")
+    lines.append("|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        ratio = f"{r['ratio']:.2f}x" if r["ratio"] is not None else "–"
+        lines.append(f"| {r['batch']} | {fmt_cell(r['cb_graph'])} | {fmt_cell(r['cb_eager'])} | "
+                     f"{fmt_cell(r['pt_eager'])} | {fmt_cell(r['pt_graph'])} | {ratio} |")
+    errors = [(r["batch"], name, r[key].error) for r in rows
+              for key, name in (("cb_graph", "cnnbench graph"), ("cb_eager", "cnnbench eager"),
+                                ("pt_eager", "PyTorch eager"), ("pt_graph", "PyTorch graph"))
+              if r[key] is not None and not r[key].ok]
+    if errors:
+        lines.append("")
+        lines += [f"- error at batch {b}, {name}: {msg}" for b, name, msg in errors]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="cnnbench vs PyTorch side-by-side table.")
+    ap.add_argument("--cnnbench", required=True, help="Google Benchmark JSON from cnnbench")
+    ap.add_argument("--pytorch", required=True, help="pytorch_baseline.py JSON or reference file")
+    ap.add_argument("--network", default="resnet50")
+    ap.add_argument("--precision", default="fp16", choices=sorted(PYTORCH_MODES))
+    ap.add_argument("--out-md", default=None, help="also write the markdown table here")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 unless cnnbench graph >= PyTorch graph at every common batch "
+                         f"and >= {BATCH1_MIN_RATIO}x at batch 1")
+    args = ap.parse_args(argv)
+    try:
+        context, cb_cells = load_cnnbench(args.cnnbench)
+        pt_header, pt_cells = load_pytorch(args.pytorch, args.network, args.precision)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"error: cannot read inputs: {e}", file=sys.stderr)
+        return 2
+    rows = build_rows(cb_cells, pt_cells, args.network, args.precision)
+    md = render_markdown(rows, context, pt_header, args.network, args.precision)
+    print(md, end="")
+    if args.out_md:
+        with open(args.out_md, "w") as f:
+            f.write(md)
+    if not rows:
+        print(f"warning: no results for {args.network} {args.precision} in either file",
+              file=sys.stderr)
+    if args.check:
+        ok, failures = check(rows)
+        for msg in failures:
+            print(f"check FAILED: {msg}")
+        print("check passed" if ok else "check failed")
+        return 0 if ok else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
