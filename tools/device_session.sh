@@ -30,7 +30,7 @@ for step in $steps; do
         set -- $pb
         LD_LIBRARY_PATH=$CUDNN919:$LD_LIBRARY_PATH timeout 200 python3 tools/crosscheck_torchvision.py \
           --binary $B/cnnbench_infer --precision $1 --batch $2 --extra="--engine autotune" \
-          --out "$OUT/crosscheck_resnet50_$1_b$2_autotune.json" 2>&1 | tail -3
+          --out "$OUT/crosscheck_resnet50_$1_b$2_autotune.json" 2>&1 | tail -8
       done ;;
     sweep)
       LD_LIBRARY_PATH=$CUDNN919:$LD_LIBRARY_PATH timeout ${SWEEP_TIMEOUT:-420} $B/cnnbench --config=${SWEEP_CONFIG:-configs/resnet50_fp16.yaml} \
@@ -41,4 +41,6 @@ for step in $steps; do
 done
 [ -f "$OUT/cnnbench.json" ] && [ -f "$OUT/pytorch.json" ] && \
   python3 tools/compare_pytorch.py --cnnbench "$OUT/cnnbench.json" --pytorch "$OUT/pytorch.json" --check
-true
+
+# Files come back from the device machine only a few at a time: pack them into one.
+(cd "$OUT" && tar czf session.tgz --remove-files $(ls | grep -v '^session.tgz$'))
