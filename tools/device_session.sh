@@ -40,7 +40,7 @@ for step in $steps; do
   esac
 done
 [ -f "$OUT/cnnbench.json" ] && [ -f "$OUT/pytorch.json" ] && \
-  python3 tools/compare_pytorch.py --cnnbench "$OUT/cnnbench.json" --pytorch "$OUT/pytorch.json" --check
+  python3 tools/compare_pytorch.py --cnnbench "$OUT/cnnbench.json" --pytorch "$OUT/pytorch.json" --out-md "$OUT/compare_resnet50_fp16.md" --check
 
 # Files come back from the device machine only a few at a time: pack them into one.
 (cd "$OUT" && tar czf session.tgz --remove-files $(ls | grep -v '^session.tgz$'))
