@@ -108,7 +108,8 @@ class Session {
                         {"tuned_us", r.tuned_us},
                         {"candidates", r.candidates},
                         {"build_ms", r.build_ms},
-                        {"plan_reused", r.plan_reused}});
+                        {"plan_reused", r.plan_reused},
+                        {"rejected_plans", r.rejected}});
     const Arena& a = m.arena();
     log_.push_back({{"model", current_->key},
                     {"network", g.name()},
@@ -118,6 +119,7 @@ class Session {
                     {"compile_ms", m.compile_ms()},
                     {"ops", m.op_count()},
                     {"graph_nodes", current_->runner->graph_nodes()},
+                    {"graph_vs_eager_rel_l2", current_->runner->graph_vs_eager()},
                     {"arena",
                      {{"weights_bytes", a.bytes(MemKind::Weights)},
                       {"activations_bytes", a.bytes(MemKind::Activations)},

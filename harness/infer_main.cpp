@@ -2,6 +2,7 @@
 // PyTorch. Input and output are .safetensors files: "input" float32 [N, 3, H, W] (NCHW, as
 // PyTorch holds it) in, "logits" float32 [N, classes] out. The forward runs through the same
 // compiled model and CUDA-graph replay as the benchmark (or op by op with --eager).
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -15,12 +16,15 @@ namespace {
 const char* kUsage =
     R"(usage: cnnbench_infer --network=NAME [--precision=fp32|tf32|fp16|bf16] [--batch=N]
                       [--weights=FILE] [--input=FILE] --output=FILE [--engine=heuristic|autotune]
-                      [--eager] [--seed=N] [--input_size=N]
+                      [--eager] [--seed=N] [--input_size=N] [--verify[=SAMPLES]]
+  --verify  also recompute SAMPLES (default 512) outputs of every conv and linear layer on the
+            host from that layer's actual inputs, print each layer's relative L2 error, and
+            fail if one exceeds the precision's tolerance (fp32 1e-5, tf32 1e-3, fp16/bf16 1e-2)
 )";
 
 int run(int argc, char** argv) {
   std::string network, precision = "fp32", batch_s = "1", weights_path, input_path, output_path,
-                       engine = "heuristic", seed_s = "0", size_s = "0";
+                       engine = "heuristic", seed_s = "0", size_s = "0", verify_s;
   bool eager = false;
   for (int i = 1; i < argc; ++i) {
     if (take_flag(i, argc, argv, "help", nullptr)) {
@@ -40,6 +44,11 @@ int run(int argc, char** argv) {
       eager = true;
       continue;
     }
+    if (std::string(argv[i]) == "--verify") {
+      verify_s = "512";
+      continue;
+    }
+    if (take_flag(i, argc, argv, "verify", &verify_s)) continue;
     throw UserError(std::string("unknown flag '") + argv[i] + "' (see --help)");
   }
   if (network.empty()) throw UserError("--network is required (see --help)");
@@ -89,11 +98,50 @@ int run(int argc, char** argv) {
   save_safetensors(
       output_path, {{"logits", {od.n, od.c}, out}},
       {{"network", network}, {"precision", precision}, {"mode", eager ? "eager" : "graph"}});
+  int worst_failures = 0;
+  if (!verify_s.empty()) {
+    const int samples = int(to_int(verify_s, "verify"));
+    const double tol = opt.precision == Precision::FP32   ? 1e-5
+                       : opt.precision == Precision::TF32 ? 1e-3
+                                                          : 1e-2;
+    // The whole forward op by op against the graph replay that produced `out`.
+    runner.launch(false);
+    runner.sync();
+    const std::vector<float> eager_out = model.output();
+    double num = 0, den = 0;
+    for (size_t i = 0; i < out.size(); ++i)
+      num += double(out[i] - eager_out[i]) * (out[i] - eager_out[i]),
+          den += double(out[i]) * out[i];
+    const double graph_vs_eager = std::sqrt(num / std::max(den, 1e-300));
+    std::fprintf(stderr, "verify graph replay vs eager: rel_l2 %.2e %s\n", graph_vs_eager,
+                 graph_vs_eager <= tol ? "" : "FAIL");
+    worst_failures += !(graph_vs_eager <= tol);
+    const auto layers = model.layers();
+    for (bool graph : {false, true}) {
+      for (const auto& [name, err] : model.verify_layers(samples, seed + 7, graph)) {
+        std::string engine;
+        for (const LayerRecord& r : layers)
+          if (r.name == name) engine = r.engine + (r.fused ? "" : " (unfused)");
+        const bool bad = !(err <= tol);
+        worst_failures += bad;
+        std::fprintf(stderr, "verify %-5s %-24s rel_l2 %.2e %s %s\n", graph ? "graph" : "eager",
+                     name.c_str(), err, engine.c_str(), bad ? "FAIL" : "");
+      }
+    }
+  }
   int fused = 0, convs = 0;
-  for (const LayerRecord& r : model.layers())
+  for (const LayerRecord& r : model.layers()) {
     if (r.op.rfind("conv", 0) == 0) ++convs, fused += r.fused;
+    for (const std::string& tag : r.rejected)
+      std::fprintf(stderr, "cnnbench_infer: %s: refused plan %s (its CUDA-graph replay differs)\n",
+                   r.name.c_str(), tag.c_str());
+  }
   std::fprintf(stderr, "cnnbench_infer: %s %s batch %d: %d/%d convs fused, logits written to %s\n",
                network.c_str(), precision.c_str(), batch, fused, convs, output_path.c_str());
+  if (worst_failures > 0) {
+    std::fprintf(stderr, "cnnbench_infer: %d layers exceed the tolerance\n", worst_failures);
+    return 3;
+  }
   return 0;
 }
 

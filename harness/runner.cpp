@@ -2,6 +2,8 @@
 
 #include <nvtx3/nvToolsExt.h>
 
+#include <cmath>
+
 #include "harness/check.h"
 
 namespace cnnbench {
@@ -17,7 +19,9 @@ const char* engine_mode_name(EngineMode m) {
 }
 
 GpuContext::GpuContext() {
-  CNN_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // A blocking stream: were a library to put work on the legacy default stream, it would still
+  // be ordered with ours, and a capture would fail loudly rather than miss it.
+  CNN_CHECK_CUDA(cudaStreamCreate(&stream));
   CNN_CHECK_CUDNN(cudnnCreate(&cudnn));
   CNN_CHECK_CUDNN(cudnnSetStream(cudnn, stream));
   CNN_CHECK_CUBLAS(cublasLtCreate(&lt));
@@ -44,7 +48,10 @@ Runner::~Runner() {
 
 void Runner::capture() {
   if (exec_) return;
-  CNN_CHECK_CUDA(cudaStreamSynchronize(ctx_.stream));
+  // One eager forward first: libraries that initialize lazily on first use do so outside the
+  // capture, and its output is what the graph must reproduce.
+  model_.forward(ctx_.stream);
+  const std::vector<float> eager = model_.output();
   CNN_CHECK_CUDA(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
   try {
     model_.forward(ctx_.stream);
@@ -58,6 +65,24 @@ void Runner::capture() {
   CNN_CHECK_CUDA(cudaGraphGetNodes(graph_, nullptr, &graph_nodes_));
   CNN_CHECK_CUDA(cudaGraphInstantiate(&exec_, graph_, 0));
   CNN_CHECK_CUDA(cudaGraphUpload(exec_, ctx_.stream));
+  // Replayed on a dirty workspace, the graph must give the eager output.
+  const Arena& arena = model_.arena();
+  if (arena.workspace())
+    CNN_CHECK_CUDA(cudaMemsetAsync(arena.workspace(), 0x7F, arena.workspace_bytes(), ctx_.stream));
+  CNN_CHECK_CUDA(cudaGraphLaunch(exec_, ctx_.stream));
+  const std::vector<float> replayed = model_.output();
+  double num = 0, den = 0;
+  for (size_t i = 0; i < eager.size(); ++i) {
+    const double d = double(replayed[i]) - eager[i];
+    num += std::isfinite(d) ? d * d : INFINITY;
+    den += double(eager[i]) * eager[i];
+  }
+  graph_vs_eager_ = std::sqrt(num / std::max(den, 1e-300));
+  if (!(graph_vs_eager_ <= 1e-3))
+    throw LibraryError("CUDA graph", 0,
+                       "the graph replay differs from the eager forward (relative L2 " +
+                           std::to_string(graph_vs_eager_) + ")",
+                       "Runner::capture", __FILE__, __LINE__);
 }
 
 void Runner::launch(bool use_graph) {

@@ -43,9 +43,15 @@ class ConvOp : public Op {
   size_t workspace_bytes() const override;
   void bind_workspace(void* workspace, size_t bytes) override;
   void run(cudaStream_t stream) override;
+  double verify(int samples, uint64_t seed) const override;
   bool fused() const;
 
  private:
+  void epilogue(cudaStream_t stream);
+  bool execute(const BackendDesc& plan, const BackendDesc& vp, bool fused, cudaStream_t stream);
+  // Runs a plan directly, then captured in a CUDA graph and replayed on a dirty workspace and a
+  // poisoned output: true when both give the same output.
+  bool graph_safe(GpuContext& ctx, const BackendDesc& plan, bool fused, const TuneScratch& scratch);
   ConvSpec spec_;
   ConvBuffers buf_;
   cudnnHandle_t handle_ = nullptr;

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <vector>
 
 #include "harness/check.h"
+#include "kernels/storage.h"
 
 namespace cnnbench {
 
@@ -25,6 +27,8 @@ constexpr size_t kMaxWorkspace = size_t(32) << 20;
 LinearOp::LinearOp(const LinearSpec& spec, const void* x, const void* w, const void* bias, void* y)
     : spec_(spec), x_(x), w_(w), bias_(bias), y_(y) {
   record_.name = spec.name;
+  out_ = y;
+  out_bytes_ = size_t(spec.batch) * spec.out_features * dtype_size(storage_type(spec.precision));
   record_.op = std::string("linear") + (bias ? "+bias" : "") + (spec.relu ? "+relu" : "");
   record_.shape = "in " + std::to_string(spec.batch) + "x" + std::to_string(spec.in_features) +
                   " -> out " + std::to_string(spec.batch) + "x" + std::to_string(spec.out_features);
@@ -133,6 +137,29 @@ void LinearOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneSc
 void LinearOp::bind_workspace(void* workspace, size_t bytes) {
   if (bytes < workspace_) throw std::logic_error("linear: workspace too small");
   workspace_ptr_ = workspace;
+}
+
+double LinearOp::verify(int samples, uint64_t seed) const {
+  const DType t = storage_type(spec_.precision);
+  const int N = spec_.batch, I = spec_.in_features, O = spec_.out_features;
+  const std::vector<float> x = download(x_, size_t(N) * I, t);
+  const std::vector<float> w = download(w_, size_t(O) * I, t);
+  const std::vector<float> b = bias_ ? download(bias_, size_t(O), t) : std::vector<float>(O, 0.f);
+  const std::vector<float> y = download(y_, size_t(N) * O, t);
+  uint64_t state = seed;
+  double num = 0, den = 0;
+  for (int s = 0; s < samples; ++s) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const size_t idx = size_t((state >> 17) % uint64_t(size_t(N) * O));
+    const size_t n = idx / O, o = idx % O;
+    double acc = b[o];
+    for (int i = 0; i < I; ++i) acc += double(x[n * I + i]) * w[o * I + i];
+    if (spec_.relu) acc = std::max(acc, 0.0);
+    if (!std::isfinite(y[idx])) return INFINITY;
+    num += (y[idx] - acc) * (y[idx] - acc);
+    den += acc * acc;
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
 }
 
 void LinearOp::run(cudaStream_t stream) {

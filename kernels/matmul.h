@@ -21,6 +21,7 @@ class LinearOp : public Op {
   size_t workspace_bytes() const override { return workspace_; }
   void bind_workspace(void* workspace, size_t bytes) override;
   void run(cudaStream_t stream) override;
+  double verify(int samples, uint64_t seed) const override;
 
  private:
   LinearSpec spec_;

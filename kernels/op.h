@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/tensor.h"
 
@@ -29,6 +30,8 @@ struct LayerRecord {
   int candidates = 0;        // plans that built (and, under autotune, were timed)
   double build_ms = 0;       // host time to choose and build the plan
   bool plan_reused = false;  // shared with an earlier layer of the same shape
+  // Plans refused because their CUDA-graph replay disagreed with a direct run.
+  std::vector<std::string> rejected;
 };
 
 struct PlanCacheEntry;  // defined by the conv op
@@ -64,10 +67,21 @@ class Op {
   // Called once the arena's workspace exists.
   virtual void bind_workspace(void* workspace, size_t bytes) { (void)workspace, (void)bytes; }
   virtual void run(cudaStream_t stream) = 0;
+  // After run(): recomputes `samples` random outputs on the host in double from the op's actual
+  // device inputs and returns their relative L2 error; negative where the op has no check.
+  virtual double verify(int samples, uint64_t seed) const {
+    (void)samples, (void)seed;
+    return -1;
+  }
   const LayerRecord& record() const { return record_; }
+  // The buffer the op writes, for poisoning before checks.
+  void* output() const { return out_; }
+  size_t output_bytes() const { return out_bytes_; }
 
  protected:
   LayerRecord record_;
+  void* out_ = nullptr;
+  size_t out_bytes_ = 0;
 };
 
 }  // namespace cnnbench

@@ -1,7 +1,5 @@
 #include "networks/compile.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
@@ -15,46 +13,9 @@
 #include "kernels/matmul.h"
 #include "kernels/pointwise.h"
 #include "kernels/pool.h"
+#include "kernels/storage.h"
 
 namespace cnnbench {
-
-std::vector<uint8_t> to_storage(const std::vector<float>& v, DType t) {
-  std::vector<uint8_t> out(v.size() * dtype_size(t));
-  if (t == DType::F32) {
-    std::memcpy(out.data(), v.data(), out.size());
-  } else if (t == DType::F16) {
-    for (size_t i = 0; i < v.size(); ++i) {
-      const __half h = __float2half_rn(v[i]);
-      std::memcpy(&out[2 * i], &h, 2);
-    }
-  } else {
-    for (size_t i = 0; i < v.size(); ++i) {
-      const __nv_bfloat16 h = __float2bfloat16_rn(v[i]);
-      std::memcpy(&out[2 * i], &h, 2);
-    }
-  }
-  return out;
-}
-
-std::vector<float> from_storage(const std::vector<uint8_t>& bytes, DType t) {
-  std::vector<float> out(bytes.size() / dtype_size(t));
-  if (t == DType::F32) {
-    std::memcpy(out.data(), bytes.data(), bytes.size());
-  } else if (t == DType::F16) {
-    for (size_t i = 0; i < out.size(); ++i) {
-      __half h;
-      std::memcpy(&h, &bytes[2 * i], 2);
-      out[i] = __half2float(h);
-    }
-  } else {
-    for (size_t i = 0; i < out.size(); ++i) {
-      __nv_bfloat16 h;
-      std::memcpy(&h, &bytes[2 * i], 2);
-      out[i] = __bfloat162float(h);
-    }
-  }
-  return out;
-}
 
 namespace {
 
@@ -63,6 +24,8 @@ class PoolOp : public Op {
   PoolOp(const std::string& name, OpKind kind, DType t, const PoolSpec& s, const void* x, void* y)
       : kind_(kind), t_(t), s_(s), x_(x), y_(y) {
     record_.name = name;
+    out_ = y;
+    out_bytes_ = size_t(s.y.numel()) * dtype_size(t);
     record_.op = op_kind_name(kind);
     record_.shape = "in " + s.x.str() + " -> out " + s.y.str();
     record_.engine = "cnnbench kernel";
@@ -91,6 +54,8 @@ class EpilogueOp : public Op {
              const void* scale, const void* bias, const void* z, bool relu, void* y)
       : t_(t), d_(d), x_(x), scale_(scale), bias_(bias), z_(z), relu_(relu), y_(y) {
     record_.name = name;
+    out_ = y;
+    out_bytes_ = size_t(d.numel()) * dtype_size(t);
     record_.op = op;
     record_.shape = d.str();
     record_.engine = "cnnbench kernel";
@@ -369,7 +334,7 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
   try {
     for (auto& op : ops_) {
       op->prepare(ctx, opt.engine, opt.top_k, scratch);
-      if (opt.engine == EngineMode::Autotune) op->run(ctx.stream);
+      op->run(ctx.stream);  // the next op is prepared (and checked) on real data
     }
     CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
   } catch (...) {
@@ -394,6 +359,34 @@ void Model::forward(cudaStream_t stream) {
     op->run(stream);
     nvtxRangePop();
   }
+}
+
+std::vector<std::pair<std::string, double>> Model::verify_layers(int samples, uint64_t seed,
+                                                                 bool graph) {
+  std::vector<std::pair<std::string, double>> out;
+  for (auto& op : ops_) {
+    // Poisoned first (NaN), so an output element left unwritten fails.
+    if (op->output())
+      CNN_CHECK_CUDA(cudaMemsetAsync(op->output(), 0xFF, op->output_bytes(), ctx_.stream));
+    if (graph) {  // the op alone, captured and replayed
+      cudaGraph_t g = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      CNN_CHECK_CUDA(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
+      op->run(ctx_.stream);
+      CNN_CHECK_CUDA(cudaStreamEndCapture(ctx_.stream, &g));
+      CNN_CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
+      CNN_CHECK_CUDA(cudaGraphLaunch(exec, ctx_.stream));
+      CNN_CHECK_CUDA(cudaStreamSynchronize(ctx_.stream));
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(g);
+    } else {
+      op->run(ctx_.stream);
+    }
+    CNN_CHECK_CUDA(cudaStreamSynchronize(ctx_.stream));
+    const double err = op->verify(samples, seed++);
+    if (err >= 0) out.push_back({op->record().name, err});
+  }
+  return out;
 }
 
 void Model::set_input(const std::vector<float>& nchw) {

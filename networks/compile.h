@@ -9,6 +9,7 @@
 
 #include "harness/arena.h"
 #include "kernels/op.h"
+#include "kernels/storage.h"
 #include "networks/graph.h"
 #include "networks/weights.h"
 
@@ -32,6 +33,12 @@ class Model {
 
   // One forward pass, op by op, with an NVTX range per layer (graph capture records these ops).
   void forward(cudaStream_t stream);
+
+  // Runs the forward op by op and checks each op that can be checked against a host recompute
+  // of `samples` of its outputs from its actual inputs: (layer name, relative L2 error).
+  // With `graph`, each op runs as a CUDA graph of its own, so capture problems show per layer.
+  std::vector<std::pair<std::string, double>> verify_layers(int samples, uint64_t seed,
+                                                            bool graph = false);
 
   // Host float NCHW in, as PyTorch holds it; converted to NHWC in the storage type.
   void set_input(const std::vector<float>& nchw);
@@ -57,9 +64,5 @@ class Model {
   int input_buf_ = -1, output_buf_ = -1;
   double flops_per_image_ = 0, compile_ms_ = 0;
 };
-
-// Host conversions between float and a storage type (little-endian bytes).
-std::vector<uint8_t> to_storage(const std::vector<float>& v, DType t);
-std::vector<float> from_storage(const std::vector<uint8_t>& bytes, DType t);
 
 }  // namespace cnnbench

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/check.h"
+#include "kernels/storage.h"
 #include "networks/compile.h"
 
 namespace cnnbench::test {

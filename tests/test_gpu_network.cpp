@@ -153,10 +153,10 @@ TEST(GpuNetwork, ResNet50FiniteRepeatableGraphEqualsEagerAndFreesItsMemory) {
   const HostWeights w = random_weights(g, 3);
   GpuContext ctx;
   // A first build and teardown loads the libraries' kernels; the baseline is taken after it.
-  for (Precision p : {Precision::FP16, Precision::FP32}) {
+  for (Precision p : {Precision::FP16, Precision::FP32, Precision::TF32, Precision::BF16}) {
     CompileOptions opt;
     opt.precision = p;
-    opt.batch = 2;
+    opt.batch = 4;
     { Model warm(ctx, g, w, opt); }
     const size_t live_before = Arena::live_device_bytes();
     const size_t free_before = device_free();
@@ -170,7 +170,7 @@ TEST(GpuNetwork, ResNet50FiniteRepeatableGraphEqualsEagerAndFreesItsMemory) {
       const std::vector<float> b = m.output();
       r.launch(false);
       const std::vector<float> c = m.output();
-      ASSERT_EQ(a.size(), size_t(2 * 1000));
+      ASSERT_EQ(a.size(), size_t(4 * 1000));
       double max_abs = 0;
       for (float v : a) {
         ASSERT_TRUE(std::isfinite(v)) << precision_name(p);
@@ -189,5 +189,43 @@ TEST(GpuNetwork, ResNet50FiniteRepeatableGraphEqualsEagerAndFreesItsMemory) {
     EXPECT_EQ(Arena::live_device_bytes(), live_before);
     const double diff_mib = (double(free_before) - double(device_free())) / 1048576.0;
     EXPECT_LT(std::fabs(diff_mib), 4.0) << "device memory not back to baseline";
+  }
+}
+
+// Every conv and linear layer of ResNet-50, recomputed on the host (sampled outputs, double) from
+// the inputs it actually read, in each precision, under heuristics and autotune.
+TEST(GpuNetwork, ResNet50EveryLayerMatchesHostRecompute) {
+  const Graph g = resnet50();
+  const HostWeights w = random_weights(g, 11);
+  GpuContext ctx;
+  struct Case {
+    Precision p;
+    EngineMode mode;
+    int batch;
+  };
+  const Case cases[] = {
+      {Precision::FP32, EngineMode::Heuristic, 4}, {Precision::TF32, EngineMode::Heuristic, 4},
+      {Precision::FP16, EngineMode::Heuristic, 4}, {Precision::BF16, EngineMode::Heuristic, 4},
+      {Precision::FP16, EngineMode::Autotune, 32}, {Precision::TF32, EngineMode::Autotune, 32}};
+  for (const Case& c : cases) {
+    CompileOptions opt;
+    opt.precision = c.p;
+    opt.engine = c.mode;
+    opt.batch = c.batch;
+    Model m(ctx, g, w, opt);
+    const auto layers = m.layers();
+    double worst = 0;
+    for (bool graph : {false, true})
+      for (const auto& [name, err] : m.verify_layers(256, 5, graph)) {
+        std::string engine;
+        for (const LayerRecord& r : layers)
+          if (r.name == name) engine = r.engine + (r.fused ? "" : " unfused");
+        EXPECT_LE(err, tolerance(c.p))
+            << name << " " << precision_name(c.p) << " " << engine_mode_name(c.mode) << " batch "
+            << c.batch << " " << engine;
+        worst = std::max(worst, err);
+      }
+    std::printf("  resnet50 %s %s batch %d: worst layer rel_l2 %.2e\n", precision_name(c.p),
+                engine_mode_name(c.mode), c.batch, worst);
   }
 }

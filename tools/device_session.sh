@@ -23,14 +23,14 @@ for step in $steps; do
     crosscheck)
       for p in ${CROSS_PRECISIONS:-fp32 tf32 fp16 bf16}; do
         LD_LIBRARY_PATH=$CUDNN919:$LD_LIBRARY_PATH timeout 200 python3 tools/crosscheck_torchvision.py \
-          --binary $B/cnnbench_infer --precision $p --batch 4 --out "$OUT/crosscheck_resnet50_$p.json" 2>&1 | tail -12
+          --binary $B/cnnbench_infer --precision $p --batch 4 --extra="--verify" --out "$OUT/crosscheck_resnet50_$p.json" 2>&1 | grep -vE "^verify .* $" | tail -14
       done
       # The autotuned engines of the benchmark, checked too.
       for pb in "fp16 32" "fp32 8"; do
         set -- $pb
         LD_LIBRARY_PATH=$CUDNN919:$LD_LIBRARY_PATH timeout 200 python3 tools/crosscheck_torchvision.py \
-          --binary $B/cnnbench_infer --precision $1 --batch $2 --extra="--engine autotune" \
-          --out "$OUT/crosscheck_resnet50_$1_b$2_autotune.json" 2>&1 | tail -8
+          --binary $B/cnnbench_infer --precision $1 --batch $2 --extra="--engine autotune --verify" \
+          --out "$OUT/crosscheck_resnet50_$1_b$2_autotune.json" 2>&1 | grep -vE "^verify .* $" | tail -12
       done ;;
     sweep)
       LD_LIBRARY_PATH=$CUDNN919:$LD_LIBRARY_PATH timeout ${SWEEP_TIMEOUT:-420} $B/cnnbench --config=${SWEEP_CONFIG:-configs/resnet50_fp16.yaml} \

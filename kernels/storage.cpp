@@ -1,0 +1,58 @@
+#include "kernels/storage.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstring>
+
+#include "harness/check.h"
+
+namespace cnnbench {
+
+std::vector<uint8_t> to_storage(const std::vector<float>& v, DType t) {
+  std::vector<uint8_t> out(v.size() * dtype_size(t));
+  if (t == DType::F32) {
+    std::memcpy(out.data(), v.data(), out.size());
+  } else if (t == DType::F16) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      const __half h = __float2half_rn(v[i]);
+      std::memcpy(&out[2 * i], &h, 2);
+    }
+  } else {
+    for (size_t i = 0; i < v.size(); ++i) {
+      const __nv_bfloat16 h = __float2bfloat16_rn(v[i]);
+      std::memcpy(&out[2 * i], &h, 2);
+    }
+  }
+  return out;
+}
+
+std::vector<float> from_storage(const std::vector<uint8_t>& bytes, DType t) {
+  std::vector<float> out(bytes.size() / dtype_size(t));
+  if (t == DType::F32) {
+    std::memcpy(out.data(), bytes.data(), bytes.size());
+  } else if (t == DType::F16) {
+    for (size_t i = 0; i < out.size(); ++i) {
+      __half h;
+      std::memcpy(&h, &bytes[2 * i], 2);
+      out[i] = __half2float(h);
+    }
+  } else {
+    for (size_t i = 0; i < out.size(); ++i) {
+      __nv_bfloat16 h;
+      std::memcpy(&h, &bytes[2 * i], 2);
+      out[i] = __bfloat162float(h);
+    }
+  }
+  return out;
+}
+
+std::vector<float> download(const void* p, size_t count, DType t) {
+  std::vector<uint8_t> bytes(count * dtype_size(t));
+  CNN_CHECK_CUDA(cudaDeviceSynchronize());
+  CNN_CHECK_CUDA(cudaMemcpy(bytes.data(), p, bytes.size(), cudaMemcpyDeviceToHost));
+  return from_storage(bytes, t);
+}
+
+}  // namespace cnnbench

@@ -1,0 +1,17 @@
+// Host-side conversions between float and a storage type, and reading device buffers back.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+namespace cnnbench {
+
+// Little-endian bytes of `v` in type t (round to nearest even), and back.
+std::vector<uint8_t> to_storage(const std::vector<float>& v, DType t);
+std::vector<float> from_storage(const std::vector<uint8_t>& bytes, DType t);
+// A device buffer's values as host floats (synchronizes the device first).
+std::vector<float> download(const void* p, size_t count, DType t);
+
+}  // namespace cnnbench
