@@ -143,6 +143,14 @@ class Session {
 Session* g_session = nullptr;
 
 void run_benchmark(benchmark::State& state, Job job) {
+  // A job that failed once fails its later repetitions the same way, at once.
+  static std::map<std::string, std::string> failed;
+  const std::string id = job.network + "/" + precision_name(job.precision) + "/" +
+                         std::to_string(job.batch) + "/" + std::to_string(job.input_size);
+  if (failed.count(id)) {
+    state.SkipWithError(failed[id].c_str());
+    return;
+  }
   try {
     Prepared& p = g_session->get(job);
     // Forwards per event pair: enough for about 2 ms, so event and launch latency stay small.
@@ -172,7 +180,8 @@ void run_benchmark(benchmark::State& state, Job job) {
                    std::to_string(model.op_count()) + " ops");
   } catch (const std::exception& e) {
     g_session->drop();
-    state.SkipWithError(e.what());
+    failed[id] = e.what();
+    state.SkipWithError(failed[id].c_str());
   }
 }
 

@@ -165,7 +165,9 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
   for (size_t id = 0; id < nodes.size(); ++id) {
     if (def[id] < 0) continue;
     const size_t bytes = size_t(batched(nodes[id].out, N).numel()) * dtype_size(t);
-    buffer[id] = arena_.add_activation(bytes, def[id], std::max(last[id], def[id]));
+    // One step of slack: a buffer is not handed to the op right after its last reader, so two
+    // neighbouring kernels that overlap in a graph replay never share memory.
+    buffer[id] = arena_.add_activation(bytes, def[id], std::max(last[id], def[id]) + 1);
   }
   input_buf_ = buffer[g.input_id()];
   output_buf_ = buffer[source(g.output())];
@@ -342,9 +344,21 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
     throw;
   }
   CNN_CHECK_CUDA(cudaFree(scratch.ptr));
-  for (auto& op : ops_) arena_.request_workspace(op->workspace_bytes());
+  // Each op gets a workspace of its own: kernels of neighbouring ops may overlap in a graph
+  // replay (programmatic dependent launch), and one op's workspace set-up must not meet the
+  // previous op's use of it.
+  std::vector<size_t> ws_offset;
+  size_t ws_total = 0;
+  for (auto& op : ops_) {
+    ws_offset.push_back(ws_total);
+    ws_total +=
+        (op->workspace_bytes() + Arena::kAlignment - 1) / Arena::kAlignment * Arena::kAlignment;
+  }
+  arena_.request_workspace(ws_total);
   arena_.allocate_workspace();
-  for (auto& op : ops_) op->bind_workspace(arena_.workspace(), arena_.workspace_bytes());
+  for (size_t i = 0; i < ops_.size(); ++i)
+    ops_[i]->bind_workspace(static_cast<char*>(arena_.workspace()) + ws_offset[i],
+                            ops_[i]->workspace_bytes());
   compile_ms_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }

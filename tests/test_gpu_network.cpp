@@ -182,7 +182,7 @@ TEST(GpuNetwork, ResNet50FiniteRepeatableGraphEqualsEagerAndFreesItsMemory) {
       int fused = 0, convs = 0;
       for (const LayerRecord& rec : m.layers())
         if (rec.op.rfind("conv", 0) == 0) ++convs, fused += rec.fused;
-      std::printf("  resnet50 %s batch 2: %d/%d convs fused, %zu graph nodes, arena %.1f MiB\n",
+      std::printf("  resnet50 %s batch 4: %d/%d convs fused, %zu graph nodes, arena %.1f MiB\n",
                   precision_name(p), fused, convs, r.graph_nodes(),
                   m.arena().total_bytes() / 1048576.0);
     }
