@@ -25,8 +25,7 @@ class Arena {
   // inclusive. Returns the buffer's id.
   int add_weights(size_t bytes);
   int add_activation(size_t bytes, int first, int last);
-  // The workspace block: one buffer, large enough for the largest request (the model asks for
-  // the sum of its ops' workspaces, each op owning its slice).
+  // The shared workspace: one buffer, large enough for the largest request.
   void request_workspace(size_t bytes);
 
   void plan();                // assigns offsets (host only; testable without a GPU)

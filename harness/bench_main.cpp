@@ -26,6 +26,7 @@ const char* kUsage =
   --engine      override the config's engine choice
   --eager       also time op-by-op launches beside graph replays
   --layers_out  where to write the per-layer engine table (JSON)
+  --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
 )";
 
 struct Job {
@@ -41,6 +42,7 @@ struct Options {
   EngineMode engine = EngineMode::Autotune;
   std::string weights_path;
   std::string layers_out;
+  bool share_plans = true;
 };
 
 class Session {
@@ -54,7 +56,10 @@ class Session {
     if (current_ && key_ == key) return *current_;
     current_.reset();  // free the previous model before building the next
     key_.clear();
-    if (!ctx_) ctx_ = std::make_unique<GpuContext>();
+    if (!ctx_) {
+      ctx_ = std::make_unique<GpuContext>();
+      ctx_->share_plans = opt_.share_plans;
+    }
     const Graph& g = graph(job);
     CompileOptions c;
     c.precision = job.precision;
@@ -62,9 +67,10 @@ class Session {
     c.engine = opt_.engine;
     c.top_k = opt_.config.autotune_top_k;
     c.input_seed = opt_.config.seed + 1;
-    current_ = prepare_model(*ctx_, g, weights(job, g), c, opt_.config.warmup_ms);
+    current_ = prepare_model(*ctx_, g, weights(job, g), c, opt_.config.warmup_ms,
+                             [&](const Prepared& p) { log_layers(job, g, p, false); });
     key_ = key;
-    log_layers(job, g);
+    log_layers(job, g, *current_, true);
     return *current_;
   }
 
@@ -94,9 +100,11 @@ class Session {
     return it->second;
   }
 
-  void log_layers(const Job& job, const Graph& g) {
+  // Written once the model is compiled (captured: false) and again once its graph is captured
+  // and checked, so a model whose capture fails still shows its engines.
+  void log_layers(const Job& job, const Graph& g, const Prepared& p, bool captured) {
     if (opt_.layers_out.empty()) return;
-    const Model& m = *current_->model;
+    const Model& m = *p.model;
     nlohmann::json layers = nlohmann::json::array();
     for (const LayerRecord& r : m.layers())
       layers.push_back({{"name", r.name},
@@ -111,15 +119,17 @@ class Session {
                         {"plan_reused", r.plan_reused},
                         {"rejected_plans", r.rejected}});
     const Arena& a = m.arena();
-    log_.push_back({{"model", current_->key},
+    if (captured && !log_.empty() && log_.back()["model"] == p.key) log_.erase(log_.size() - 1);
+    log_.push_back({{"model", p.key},
+                    {"captured", captured},
                     {"network", g.name()},
                     {"precision", precision_name(job.precision)},
                     {"batch", job.batch},
                     {"engine_choice", engine_mode_name(opt_.engine)},
                     {"compile_ms", m.compile_ms()},
                     {"ops", m.op_count()},
-                    {"graph_nodes", current_->runner->graph_nodes()},
-                    {"graph_vs_eager_rel_l2", current_->runner->graph_vs_eager()},
+                    {"graph_nodes", p.runner->graph_nodes()},
+                    {"graph_vs_eager_rel_l2", p.runner->graph_vs_eager()},
                     {"arena",
                      {{"weights_bytes", a.bytes(MemKind::Weights)},
                       {"activations_bytes", a.bytes(MemKind::Activations)},
@@ -228,6 +238,10 @@ int run(int argc_in, char** argv_in) {
       engine = v;
     } else if (take_flag(i, argc, argv, "layers_out", &v)) {
       opt.layers_out = v;
+    } else if (take_flag(i, argc, argv, "share_plans", &v)) {
+      if (v != "true" && v != "false")
+        throw UserError("--share_plans takes true or false, not '" + v + "'");
+      opt.share_plans = v == "true";
     } else if (take_flag(i, argc, argv, "eager", nullptr)) {
       eager = true;
     } else {
@@ -257,6 +271,7 @@ int run(int argc_in, char** argv_in) {
   for (const auto& kv : context_entries(dev)) benchmark::AddCustomContext(kv.first, kv.second);
   benchmark::AddCustomContext("config", config_path);
   benchmark::AddCustomContext("engine_choice", engine_mode_name(opt.engine));
+  benchmark::AddCustomContext("share_plans", opt.share_plans ? "true" : "false");
   benchmark::AddCustomContext("weights", opt.weights_path.empty()
                                              ? "random, seed " + std::to_string(opt.config.seed)
                                              : opt.weights_path);

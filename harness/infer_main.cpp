@@ -17,6 +17,9 @@ const char* kUsage =
     R"(usage: cnnbench_infer --network=NAME [--precision=fp32|tf32|fp16|bf16] [--batch=N]
                       [--weights=FILE] [--input=FILE] --output=FILE [--engine=heuristic|autotune]
                       [--eager] [--seed=N] [--input_size=N] [--verify[=SAMPLES]]
+  --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
+  --bisect_graph       capture the first k ops for k = 1.. and report where the graph replay
+                       first parts from eager execution
   --verify  also recompute SAMPLES (default 512) outputs of every conv and linear layer on the
             host from that layer's actual inputs, print each layer's relative L2 error, and
             fail if one exceeds the precision's tolerance (fp32 1e-5, tf32 1e-3, fp16/bf16 1e-2)
@@ -24,7 +27,8 @@ const char* kUsage =
 
 int run(int argc, char** argv) {
   std::string network, precision = "fp32", batch_s = "1", weights_path, input_path, output_path,
-                       engine = "heuristic", seed_s = "0", size_s = "0", verify_s;
+                       engine = "heuristic", seed_s = "0", size_s = "0", verify_s, share_s = "true";
+  bool bisect = false;
   bool eager = false;
   for (int i = 1; i < argc; ++i) {
     if (take_flag(i, argc, argv, "help", nullptr)) {
@@ -49,6 +53,11 @@ int run(int argc, char** argv) {
       continue;
     }
     if (take_flag(i, argc, argv, "verify", &verify_s)) continue;
+    if (take_flag(i, argc, argv, "share_plans", &share_s)) continue;
+    if (take_flag(i, argc, argv, "bisect_graph", nullptr)) {
+      bisect = true;
+      continue;
+    }
     throw UserError(std::string("unknown flag '") + argv[i] + "' (see --help)");
   }
   if (network.empty()) throw UserError("--network is required (see --help)");
@@ -82,7 +91,10 @@ int run(int argc, char** argv) {
   }
 
   require_cuda_device();
+  if (share_s != "true" && share_s != "false")
+    throw UserError("--share_plans takes true or false, not '" + share_s + "'");
   GpuContext ctx;
+  ctx.share_plans = share_s == "true";
   CompileOptions opt;
   opt.precision = parse_precision(precision);
   opt.batch = batch;
@@ -90,6 +102,11 @@ int run(int argc, char** argv) {
   opt.input_seed = seed + 1;
   Model model(ctx, g, w, opt);
   if (!input.empty()) model.set_input(input);
+  if (bisect) {
+    for (const auto& [name, err] : model.graph_prefix_check())
+      std::fprintf(stderr, "bisect %-24s graph vs eager rel_l2 %.2e%s\n", name.c_str(), err,
+                   err > 1e-3 ? "  <- differs" : "");
+  }
   Runner runner(model, ctx);
   runner.launch(!eager);
   runner.sync();

@@ -10,12 +10,14 @@ void require_cuda_device() {
 }
 
 std::unique_ptr<Prepared> prepare_model(GpuContext& ctx, const Graph& g, const HostWeights& w,
-                                        const CompileOptions& opt, double warmup_ms) {
+                                        const CompileOptions& opt, double warmup_ms,
+                                        const std::function<void(const Prepared&)>& built) {
   auto p = std::make_unique<Prepared>();
   p->key = g.name() + "/" + precision_name(opt.precision) + "/batch:" + std::to_string(opt.batch);
   p->peak.sample();
   p->model = std::make_unique<Model>(ctx, g, w, opt);
   p->runner = std::make_unique<Runner>(*p->model, ctx);
+  if (built) built(*p);
   p->runner->capture();
   p->peak.sample();
   // Warm-up: at least three replays and at least warmup_ms of them.

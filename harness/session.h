@@ -2,6 +2,7 @@
 // resolution, and a compiled model with its runner for one (network, precision, batch).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -24,8 +25,11 @@ struct Prepared {
 };
 
 // Compiles, captures and warms up one model. warmup_ms: replays before timing, at least 3.
+// `built` is called once the model is compiled, before capture (so a model whose capture fails
+// still shows which engines it had).
 std::unique_ptr<Prepared> prepare_model(GpuContext& ctx, const Graph& g, const HostWeights& w,
-                                        const CompileOptions& opt, double warmup_ms);
+                                        const CompileOptions& opt, double warmup_ms,
+                                        const std::function<void(const Prepared&)>& built = {});
 
 // Named-flag parsing shared by the binaries: "--name=value" or "--name value".
 bool take_flag(int& i, int argc, char** argv, const std::string& name, std::string* value);

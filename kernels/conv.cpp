@@ -256,7 +256,8 @@ bool ConvOp::fused() const {
 
 void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) {
   handle_ = ctx.cudnn;
-  const std::string key = spec_.signature() + ":" + engine_mode_name(mode);
+  const std::string key =
+      spec_.signature() + ":" + engine_mode_name(mode) + (ctx.share_plans ? "" : ":" + spec_.name);
   auto it = ctx.plans.find(key);
   if (it != ctx.plans.end()) {
     plan_ = it->second;

@@ -47,6 +47,8 @@ struct GpuContext {
   cudaStream_t stream = nullptr;
   // Execution plans by op signature, so layers of one shape share one plan (and one tuning).
   std::map<std::string, std::shared_ptr<PlanCacheEntry>> plans;
+  // false: every layer builds (and tunes) a plan of its own.
+  bool share_plans = true;
 };
 
 // Scratch memory an op may use while choosing its engine (autotune), before the arena's

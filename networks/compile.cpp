@@ -165,9 +165,7 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
   for (size_t id = 0; id < nodes.size(); ++id) {
     if (def[id] < 0) continue;
     const size_t bytes = size_t(batched(nodes[id].out, N).numel()) * dtype_size(t);
-    // One step of slack: a buffer is not handed to the op right after its last reader, so two
-    // neighbouring kernels that overlap in a graph replay never share memory.
-    buffer[id] = arena_.add_activation(bytes, def[id], std::max(last[id], def[id]) + 1);
+    buffer[id] = arena_.add_activation(bytes, def[id], std::max(last[id], def[id]));
   }
   input_buf_ = buffer[g.input_id()];
   output_buf_ = buffer[source(g.output())];
@@ -344,21 +342,9 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
     throw;
   }
   CNN_CHECK_CUDA(cudaFree(scratch.ptr));
-  // Each op gets a workspace of its own: kernels of neighbouring ops may overlap in a graph
-  // replay (programmatic dependent launch), and one op's workspace set-up must not meet the
-  // previous op's use of it.
-  std::vector<size_t> ws_offset;
-  size_t ws_total = 0;
-  for (auto& op : ops_) {
-    ws_offset.push_back(ws_total);
-    ws_total +=
-        (op->workspace_bytes() + Arena::kAlignment - 1) / Arena::kAlignment * Arena::kAlignment;
-  }
-  arena_.request_workspace(ws_total);
+  for (auto& op : ops_) arena_.request_workspace(op->workspace_bytes());
   arena_.allocate_workspace();
-  for (size_t i = 0; i < ops_.size(); ++i)
-    ops_[i]->bind_workspace(static_cast<char*>(arena_.workspace()) + ws_offset[i],
-                            ops_[i]->workspace_bytes());
+  for (auto& op : ops_) op->bind_workspace(arena_.workspace(), arena_.workspace_bytes());
   compile_ms_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -399,6 +385,40 @@ std::vector<std::pair<std::string, double>> Model::verify_layers(int samples, ui
     CNN_CHECK_CUDA(cudaStreamSynchronize(ctx_.stream));
     const double err = op->verify(samples, seed++);
     if (err >= 0) out.push_back({op->record().name, err});
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, double>> Model::graph_prefix_check() {
+  std::vector<std::pair<std::string, double>> out;
+  const DType t = storage_type(opt_.precision);
+  for (size_t k = 1; k <= ops_.size(); ++k) {
+    Op& last = *ops_[k - 1];
+    if (!last.output()) continue;
+    const size_t count = last.output_bytes() / dtype_size(t);
+    for (size_t i = 0; i < k; ++i) ops_[i]->run(ctx_.stream);
+    const std::vector<float> eager = download(last.output(), count, t);
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    CNN_CHECK_CUDA(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
+    for (size_t i = 0; i < k; ++i) ops_[i]->run(ctx_.stream);
+    CNN_CHECK_CUDA(cudaStreamEndCapture(ctx_.stream, &g));
+    CNN_CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
+    if (arena_.workspace())
+      CNN_CHECK_CUDA(
+          cudaMemsetAsync(arena_.workspace(), 0x7F, arena_.workspace_bytes(), ctx_.stream));
+    CNN_CHECK_CUDA(cudaMemsetAsync(last.output(), 0xFF, last.output_bytes(), ctx_.stream));
+    CNN_CHECK_CUDA(cudaGraphLaunch(exec, ctx_.stream));
+    const std::vector<float> replayed = download(last.output(), count, t);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(g);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const double d = double(replayed[i]) - eager[i];
+      num += std::isfinite(d) ? d * d : INFINITY;
+      den += double(eager[i]) * eager[i];
+    }
+    out.push_back({last.record().name, std::sqrt(num / std::max(den, 1e-300))});
   }
   return out;
 }

@@ -40,6 +40,11 @@ class Model {
   std::vector<std::pair<std::string, double>> verify_layers(int samples, uint64_t seed,
                                                             bool graph = false);
 
+  // Where does a whole-graph replay first part from eager execution? For k = 1..ops, runs the
+  // first k ops eagerly, then the same k ops captured as one graph (on a dirty workspace), and
+  // compares op k's output: (layer name, relative L2 between the two).
+  std::vector<std::pair<std::string, double>> graph_prefix_check();
+
   // Host float NCHW in, as PyTorch holds it; converted to NHWC in the storage type.
   void set_input(const std::vector<float>& nchw);
   // The output as host float, [N, classes] (NCHW order for a spatial output).

@@ -157,6 +157,26 @@ class ParseTest(TempFiles):
         self.assertEqual(c.error, "out of memory")
         self.assertTrue(cells[("resnet50", "fp16", "graph", 1)].ok)
 
+    def test_cut_off_run_keeps_finished_benchmarks(self):
+        # A sweep killed mid-way: Google Benchmark never closed its list, and the last entry is
+        # half written. Every complete entry is kept and the table says the run was cut off.
+        entries = gb_repeated("resnet50", "fp16", "graph", 1, [3000, 3100, 3050], median_agg=3050)
+        entries += [gb_entry("resnet50", "fp16", "graph", 8, v, rep=i, reps=3)
+                    for i, v in enumerate([15000, 15100, 15200])]
+        text = json.dumps({"context": CONTEXT, "benchmarks": entries}, indent=2)
+        cut = text.rfind('"img_per_s"')  # inside the last entry
+        path = os.path.join(self.dir, "cut.json")
+        with open(path, "w") as f:
+            f.write(text[:cut])
+        ctx, cells = cp.load_cnnbench(path)
+        self.assertTrue(ctx.get("truncated"))
+        self.assertAlmostEqual(cells[("resnet50", "fp16", "graph", 1)].img_s, 3050)
+        self.assertEqual(cells[("resnet50", "fp16", "graph", 8)].n, 2)  # the third was cut
+        with open(path, "w") as f:
+            f.write("not json at all")
+        with self.assertRaises(ValueError):
+            cp.load_cnnbench(path)
+
     def test_pytorch_baseline_and_reference_formats(self):
         rows = [pt_row("fp16cl", 1, 300), pt_row("fp16cl_graph", 1, 1000),
                 pt_row("fp16cl_graph", 8, 7000, with_range=False),  # reference-file style

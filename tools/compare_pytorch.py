@@ -89,10 +89,30 @@ def entry_img_s(e):
     return None
 
 
+def read_benchmark_json(path):
+    """A Google Benchmark JSON document, also when the run was cut off before it closed the file.
+
+    Google Benchmark writes each finished benchmark as it goes and closes the "benchmarks" list
+    at the end; a killed run leaves the list open. Then every complete entry is kept, and the
+    document says so under "truncated".
+    """
+    with open(path) as f:
+        text = f.read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    end = text.rfind("\n    }")  # the last complete benchmark entry
+    if end < 0 or '"benchmarks"' not in text:
+        raise ValueError(f"{path} is not Google Benchmark JSON, nor a cut-off one")
+    doc = json.loads(text[: end + len("\n    }")] + "\n  ]\n}\n")
+    doc["truncated"] = True
+    return doc
+
+
 def load_cnnbench(path):
     """(context dict, {(network, precision, mode, batch): Cell})."""
-    with open(path) as f:
-        doc = json.load(f)
+    doc = read_benchmark_json(path)
     groups = {}  # key -> {"iters": [img_s], "median": img_s, "errors": [msg]}
     for e in doc.get("benchmarks", []):
         key = parse_name(e.get("run_name") or e.get("name", ""))
@@ -120,7 +140,10 @@ def load_cnnbench(path):
             continue
         cells[key] = Cell(median, min(iters) if iters else None, max(iters) if iters else None,
                           n=len(iters))
-    return doc.get("context", {}), cells
+    context = dict(doc.get("context", {}))
+    if doc.get("truncated"):
+        context["truncated"] = True
+    return context, cells
 
 
 # --------------------------------------------------------------------------------------------
@@ -214,6 +237,10 @@ def render_markdown(rows, context, pt_header, network, precision):
     lines.append("PyTorch: " + ", ".join(f"{k}={pt_header[k]}" for k in
                                         ("torch", "torchvision", "cudnn", "gpu", "date")
                                         if k in pt_header))
+    if context.get("truncated"):
+        lines.append("")
+        lines.append("**The cnnbench run was cut off before it finished: only the benchmarks it "
+                     "completed are shown.**")
     lines.append("")
     lines.append("| batch | cnnbench graph img/s (median, min–max) | cnnbench eager img/s | "
                  "PyTorch eager img/s | PyTorch graph img/s | cnnbench/PyTorch-graph |")
