@@ -1,5 +1,7 @@
 #include "harness/context.h"
 
+#include "cnnbench_git.h"  // generated at build time: CNNBENCH_GIT
+
 namespace cnnbench {
 
 std::string version_string(size_t v) {
