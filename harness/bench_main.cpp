@@ -111,6 +111,7 @@ class Session {
                         {"op", r.op},
                         {"shape", r.shape},
                         {"engine", r.engine},
+                        {"engine_notes", r.engine_notes},
                         {"fused", r.fused},
                         {"workspace_bytes", r.workspace_bytes},
                         {"tuned_us", r.tuned_us},

@@ -326,6 +326,7 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
     record_.op = "conv | bias" + std::string(spec_.residual ? "+add" : "") +
                  (spec_.relu ? "+relu" : "") + " (cnnbench kernel)";
   record_.engine = plan_->engine.tag();
+  record_.engine_notes = plan_->engine.notes();
   record_.workspace_bytes = plan_->workspace;
   record_.tuned_us = plan_->tuned_us;
   record_.candidates = plan_->candidates;

@@ -128,6 +128,23 @@ std::string EngineInfo::tag() const {
   return s;
 }
 
+std::string EngineInfo::notes() const {
+  static const char* numerical[] = {"tensor_core",       "down_convert_inputs",
+                                    "reduced_precision", "fft",
+                                    "nondeterministic",  "winograd",
+                                    "winograd_4x4",      "winograd_6x6",
+                                    "winograd_13x13",    "strict_nan_prop"};
+  static const char* behavior[] = {"runtime_compilation", "filter_int8x32_reorder",
+                                   "bias_int8x32_reorder", "cuda_graph_native_api",
+                                   "cublaslt_dependency"};
+  std::string s;
+  auto add = [&](const std::string& w) { s += (s.empty() ? "" : ",") + w; };
+  for (int n : numerical_notes)
+    add(n >= 0 && n < 10 ? numerical[n] : "numerical_" + std::to_string(n));
+  for (int n : behavior_notes) add(n >= 0 && n < 5 ? behavior[n] : "behavior_" + std::to_string(n));
+  return s;
+}
+
 EngineInfo engine_info(const BackendDesc& cfg) {
   EngineInfo info;
   BackendDesc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);

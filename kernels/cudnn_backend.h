@@ -56,7 +56,8 @@ struct EngineInfo {
   std::vector<int> numerical_notes, behavior_notes;
   bool has_numerical(int note) const;
   bool has_behavior(int note) const;
-  std::string tag() const;  // "eng12{k2=1,k3=0}", with "+rtc" where compiled at run time
+  std::string tag() const;    // "eng12{k2=1,k3=0}", with "+rtc" where compiled at run time
+  std::string notes() const;  // "tensor_core,runtime_compilation,...": every note, by name
 };
 EngineInfo engine_info(const BackendDesc& engine_config);
 

@@ -20,11 +20,12 @@ EngineMode parse_engine_mode(const std::string& s);  // UserError on others
 const char* engine_mode_name(EngineMode m);
 
 struct LayerRecord {
-  std::string name;    // parameter path, e.g. "layer3.2.conv2"
-  std::string op;      // "conv+bias+add+relu", "maxpool", "linear+bias", ...
-  std::string shape;   // "in NxCxHxW -> out NxCxHxW"
-  std::string engine;  // "eng12{k2=1}+rtc", "cublasLt algo 6", "cnnbench kernel"
-  bool fused = true;   // false when a cuDNN graph fell back to conv + our epilogue kernel
+  std::string name;          // parameter path, e.g. "layer3.2.conv2"
+  std::string op;            // "conv+bias+add+relu", "maxpool", "linear+bias", ...
+  std::string shape;         // "in NxCxHxW -> out NxCxHxW"
+  std::string engine;        // "eng12{k2=1}+rtc", "cublasLt algo 6", "cnnbench kernel"
+  std::string engine_notes;  // cuDNN's numerical and behavior notes of that engine
+  bool fused = true;         // false when a cuDNN graph fell back to conv + our epilogue kernel
   size_t workspace_bytes = 0;
   double tuned_us = 0;       // autotune: the winner's time; 0 under heuristics
   int candidates = 0;        // plans that built (and, under autotune, were timed)
