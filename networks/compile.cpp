@@ -14,6 +14,7 @@
 #include "kernels/pointwise.h"
 #include "kernels/pool.h"
 #include "kernels/storage.h"
+#include "networks/schedule.h"
 
 namespace cnnbench {
 
@@ -73,16 +74,6 @@ class EpilogueOp : public Op {
 };
 
 // One op to emit: a group of graph nodes executed together, emitted where its last node stands.
-struct Group {
-  OpKind kind;
-  int head = -1;      // the conv / linear / pool / standalone node
-  int bn = -1;        // folded BatchNorm
-  int residual = -1;  // node added in the epilogue
-  bool relu = false;
-  int anchor = -1;      // the node whose value the group produces
-  std::vector<int> in;  // values read
-};
-
 Dims batched(Dims d, int n) {
   d.n = n;
   return d;
@@ -102,49 +93,12 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
   const DType t = storage_type(opt.precision);
   const int N = opt.batch;
   const auto& nodes = g.nodes();
-  const auto consumers = g.consumers();
   flops_per_image_ = 2.0 * double(g.macs());
 
-  // 1. Group nodes into ops.
-  std::vector<int> owner(nodes.size(), -1);  // group index of each node
-  std::vector<Group> groups;
-  auto sole_consumer = [&](int id, OpKind kind) {
-    return consumers[id].size() == 1 && consumers[id][0] >= 0 &&
-                   nodes[consumers[id][0]].kind == kind && owner[consumers[id][0]] < 0
-               ? consumers[id][0]
-               : -1;
-  };
-  for (int id = 0; id < int(nodes.size()); ++id) {
-    const Node& n = nodes[id];
-    if (owner[id] >= 0 || n.kind == OpKind::Input || n.kind == OpKind::Flatten) continue;
-    Group grp;
-    grp.kind = n.kind;
-    grp.head = id;
-    grp.in = n.inputs;
-    int cur = id;
-    std::vector<int> members{id};
-    auto absorb = [&](int m) { members.push_back(m), cur = m; };
-    if (n.kind == OpKind::Conv) {
-      if (int bn = sole_consumer(cur, OpKind::BatchNorm); bn >= 0) grp.bn = bn, absorb(bn);
-      if (int add = sole_consumer(cur, OpKind::Add); add >= 0) {
-        const Node& a = nodes[add];
-        grp.residual = a.inputs[0] == cur ? a.inputs[1] : a.inputs[0];
-        grp.in.push_back(grp.residual);
-        absorb(add);
-      }
-      if (int r = sole_consumer(cur, OpKind::ReLU); r >= 0) grp.relu = true, absorb(r);
-    } else if (n.kind == OpKind::Linear || n.kind == OpKind::BatchNorm || n.kind == OpKind::Add) {
-      if (int r = sole_consumer(cur, OpKind::ReLU); r >= 0) grp.relu = true, absorb(r);
-    }
-    grp.anchor = cur;
-    for (int m : members) owner[m] = int(groups.size());
-    groups.push_back(grp);
-  }
-  // Emit in anchor order: every input of a group is produced by an earlier anchor.
-  std::vector<int> order(groups.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = int(i);
-  std::sort(order.begin(), order.end(),
-            [&](int a, int b) { return groups[a].anchor < groups[b].anchor; });
+  // 1. Group nodes into ops, in the order they run.
+  const Schedule sched = schedule_ops(g);
+  const std::vector<OpGroup>& groups = sched.groups;
+  const std::vector<int>& order = sched.order;
 
   // 2. Values and their lifetimes (in emission steps). Flatten aliases its input.
   auto source = [&](int id) {
@@ -155,7 +109,7 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
   const int steps = int(order.size());
   def[g.input_id()] = 0;
   for (int s = 0; s < steps; ++s) {
-    const Group& grp = groups[order[s]];
+    const OpGroup& grp = groups[order[s]];
     def[grp.anchor] = s;
     for (int v : grp.in) last[source(v)] = std::max(last[source(v)], s);
   }
@@ -186,7 +140,7 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
   };
   std::vector<int> wbuf(groups.size(), -1), bbuf(groups.size(), -1), sbuf(groups.size(), -1);
   for (size_t gi = 0; gi < groups.size(); ++gi) {
-    const Group& grp = groups[gi];
+    const OpGroup& grp = groups[gi];
     const Node& n = nodes[grp.head];
     if (grp.kind == OpKind::Conv) {
       const Dims in = nodes[n.inputs[0]].out;
@@ -260,7 +214,7 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
   auto ptr = [&](int node) { return arena_.ptr(buffer[source(node)]); };
   auto wptr = [&](int id) -> void* { return id >= 0 ? arena_.ptr(id) : nullptr; };
   for (int gi : order) {
-    const Group& grp = groups[gi];
+    const OpGroup& grp = groups[gi];
     const Node& n = nodes[grp.head];
     const std::string name =
         n.name.empty() ? std::string(op_kind_name(n.kind)) + "#" + std::to_string(grp.head)

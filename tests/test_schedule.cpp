@@ -1,0 +1,72 @@
+// The fusion and ordering half of the compile step, on the CPU.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "networks/resnet.h"
+#include "networks/schedule.h"
+
+using namespace cnnbench;
+
+namespace {
+std::map<std::string, int> count_ops(const Graph& g, const Schedule& s) {
+  std::map<std::string, int> c;
+  for (const OpGroup& grp : s.groups) {
+    std::string name = op_kind_name(grp.kind);
+    if (grp.bn >= 0) name += "+bn";
+    if (grp.residual >= 0) name += "+add";
+    if (grp.relu) name += "+relu";
+    ++c[name];
+  }
+  (void)g;
+  return c;
+}
+}  // namespace
+
+TEST(Schedule, ResNet50FusesEveryConvWithItsEpilogue) {
+  const Graph g = resnet50();
+  const Schedule s = schedule_ops(g);
+  const auto c = count_ops(g, s);
+  // 53 convs: the stem and 2 per bottleneck with ReLU (33), the 16 bottleneck outputs with the
+  // residual add and ReLU, and the 4 projections alone; then maxpool, avgpool, fc.
+  EXPECT_EQ(c.at("conv+bn+relu"), 33);
+  EXPECT_EQ(c.at("conv+bn+add+relu"), 16);
+  EXPECT_EQ(c.at("conv+bn"), 4);
+  EXPECT_EQ(c.at("maxpool"), 1);
+  EXPECT_EQ(c.at("global_avgpool"), 1);
+  EXPECT_EQ(c.at("linear"), 1);
+  EXPECT_EQ(s.groups.size(), 56u);
+}
+
+TEST(Schedule, EveryInputIsProducedBeforeItIsRead) {
+  for (const Graph& g : {resnet50(), resnet152(), build_resnet("small", {1, 1, 1, 1}, 64, 10)}) {
+    const Schedule s = schedule_ops(g);
+    std::vector<int> produced_at(g.nodes().size(), -1);
+    produced_at[g.input_id()] = -1;
+    for (size_t step = 0; step < s.order.size(); ++step)
+      produced_at[s.groups[s.order[step]].anchor] = int(step);
+    auto source = [&](int id) {
+      while (g.node(id).kind == OpKind::Flatten) id = g.node(id).inputs[0];
+      return id;
+    };
+    for (size_t step = 0; step < s.order.size(); ++step)
+      for (int v : s.groups[s.order[step]].in) {
+        const int src = source(v);
+        if (src == g.input_id()) continue;
+        EXPECT_GE(produced_at[src], 0) << g.name() << ": node " << src << " is never produced";
+        EXPECT_LT(produced_at[src], int(step)) << g.name() << ": read before it is produced";
+      }
+    // The classifier, which makes the network's output, runs last.
+    EXPECT_EQ(produced_at[source(g.output())], int(s.order.size()) - 1);
+  }
+}
+
+TEST(Schedule, ResidualIsTheShortcutNotTheMainPath) {
+  const Graph g = resnet50();
+  for (const OpGroup& grp : schedule_ops(g).groups) {
+    if (grp.residual < 0) continue;
+    const Node& head = g.node(grp.head);
+    EXPECT_NE(head.name.find("conv3"), std::string::npos) << head.name;
+    EXPECT_NE(grp.residual, grp.bn);
+  }
+}
