@@ -12,7 +12,13 @@
 
 namespace cnnbench {
 
+namespace {
+struct OpGraph;
+}  // namespace
+
 struct PlanCacheEntry {
+  std::shared_ptr<OpGraph> graph;  // kept alive: the engine config refers to it
+  BackendDesc config;              // to build further plans of the same engine
   BackendDesc plan;
   std::vector<std::string> rejected;  // plans whose graph replay disagreed with a direct run
   bool fused = true;
@@ -157,6 +163,7 @@ struct Candidate {
   BackendDesc plan;
   EngineInfo engine;
   size_t workspace = 0;
+  BackendDesc config;  // the engine config the plan was built from
 };
 
 // Engine configs from heuristics mode A, then the fallback list, that fit the precision and
@@ -185,7 +192,7 @@ std::vector<Candidate> candidates(cudnnHandle_t h, const OpGraph& g, Precision p
       const size_t ws = size_t(plan.get_i64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
       if (ws > max_workspace) continue;
       compiled += rtc;
-      out.push_back({std::move(plan), std::move(info), ws});
+      out.push_back({std::move(plan), std::move(info), ws, std::move(cfg)});
     }
   }
   return out;
@@ -256,12 +263,19 @@ bool ConvOp::fused() const {
 
 void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) {
   handle_ = ctx.cudnn;
-  const std::string key =
-      spec_.signature() + ":" + engine_mode_name(mode) + (ctx.share_plans ? "" : ":" + spec_.name);
+  const std::string key = spec_.signature() + ":" + engine_mode_name(mode);
   auto it = ctx.plans.find(key);
   if (it != ctx.plans.end()) {
     plan_ = it->second;
     record_.plan_reused = true;
+    if (!ctx.share_plans) {  // the same engine and knobs, in an execution plan of this layer's own
+      std::string why;
+      own_plan_ = try_plan(ctx.cudnn, plan_->config, &why);
+      if (!own_plan_.get())
+        throw LibraryError("cuDNN", CUDNN_STATUS_NOT_SUPPORTED,
+                           "rebuilding " + plan_->engine.tag() + " for " + spec_.name + ": " + why,
+                           "ConvOp::prepare", __FILE__, __LINE__);
+    }
   } else {
     const auto t0 = std::chrono::steady_clock::now();
     auto entry = std::make_shared<PlanCacheEntry>();
@@ -275,15 +289,16 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
       Candidate c;
       bool fused;
       double us;
+      std::shared_ptr<OpGraph> graph;
     };
     std::vector<Timed> timed;
     std::vector<std::string> unsafe;
     for (int attempt = 0; attempt < 8 && !entry->plan.get(); ++attempt) {
       timed.clear();
       for (bool fused : {true, false}) {
-        OpGraph g = build_graph(ctx.cudnn, spec_, fused);
+        auto g = std::make_shared<OpGraph>(build_graph(ctx.cudnn, spec_, fused));
         for (Candidate& c :
-             candidates(ctx.cudnn, g, spec_.precision, limit, scratch.bytes, unsafe)) {
+             candidates(ctx.cudnn, *g, spec_.precision, limit, scratch.bytes, unsafe)) {
           ++entry->candidates;
           double us = 0;
           if (tune) {
@@ -291,7 +306,7 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
             us = time_us([&] { return execute(c.plan, vp, fused, ctx.stream); }, ctx.stream);
             if (us < 0) continue;
           }
-          timed.push_back({std::move(c), fused, us});
+          timed.push_back({std::move(c), fused, us, g});
         }
         if (!tune && !timed.empty()) break;
       }
@@ -305,6 +320,8 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
           continue;
         }
         entry->plan = std::move(t.c.plan);
+        entry->config = std::move(t.c.config);
+        entry->graph = t.graph;
         entry->engine = t.c.engine;
         entry->workspace = t.c.workspace;
         entry->fused = t.fused;
@@ -334,6 +351,10 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
   record_.rejected = plan_->rejected;
   // Until the arena's workspace exists, run on the tuning scratch (autotune runs layer by layer).
   variant_pack_ = variant_pack(buf_, plan_->fused, spec_.residual, scratch.ptr);
+}
+
+const BackendDesc& ConvOp::plan() const {
+  return own_plan_.get() ? own_plan_ : plan_->plan;
 }
 
 size_t ConvOp::workspace_bytes() const {
@@ -404,7 +425,7 @@ void ConvOp::epilogue(cudaStream_t stream) {
 
 void ConvOp::run(cudaStream_t stream) {
   // The cuDNN handle is bound to the context's stream, which is `stream`.
-  CNN_CHECK_CUDNN(cudnnBackendExecute(handle_, plan_->plan.get(), variant_pack_.get()));
+  CNN_CHECK_CUDNN(cudnnBackendExecute(handle_, plan().get(), variant_pack_.get()));
   if (!plan_->fused) epilogue(stream);
 }
 

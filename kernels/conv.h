@@ -56,6 +56,8 @@ class ConvOp : public Op {
   ConvBuffers buf_;
   cudnnHandle_t handle_ = nullptr;
   std::shared_ptr<PlanCacheEntry> plan_;
+  BackendDesc own_plan_;  // this layer's own plan of the shared engine (share_plans off)
+  const BackendDesc& plan() const;
   BackendDesc variant_pack_;
 };
 

@@ -48,7 +48,8 @@ struct GpuContext {
   cudaStream_t stream = nullptr;
   // Execution plans by op signature, so layers of one shape share one plan (and one tuning).
   std::map<std::string, std::shared_ptr<PlanCacheEntry>> plans;
-  // false: every layer builds (and tunes) a plan of its own.
+  // false: a layer of an already tuned shape still takes that engine and its knobs, but in an
+  // execution plan of its own.
   bool share_plans = true;
 };
 
