@@ -3,4 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/build.sh
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "cnnbench: no CUDA device here: the GPU tests (label gpu) will be reported as skipped"
+fi
 ctest --test-dir build/release --output-on-failure "$@"
