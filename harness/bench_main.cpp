@@ -306,13 +306,5 @@ int run(int argc_in, char** argv_in) {
 }  // namespace cnnbench
 
 int main(int argc, char** argv) {
-  try {
-    return cnnbench::run(argc, argv);
-  } catch (const cnnbench::UserError& e) {
-    std::fprintf(stderr, "cnnbench: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cnnbench: %s\n", e.what());
-    return 1;
-  }
+  return cnnbench::run_main("cnnbench", cnnbench::run, argc, argv);
 }

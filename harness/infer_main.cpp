@@ -9,6 +9,7 @@
 #include "harness/check.h"
 #include "harness/safetensors.h"
 #include "harness/session.h"
+#include "kernels/storage.h"
 
 namespace cnnbench {
 namespace {
@@ -125,11 +126,7 @@ int run(int argc, char** argv) {
     runner.launch(false);
     runner.sync();
     const std::vector<float> eager_out = model.output();
-    double num = 0, den = 0;
-    for (size_t i = 0; i < out.size(); ++i)
-      num += double(out[i] - eager_out[i]) * (out[i] - eager_out[i]),
-          den += double(out[i]) * out[i];
-    const double graph_vs_eager = std::sqrt(num / std::max(den, 1e-300));
+    const double graph_vs_eager = relative_l2(out, eager_out);
     std::fprintf(stderr, "verify graph replay vs eager: rel_l2 %.2e %s\n", graph_vs_eager,
                  graph_vs_eager <= tol ? "" : "FAIL");
     worst_failures += !(graph_vs_eager <= tol);
@@ -166,13 +163,5 @@ int run(int argc, char** argv) {
 }  // namespace cnnbench
 
 int main(int argc, char** argv) {
-  try {
-    return cnnbench::run(argc, argv);
-  } catch (const cnnbench::UserError& e) {
-    std::fprintf(stderr, "cnnbench_infer: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cnnbench_infer: %s\n", e.what());
-    return 1;
-  }
+  return cnnbench::run_main("cnnbench_infer", cnnbench::run, argc, argv);
 }

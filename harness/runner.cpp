@@ -71,13 +71,7 @@ void Runner::capture() {
     CNN_CHECK_CUDA(cudaMemsetAsync(arena.workspace(), 0x7F, arena.workspace_bytes(), ctx_.stream));
   CNN_CHECK_CUDA(cudaGraphLaunch(exec_, ctx_.stream));
   const std::vector<float> replayed = model_.output();
-  double num = 0, den = 0;
-  for (size_t i = 0; i < eager.size(); ++i) {
-    const double d = double(replayed[i]) - eager[i];
-    num += std::isfinite(d) ? d * d : INFINITY;
-    den += double(eager[i]) * eager[i];
-  }
-  graph_vs_eager_ = std::sqrt(num / std::max(den, 1e-300));
+  graph_vs_eager_ = relative_l2(replayed, eager);
   if (!(graph_vs_eager_ <= 1e-3))
     throw LibraryError("CUDA graph", 0,
                        "the graph replay differs from the eager forward (relative L2 " +

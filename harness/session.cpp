@@ -1,5 +1,7 @@
 #include "harness/session.h"
 
+#include <cstdio>
+
 #include "harness/check.h"
 
 namespace cnnbench {
@@ -31,6 +33,18 @@ std::unique_ptr<Prepared> prepare_model(GpuContext& ctx, const Graph& g, const H
   }
   p->peak.sample();
   return p;
+}
+
+int run_main(const char* program, int (*body)(int, char**), int argc, char** argv) {
+  try {
+    return body(argc, argv);
+  } catch (const UserError& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 1;
+  }
 }
 
 bool take_flag(int& i, int argc, char** argv, const std::string& name, std::string* value) {

@@ -31,6 +31,10 @@ std::unique_ptr<Prepared> prepare_model(GpuContext& ctx, const Graph& g, const H
                                         const CompileOptions& opt, double warmup_ms,
                                         const std::function<void(const Prepared&)>& built = {});
 
+// main() of the binaries: runs `body`; a UserError is one line on stderr and exit status 2, any
+// other error (a library's) one line and exit status 1.
+int run_main(const char* program, int (*body)(int, char**), int argc, char** argv);
+
 // Named-flag parsing shared by the binaries: "--name=value" or "--name value".
 bool take_flag(int& i, int argc, char** argv, const std::string& name, std::string* value);
 

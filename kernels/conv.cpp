@@ -409,13 +409,7 @@ bool ConvOp::graph_safe(GpuContext& ctx, const BackendDesc& plan, bool fused,
   cudaGetLastError();  // a failed capture leaves its error behind; it is our answer, not sticky
   if (!ok) return false;
   const std::vector<float> replayed = read();
-  double num = 0, den = 0;
-  for (size_t i = 0; i < direct.size(); ++i) {
-    if (!std::isfinite(replayed[i])) return false;
-    num += double(replayed[i] - direct[i]) * (replayed[i] - direct[i]);
-    den += double(direct[i]) * direct[i];
-  }
-  return num <= 1e-6 * std::max(den, 1e-300);  // relative L2 at most 1e-3
+  return relative_l2(replayed, direct) <= 1e-3;
 }
 
 void ConvOp::epilogue(cudaStream_t stream) {

@@ -4,6 +4,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "harness/check.h"
@@ -53,6 +55,17 @@ std::vector<float> download(const void* p, size_t count, DType t) {
   CNN_CHECK_CUDA(cudaDeviceSynchronize());
   CNN_CHECK_CUDA(cudaMemcpy(bytes.data(), p, bytes.size(), cudaMemcpyDeviceToHost));
   return from_storage(bytes, t);
+}
+
+double relative_l2(const std::vector<float>& got, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size() && i < ref.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    const double d = double(got[i]) - ref[i];
+    num += d * d;
+    den += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
 }
 
 }  // namespace cnnbench

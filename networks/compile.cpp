@@ -366,13 +366,7 @@ std::vector<std::pair<std::string, double>> Model::graph_prefix_check() {
     const std::vector<float> replayed = download(last.output(), count, t);
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(g);
-    double num = 0, den = 0;
-    for (size_t i = 0; i < count; ++i) {
-      const double d = double(replayed[i]) - eager[i];
-      num += std::isfinite(d) ? d * d : INFINITY;
-      den += double(eager[i]) * eager[i];
-    }
-    out.push_back({last.record().name, std::sqrt(num / std::max(den, 1e-300))});
+    out.push_back({last.record().name, relative_l2(replayed, eager)});
   }
   return out;
 }
