@@ -1,46 +1,51 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: GPU tests, the PyTorch cross-check, the sweep and the PyTorch
-# peer baseline, all on the same card. Binaries come prebuilt in build/release (see README);
-# libraries the machine lacks come in .carry/lib. Everything lands in $OUT.
-#   bash tools/device_session.sh [steps...]   steps: tests crosscheck sweep peer versions
+# One call on a GPU machine: the steps named (default: sweep peer tests crosscheck), each under a
+# time limit, everything packed into $OUT/session.tgz (the device tool returns few files).
+# Binaries come prebuilt in build/release (tools/build.sh); libraries the machine lacks
+# (Debian's libbenchmark and yaml-cpp) in .carry/lib. CUDNN selects the cuDNN build.
+#   sweep       configs/default.yaml (SWEEP_CONFIG), JSON + layer table (SWEEP_TIMEOUT, 330 s)
+#   peer        PyTorch eager and CUDA-graph baseline on the same card (PEER_TIMEOUT, 100 s)
+#   tests       the GPU tests (TEST_TIMEOUT, 150 s)
+#   crosscheck  torchvision vs cnnbench_infer on the same weights, with per-layer checks
+#   diagnose    tools/diagnose_graph.sh
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 B=build/release
-CUDNN919=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
-export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-steps=${*:-tests crosscheck sweep peer}
-# On a crash, the host backtrace (cuda-gdb also debugs host code there).
-backtrace() { timeout 120 cuda-gdb -batch -ex run -ex bt --args "$@" 2>&1 | grep -E "^#|signal|Error" | head -30; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.used,memory.total --format=csv
-for step in $steps; do
+CUDNN=${CUDNN:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib}
+export LD_LIBRARY_PATH=$CUDNN:$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.used --format=csv,noheader
+for step in ${*:-sweep peer tests crosscheck}; do
   echo "=== $step $(date +%T)"
   case $step in
-    tests) # system cuDNN (9.14) and the PyTorch venv's (9.19)
-      timeout ${TEST_TIMEOUT:-300} $B/tests/test_gpu 2>&1 | tee "$OUT/gpu_tests_cudnn914.log" | grep -vE "^\[ +(RUN|OK) " | tail -70
-      [ "${PIPESTATUS[0]}" -ge 128 ] && backtrace $B/tests/test_gpu
-      [ -n "${TESTS_919:-}" ] && LD_LIBRARY_PATH=$CUDNN919:$LD_LIBRARY_PATH timeout 200 $B/tests/test_gpu 2>&1 | tee "$OUT/gpu_tests_cudnn919.log" | tail -4 ;;
-    crosscheck)
-      for p in ${CROSS_PRECISIONS:-fp32 tf32 fp16 bf16}; do
-        LD_LIBRARY_PATH=$CUDNN919:$LD_LIBRARY_PATH timeout 200 python3 tools/crosscheck_torchvision.py \
-          --binary $B/cnnbench_infer --precision $p --batch 4 --extra="--verify" --out "$OUT/crosscheck_resnet50_$p.json" 2>&1 | grep -vE "^verify .* $" | tail -14
-      done
-      # The autotuned engines of the benchmark, checked too.
-      for pb in "fp16 32" "fp32 8"; do
-        set -- $pb
-        LD_LIBRARY_PATH=$CUDNN919:$LD_LIBRARY_PATH timeout 200 python3 tools/crosscheck_torchvision.py \
-          --binary $B/cnnbench_infer --precision $1 --batch $2 --extra="--engine autotune --verify" \
-          --out "$OUT/crosscheck_resnet50_$1_b$2_autotune.json" 2>&1 | grep -vE "^verify .* $" | tail -12
-      done ;;
     sweep)
-      LD_LIBRARY_PATH=$CUDNN919:$LD_LIBRARY_PATH timeout ${SWEEP_TIMEOUT:-420} $B/cnnbench --config=${SWEEP_CONFIG:-configs/resnet50_fp16.yaml} \
-        --benchmark_out="$OUT/cnnbench.json" ${SWEEP_ARGS:-} 2>&1 | tee "$OUT/cnnbench.log" | grep -E "batch|error|Error" | cut -c1-160 ;;
+      timeout "${SWEEP_TIMEOUT:-330}" $B/cnnbench --config="${SWEEP_CONFIG:-configs/default.yaml}" \
+        --benchmark_out="$OUT/cnnbench.json" ${SWEEP_ARGS:-} >"$OUT/cnnbench.log" 2>&1
+      echo "sweep rc=$? medians=$(grep -c manual_time_median "$OUT/cnnbench.log")"
+      grep -E "ERROR OCCURRED" "$OUT/cnnbench.log" | cut -c1-180 | sort -u | head -10 ;;
     peer)
-      PYTHONUNBUFFERED=1 timeout ${PEER_TIMEOUT:-300} python3 tools/pytorch_baseline.py --out "$OUT/pytorch.json" ${PEER_ARGS:-} 2>&1 | tail -25 ;;
+      PYTHONUNBUFFERED=1 timeout "${PEER_TIMEOUT:-100}" python3 tools/pytorch_baseline.py \
+        --out "$OUT/pytorch.json" >"$OUT/pytorch.log" 2>&1
+      echo "peer rc=$?"
+      python3 tools/compare_pytorch.py --cnnbench "$OUT/cnnbench.json" --pytorch "$OUT/pytorch.json" \
+        --out-md "$OUT/compare_resnet50_fp16.md" --check | tail -16 ;;
+    tests)
+      timeout "${TEST_TIMEOUT:-150}" $B/tests/test_gpu >"$OUT/gpu_tests.log" 2>&1
+      echo "tests rc=$?"
+      grep -E "Failure|FAILED|PASSED|worst|rel_l2|resnet50 " "$OUT/gpu_tests.log" | head -40 ;;
+    crosscheck)
+      for c in "fp32 4 heuristic" "tf32 4 heuristic" "fp16 4 heuristic" "bf16 4 heuristic" \
+               "fp16 32 autotune"; do
+        set -- $c
+        timeout 60 python3 tools/crosscheck_torchvision.py --binary $B/cnnbench_infer --precision "$1" \
+          --batch "$2" --extra="--engine $3 --verify=128" --out "$OUT/crosscheck_$1_b$2_$3.json" \
+          >"$OUT/crosscheck_$1_b$2_$3.log" 2>&1
+        echo "$c rc=$?"
+        grep -E "rel L2 error|graph replay|refused|exceed|CUDA graph error" \
+          "$OUT/crosscheck_$1_b$2_$3.log" | head -4
+      done ;;
+    diagnose)
+      bash tools/diagnose_graph.sh "$CUDNN" 2>&1 | tee "$OUT/diagnose.log" ;;
   esac
 done
-[ -f "$OUT/cnnbench.json" ] && [ -f "$OUT/pytorch.json" ] && \
-  python3 tools/compare_pytorch.py --cnnbench "$OUT/cnnbench.json" --pytorch "$OUT/pytorch.json" --out-md "$OUT/compare_resnet50_fp16.md" --check
-
-# Files come back from the device machine only a few at a time: pack them into one.
 (cd "$OUT" && tar czf session.tgz --remove-files $(ls | grep -v '^session.tgz$'))
