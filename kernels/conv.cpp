@@ -175,7 +175,7 @@ std::vector<Candidate> candidates(cudnnHandle_t h, const OpGraph& g, Precision p
   std::vector<Candidate> out;
   int compiled = 0;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    for (BackendDesc& cfg : heuristic_configs(h, g.graph, mode)) {
+    for (BackendDesc& cfg : heuristic_configs(g.graph, mode)) {
       if (out.size() >= limit) return out;
       EngineInfo info = engine_info(cfg);
       if (!engine_fits_precision(info, p)) continue;

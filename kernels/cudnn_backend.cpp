@@ -188,9 +188,8 @@ EngineInfo engine_info(const BackendDesc& cfg) {
   return info;
 }
 
-std::vector<BackendDesc> heuristic_configs(cudnnHandle_t handle, const BackendDesc& op_graph,
+std::vector<BackendDesc> heuristic_configs(const BackendDesc& op_graph,
                                            cudnnBackendHeurMode_t mode) {
-  (void)handle;
   BackendDesc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
   heur.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, op_graph)
       .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);

@@ -63,7 +63,7 @@ EngineInfo engine_info(const BackendDesc& engine_config);
 
 // Engine configs for an operation graph from one heuristics mode, best first. Empty when the
 // mode offers none.
-std::vector<BackendDesc> heuristic_configs(cudnnHandle_t handle, const BackendDesc& op_graph,
+std::vector<BackendDesc> heuristic_configs(const BackendDesc& op_graph,
                                            cudnnBackendHeurMode_t mode);
 
 // An execution plan for one engine config, or an empty descriptor if it does not build.

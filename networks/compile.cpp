@@ -85,6 +85,23 @@ const std::vector<float>& tensor_of(const HostWeights& w, const std::string& nam
   return it->second;
 }
 
+// Inference BatchNorm as y = x * scale + shift, in double.
+struct BnFold {
+  std::vector<double> scale, shift;
+};
+BnFold fold_bn(const HostWeights& w, const Node& bn) {
+  const auto& gamma = tensor_of(w, bn.name + ".weight");
+  const auto& beta = tensor_of(w, bn.name + ".bias");
+  const auto& mean = tensor_of(w, bn.name + ".running_mean");
+  const auto& var = tensor_of(w, bn.name + ".running_var");
+  BnFold f;
+  for (size_t k = 0; k < gamma.size(); ++k) {
+    f.scale.push_back(double(gamma[k]) / std::sqrt(double(var[k]) + bn.eps));
+    f.shift.push_back(double(beta[k]) - double(mean[k]) * f.scale.back());
+  }
+  return f;
+}
+
 }  // namespace
 
 Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const CompileOptions& opt)
@@ -152,16 +169,9 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
         for (int k = 0; k < K; ++k) shift[k] = b[k];
       }
       if (grp.bn >= 0) {
-        const Node& bn = nodes[grp.bn];
-        const auto& gamma = tensor_of(weights, bn.name + ".weight");
-        const auto& beta = tensor_of(weights, bn.name + ".bias");
-        const auto& mean = tensor_of(weights, bn.name + ".running_mean");
-        const auto& var = tensor_of(weights, bn.name + ".running_var");
-        for (int k = 0; k < K; ++k) {
-          const double s = double(gamma[k]) / std::sqrt(double(var[k]) + bn.eps);
-          shift[k] = double(beta[k]) + (shift[k] - double(mean[k])) * s;
-          scale[k] = s;
-        }
+        const BnFold f = fold_bn(weights, nodes[grp.bn]);
+        for (int k = 0; k < K; ++k)
+          shift[k] = f.shift[k] + shift[k] * f.scale[k], scale[k] = f.scale[k];
       }
       std::vector<float> krsc(w.size()), bias(K);
       for (int k = 0; k < K; ++k) {
@@ -190,17 +200,9 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
       wbuf[gi] = add_weights(w);
       if (n.bias) bbuf[gi] = add_weights(tensor_of(weights, n.name + ".bias"));
     } else if (grp.kind == OpKind::BatchNorm) {
-      const auto& gamma = tensor_of(weights, n.name + ".weight");
-      const auto& beta = tensor_of(weights, n.name + ".bias");
-      const auto& mean = tensor_of(weights, n.name + ".running_mean");
-      const auto& var = tensor_of(weights, n.name + ".running_var");
-      std::vector<float> s(gamma.size()), b(gamma.size());
-      for (size_t k = 0; k < s.size(); ++k) {
-        const double sc = double(gamma[k]) / std::sqrt(double(var[k]) + n.eps);
-        s[k] = float(sc), b[k] = float(double(beta[k]) - double(mean[k]) * sc);
-      }
-      sbuf[gi] = add_weights(s);
-      bbuf[gi] = add_weights(b);
+      const BnFold f = fold_bn(weights, n);
+      sbuf[gi] = add_weights(std::vector<float>(f.scale.begin(), f.scale.end()));
+      bbuf[gi] = add_weights(std::vector<float>(f.shift.begin(), f.shift.end()));
     }
   }
 
