@@ -3,6 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install_deps.sh
-export CUDACXX=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+export CUDACXX=$(bash tools/find_nvcc.sh)
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)"

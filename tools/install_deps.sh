@@ -15,13 +15,23 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -q
   apt-get install -y -q "${missing[@]}"
 fi
-NVCC=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-if [ ! -x "$NVCC" ]; then
-  echo "cnnbench: no CUDA compiler found (nvcc, /usr/local/cuda/bin/nvcc): install the CUDA toolkit 12.x or 13.x with cuDNN 9" >&2
+NVCC=$(bash "$(dirname "$0")/find_nvcc.sh") || {
+  echo "cnnbench: no CUDA compiler found (CUDACXX, /usr/local/cuda/bin/nvcc, nvcc on PATH): install the CUDA toolkit 12.x or 13.x with cuDNN 9" >&2
   exit 1
-fi
-CUDA_INC=$(dirname "$(dirname "$(readlink -f "$NVCC")")")/include
-if [ ! -f "$CUDA_INC/cudnn.h" ] && [ ! -f /usr/include/cudnn.h ] && [ -z "${CUDNN_ROOT:-}" ]; then
-  echo "cnnbench: cudnn.h not found next to $NVCC nor in /usr/include: install cuDNN 9 (or set CUDNN_ROOT)" >&2
+}
+# The toolkit root as nvcc itself reports it (TOP=...), so a wrapper script on PATH
+# (/usr/local/bin/nvcc -> exec /usr/local/cuda-13.0/bin/nvcc) finds the right headers.
+tmp=$(mktemp -d)
+touch "$tmp/probe.cu"
+CUDA_TOP=$(cd "$tmp" && "$NVCC" --dryrun -c probe.cu 2>&1 | sed -n 's/^#\$ TOP=//p' | head -n1)
+rm -rf "$tmp"
+CUDA_TOP=${CUDA_TOP:-$(dirname "$(dirname "$(readlink -f "$NVCC")")")}
+found=""
+for inc in ${CUDNN_ROOT:+"$CUDNN_ROOT/include"} "$CUDA_TOP/include" /usr/local/cuda/include /usr/include \
+  /usr/include/x86_64-linux-gnu; do
+  if [ -f "$inc/cudnn.h" ]; then found=$inc; break; fi
+done
+if [ -z "$found" ]; then
+  echo "cnnbench: cudnn.h not found (looked in ${CUDNN_ROOT:+$CUDNN_ROOT/include, }$CUDA_TOP/include, /usr/local/cuda/include, /usr/include): install cuDNN 9 (or set CUDNN_ROOT)" >&2
   exit 1
 fi
