@@ -1,10 +1,14 @@
-"""Tests of the Python tools that run without torch or a GPU (stdlib unittest).
+"""Tests of the Python tools (stdlib unittest); those needing torch skip where it is missing.
 
 Run from anywhere:  python3 -m unittest tests/test_tools.py   (or: python3 tests/test_tools.py)
 Covers tools/compare_pytorch.py (Google Benchmark JSON parsing, median choice, ratios, --check
-exit codes, error cells) on synthetic files, and the checked-in tests/data state_dict lists.
+exit codes, error cells) on synthetic files, tools/seed_table.py on tests/data/gb_zoo_fixture.json
+and the seed CSV, tools/gen_mxnet_param_list.py's counts and its checked-in lists, and the
+checked-in tests/data state_dict lists; with torch also gen_state_dict_list.py against them,
+crosscheck_torchvision.py --dry-run and pytorch_baseline.py's input sizes.
 """
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -19,6 +23,11 @@ DATA = os.path.join(ROOT, "tests", "data")
 sys.path.insert(0, TOOLS)
 
 import compare_pytorch as cp  # noqa: E402
+import gen_mxnet_param_list as gm  # noqa: E402
+import seed_table as st  # noqa: E402
+
+HAVE_TORCH = (importlib.util.find_spec("torch") is not None
+              and importlib.util.find_spec("torchvision") is not None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -352,6 +361,358 @@ class StateDictListTest(unittest.TestCase):
     def test_resnet152(self):
         entries = self.check_list("resnet152", 932, 60_192_808, ("fc.bias", "float32", (1000,)))
         self.assertIn(("layer3.35.bn3.running_var", "float32", (1024,)), entries)
+
+
+    def check_other(self, network, n_entries, n_params, first, last):
+        path = os.path.join(DATA, f"{network}_state_dict.txt")
+        entries = read_state_dict_list(path)
+        self.assertEqual(len(entries), n_entries)
+        self.assertEqual(entries[0], first)
+        self.assertEqual(entries[-1], last)
+        self.assertEqual(len({e[0] for e in entries}), n_entries)
+        self.assertEqual(param_count_comment(path), n_params)
+        return entries
+
+    def test_alexnet_and_vgg(self):
+        last = ("classifier.6.bias", "float32", (1000,))
+        e = self.check_other("alexnet", 16, 61_100_840,
+                             ("features.0.weight", "float32", (64, 3, 11, 11)), last)
+        self.assertIn(("classifier.1.weight", "float32", (4096, 9216)), e)
+        for net, n, params in (("vgg16", 32, 138_357_544), ("vgg16_bn", 97, 138_365_992),
+                               ("vgg19", 38, 143_667_240), ("vgg19_bn", 118, 143_678_248)):
+            e = self.check_other(net, n, params, ("features.0.weight", "float32", (64, 3, 3, 3)),
+                                 last)
+            self.assertIn(("classifier.0.weight", "float32", (4096, 25088)), e)
+            self.assertEqual(any(".running_mean" in x[0] for x in e), net.endswith("_bn"))
+        self.assertIn(("features.1.running_var", "float32", (64,)),
+                      read_state_dict_list(os.path.join(DATA, "vgg16_bn_state_dict.txt")))
+
+    def test_inception_v3_with_and_without_aux(self):
+        first = ("Conv2d_1a_3x3.conv.weight", "float32", (32, 3, 3, 3))
+        last = ("fc.bias", "float32", (1000,))
+        plain = self.check_other("inception_v3", 566, 23_834_568, first, last)
+        aux = self.check_other("inception_v3_aux", 580, 27_161_264, first, last)
+        self.assertFalse([e for e in plain if e[0].startswith("AuxLogits.")])
+        self.assertEqual([e for e in aux if not e[0].startswith("AuxLogits.")], plain)
+        self.assertIn(("AuxLogits.fc.weight", "float32", (1000, 768)), aux)
+        self.assertIn(("Mixed_5b.branch5x5_1.conv.weight", "float32", (48, 192, 1, 1)), plain)
+
+    def test_efficientnets(self):
+        # (entries, params, stem channels, head channels) per variant; networks.md 7.4, 7.5.
+        table = [(360, 5_288_548, 32, 1280), (508, 7_794_184, 32, 1280),
+                 (508, 9_109_994, 32, 1408), (574, 12_233_232, 40, 1536),
+                 (706, 19_341_616, 48, 1792), (854, 30_389_784, 48, 2048),
+                 (986, 43_040_704, 56, 2304), (1200, 66_347_960, 64, 2560)]
+        for v, (n, params, stem, head) in enumerate(table):
+            e = self.check_other(f"efficientnet_b{v}", n, params,
+                                 ("features.0.0.weight", "float32", (stem, 3, 3, 3)),
+                                 ("classifier.1.bias", "float32", (1000,)))
+            self.assertIn(("classifier.1.weight", "float32", (1000, head)), e)
+        e = read_state_dict_list(os.path.join(DATA, "efficientnet_b0_state_dict.txt"))
+        # SE squeeze = block input channels // 4 (192 // 4), not expanded // 4.
+        self.assertIn(("features.7.0.block.2.fc1.weight", "float32", (48, 1152, 1, 1)), e)
+        self.assertIn(("features.1.0.block.0.0.weight", "float32", (32, 1, 3, 3)), e)  # dw, no expand
+
+
+# --------------------------------------------------------------------------------------------
+class MxnetParamListTest(unittest.TestCase):
+    """gen_mxnet_param_list.py's symbols: counts from networks.md, names, order, the files."""
+
+    def test_counts(self):
+        for (net, size), (params, gmacs) in gm.EXPECTED.items():
+            entries, n_params, macs = gm.param_list(net, size)
+            self.assertEqual(n_params, params, (net, size))
+            self.assertEqual(round(macs / 1e9, 3), gmacs, (net, size))
+            self.assertEqual(gm.check_expected(net, size, n_params, macs), [])
+        self.assertEqual(gm.param_list("inception_bn", 224)[1], 11_295_240)
+        self.assertEqual(gm.param_list("alexnet_lrn", 227)[1], 62_378_344)
+        self.assertEqual(gm.param_list("alexnet_lrn", 224)[1], 50_844_008)
+        self.assertAlmostEqual(gm.param_list("inception_bn", 224)[2] / 1e9, 1.987, places=3)
+        self.assertTrue(gm.check_expected("alexnet_lrn", 224, 1, 1))  # a mismatch is reported
+
+    def test_inception_bn_names_order_and_shapes(self):
+        entries, _, _ = gm.param_list("inception_bn")
+        names = [n for n, _ in entries]
+        self.assertEqual(len(entries), 416)
+        self.assertEqual(len(set(names)), 416)
+        self.assertEqual(names[:6], ["conv_1_weight", "conv_1_bias", "bn_1_gamma", "bn_1_beta",
+                                     "conv_2_red_weight", "conv_2_red_bias"])
+        shapes = dict(entries)
+        self.assertEqual(shapes["fc1_weight"], (1000, 1024))
+        self.assertEqual(shapes["conv_3c_3x3_weight"], (160, 128, 3, 3))
+        self.assertEqual(shapes["conv_5b_proj_weight"], (128, 1024, 1, 1))
+        self.assertEqual(shapes["bn_3a_double_3x3_0_gamma"], (96,))
+        # Arguments first (fc1 last among them), then every BN's moving_mean/var in the same order.
+        i = names.index("fc1_bias")
+        self.assertFalse([n for n in names[:i] if "moving" in n])
+        aux = names[i + 1:]
+        self.assertEqual(aux[:2], ["bn_1_moving_mean", "bn_1_moving_var"])
+        gammas = [n[:-len("_gamma")] for n in names if n.endswith("_gamma")]
+        self.assertEqual(aux, [f"{b}_{s}" for b in gammas for s in ("moving_mean", "moving_var")])
+        # Branch order inside a block: 1x1, 3x3 reduce, 3x3, double reduce, double 0/1, proj.
+        block = [n[len("conv_3a_"):-len("_weight")] for n in names
+                 if n.startswith("conv_3a_") and n.endswith("_weight")]
+        self.assertEqual(block, ["1x1", "3x3_reduce", "3x3", "double_3x3_reduce", "double_3x3_0",
+                                 "double_3x3_1", "proj"])
+
+    def test_shapes_follow_mxnet_floor_pooling(self):
+        info = gm.infer(gm.inception_bn(), (2, 3, 224, 224))
+        self.assertEqual(info["output"], (2, 1000))
+        self.assertEqual(info["macs"], gm.param_list("inception_bn")[2])  # per image
+        names = [n for n, _ in info["arguments"]]
+        self.assertEqual((names[0], names[-1]), ("data", "softmax_label"))
+        a224 = dict(gm.param_list("alexnet_lrn", 224)[0])
+        self.assertEqual(a224["fc1_weight"], (4096, 6400))  # 256 x 5 x 5: 54 -> 26 -> 12 -> 5
+        self.assertEqual(dict(gm.param_list("alexnet_lrn", 227)[0])["fc1_weight"], (4096, 9216))
+        self.assertEqual(a224["conv1_weight"], (96, 3, 11, 11))
+        self.assertEqual([n for n, _ in gm.param_list("alexnet_lrn")[0]],
+                         [f"{l}_{k}" for l in ("conv1", "conv2", "conv3", "conv4", "conv5", "fc1",
+                                               "fc2", "fc3") for k in ("weight", "bias")])
+
+    def test_checked_in_files_are_current(self):
+        for net, n_entries, params in (("inception_bn", 416, 11_295_240),
+                                       ("alexnet_lrn", 16, 62_378_344)):
+            path = os.path.join(DATA, f"{net}_mxnet_params.txt")
+            with open(path) as f:
+                text = f.read()
+            self.assertEqual(text, gm.list_text(net)[0], f"{path} is stale: rerun the generator")
+            self.assertEqual(len(read_state_dict_list(path)), n_entries)
+            self.assertEqual(param_count_comment(path), params)
+
+    def test_command_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                self.assertEqual(gm.main(["--out-dir", d]), 0)
+            self.assertIn("11,295,240", out.getvalue())
+            self.assertEqual(sorted(os.listdir(d)), ["alexnet_lrn_mxnet_params.txt",
+                                                     "inception_bn_mxnet_params.txt"])
+
+
+# --------------------------------------------------------------------------------------------
+FIXTURE = os.path.join(DATA, "gb_zoo_fixture.json")
+SEED_CSV = os.path.join(ROOT, "results", "reference", "mxnet_inference_seed.csv")
+
+
+def table_rows(md):
+    """The table's header and body lines (the |---| separator left out)."""
+    return [line for line in md.splitlines() if line.startswith("| ")]
+
+
+class SeedTableTest(TempFiles):
+    """seed_table.py on tests/data/gb_zoo_fixture.json and the seed CSV."""
+
+    def run_st(self, *argv):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = st.main(list(argv))
+        return rc, out.getvalue(), err.getvalue()
+
+    def test_parse_key_sizes(self):
+        self.assertEqual(st.parse_key("alexnet_lrn/fp16/graph/batch:8/size:224/manual_time"),
+                         ("alexnet_lrn", "fp16", "graph", 8, 224))
+        self.assertEqual(st.parse_key("alexnet_lrn/fp16/graph/batch:8/manual_time"),
+                         ("alexnet_lrn", "fp16", "graph", 8, 227))
+        self.assertEqual(st.parse_key("inception_v3/fp32/graph/batch:2/manual_time_median"),
+                         ("inception_v3", "fp32", "graph", 2, 299))
+        self.assertEqual(st.parse_key("resnet50/fp16/graph/batch:1"),
+                         ("resnet50", "fp16", "graph", 1, 224))
+        self.assertIsNone(st.parse_key("BM_unrelated"))
+
+    def test_cells(self):
+        md = st.build_table([FIXTURE], SEED_CSV)
+        rows = table_rows(md)
+        # Header + 6 networks x 6 seed batches + resnet50 batch 64 (ours only).
+        self.assertEqual(len(rows), 1 + 36 + 1)
+        # Median aggregate 3,060 (not the repetitions' 3,050); best seed 184.49 (1080 Ti).
+        self.assertIn("| resnet50 | 224 | 1 | 1,200 | 3,060 | 141 | 162 | 184 | 16.6x |", rows)
+        self.assertIn("| resnet50 | 224 | 32 | — | error | 683 | 713 | 698 | — |", rows)
+        self.assertIn("| resnet50 | 224 | 64 | — | 20,000 | — | — | — | — |", rows)
+        # alexnet_lrn at 224 (the size:224 entry; the default-size 35,000 is left out).
+        self.assertIn("| alexnet_lrn (seed: alexnet) | 224 | 8 | — | 40,000 | 2,557 | 2,901 | "
+                      "2,543 | 13.8x |", rows)
+        self.assertNotIn("35,000", md)
+        # inception_v3 at its default 299; the size:224 fp16 entry is left out.
+        self.assertIn("| inception_v3 | 299 | 2 | 900 | — | 119 | 143 | 151 | — |", rows)
+        self.assertIn("| inception_v3 | 299 | 1 | — | — | 65.0 | 80.2 | 84.2 | — |", rows)
+        self.assertNotIn("5,000", md)
+        self.assertNotIn("2,500", md)  # eager entries are not shown
+        self.assertNotIn("efficientnet", md)
+        # Networks in the seed's order.
+        order = []
+        for r in rows[1:]:
+            name = r.split("|")[1].strip()
+            if name not in order:
+                order.append(name)
+        self.assertEqual(order, ["alexnet_lrn (seed: alexnet)", "vgg16", "inception_bn",
+                                 "inception_v3", "resnet50", "resnet152"])
+        self.assertIn("- error: resnet50 fp16 batch 32: out of memory", md)
+        self.assertIn("gpu_name=NVIDIA H200", md)
+
+    def test_header_names_units_and_sources(self):
+        md = st.build_table([FIXTURE], SEED_CSV)
+        self.assertTrue(md.startswith("**H200 (cnnbench) next to the seed's Tesla P100 and "
+                                      "GTX 1080 Ti**"))
+        header = [h.strip() for h in table_rows(md)[0].strip("|").split("|")]
+        self.assertEqual(header, [
+            "network", "input (px)", "batch",
+            "H200 fp32 img/s (cnnbench, graph, median) ¹",
+            "H200 fp16 img/s (cnnbench, graph, median) ¹",
+            "Tesla P100 img/s (seed: LeaderGPU) ²",
+            "Tesla P100 img/s (seed: MXNet official page, via LeaderGPU article) ²",
+            "GTX 1080 Ti img/s (seed: LeaderGPU) ²",
+            "H200 fp16 / best seed (x, speed-up) ³"])
+        self.assertIn("Tesla P100 has more than one source: each is shown", md)
+        self.assertIn("`results/reference/mxnet_inference_seed.csv`", md)
+
+    def test_gpu_choice_and_batches(self):
+        md = st.build_table([FIXTURE], SEED_CSV, gpus="GTX 1080", batches={1})
+        rows = table_rows(md)
+        self.assertEqual(len(rows), 1 + 6)
+        self.assertIn("| resnet50 | 224 | 1 | 1,200 | 3,060 | 169 | 18.1x |", rows)
+        rc, _, err = self.run_st("--cnnbench", FIXTURE, "--seed", SEED_CSV, "--gpus", "Tesla V100")
+        self.assertEqual(rc, 2)
+        self.assertIn("no GPU 'Tesla V100'", err)
+
+    def test_later_files_win_but_errors_never_replace_results(self):
+        second = self.gb([gb_entry("resnet50", "fp32", "graph", 1, 1300),
+                          gb_entry("resnet50", "fp16", "graph", 1, None, error="late failure"),
+                          gb_entry("resnet50", "fp16", "graph", 32, 14000)], name="second.json")
+        rows = table_rows(st.build_table([FIXTURE, second], SEED_CSV))
+        self.assertIn("| resnet50 | 224 | 1 | 1,300 | 3,060 | 141 | 162 | 184 | 16.6x |", rows)
+        self.assertIn("| resnet50 | 224 | 32 | — | 14,000 | 683 | 713 | 698 | 19.6x |", rows)
+
+    def test_out_and_stdout(self):
+        out = os.path.join(self.dir, "table.md")
+        rc, stdout, _ = self.run_st("--cnnbench", FIXTURE, "--seed", SEED_CSV, "--out", out)
+        self.assertEqual(rc, 0)
+        with open(out) as f:
+            self.assertEqual(f.read(), stdout)
+        self.assertEqual(stdout, st.build_table([FIXTURE], SEED_CSV))
+
+    def test_readme_markers_replaced(self):
+        readme = os.path.join(self.dir, "README.md")
+        before = "# cnnbench\n\nIntro.\n\n" + st.BEGIN_MARKER + "\nold table\nold line\n"
+        after = st.END_MARKER + "\n\n## Next\ntext\n"
+        with open(readme, "w") as f:
+            f.write(before + after)
+        rc, stdout, _ = self.run_st("--cnnbench", FIXTURE, "--seed", SEED_CSV, "--readme", readme)
+        self.assertEqual(rc, 0)
+        with open(readme) as f:
+            text = f.read()
+        block = st.build_table([FIXTURE], SEED_CSV)
+        self.assertEqual(text, "# cnnbench\n\nIntro.\n\n" + st.BEGIN_MARKER + "\n\n" + block +
+                         "\n" + after)
+        self.assertNotIn("old table", text)
+        self.assertEqual(stdout, block)
+        rc, _, _ = self.run_st("--cnnbench", FIXTURE, "--seed", SEED_CSV, "--readme", readme)
+        with open(readme) as f:
+            self.assertEqual(f.read(), text)  # a second run changes nothing
+
+    def test_readme_without_markers_is_an_error(self):
+        readme = os.path.join(self.dir, "README.md")
+        for content in ("# cnnbench\nno markers here\n",
+                        "# x\n" + st.BEGIN_MARKER + "\nno end\n",
+                        st.END_MARKER + "\n" + st.BEGIN_MARKER + "\n",
+                        st.BEGIN_MARKER + "\n" + st.END_MARKER + "\n" + st.BEGIN_MARKER + "\n"):
+            with open(readme, "w") as f:
+                f.write(content)
+            rc, stdout, err = self.run_st("--cnnbench", FIXTURE, "--seed", SEED_CSV,
+                                          "--readme", readme)
+            self.assertEqual(rc, 2, content)
+            self.assertIn(st.BEGIN_MARKER, err)
+            self.assertIn(readme, err)
+            self.assertEqual(stdout, "")
+            with open(readme) as f:
+                self.assertEqual(f.read(), content)  # untouched
+        with self.assertRaises(st.InputError):
+            st.replace_between_markers("nothing\n", "block\n")
+
+    def test_unreadable_inputs(self):
+        rc, _, err = self.run_st("--cnnbench", os.path.join(self.dir, "missing.json"),
+                                 "--seed", SEED_CSV)
+        self.assertEqual(rc, 2)
+        self.assertIn("cannot read cnnbench results", err)
+        rc, _, err = self.run_st("--cnnbench", FIXTURE, "--seed", FIXTURE)
+        self.assertEqual(rc, 2)
+        self.assertIn("not the seed CSV", err)
+
+    def test_command_line_default_seed(self):
+        """As a program, with the seed CSV copied into results/reference (the default)."""
+        p = subprocess.run([sys.executable, os.path.join(TOOLS, "seed_table.py"),
+                            "--cnnbench", FIXTURE], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("| resnet50 | 224 | 1 | 1,200 | 3,060 |", p.stdout)
+
+    @unittest.skipUnless(os.path.exists(os.path.join(ROOT, "..", "shared", "reference",
+                                                     "mxnet_inference_seed.csv")),
+                         "shared reference file not present")
+    def test_seed_copy_matches_shared_reference(self):
+        with open(os.path.join(ROOT, "..", "shared", "reference", "mxnet_inference_seed.csv"),
+                  "rb") as f, open(SEED_CSV, "rb") as g:
+            self.assertEqual(f.read(), g.read())
+
+
+# --------------------------------------------------------------------------------------------
+@unittest.skipUnless(HAVE_TORCH, "torch/torchvision not installed")
+class TorchToolsTest(unittest.TestCase):
+    """The tools that need torch: on the CPU, no GPU or binary needed."""
+
+    def test_state_dict_lists_match_torchvision(self):
+        with tempfile.TemporaryDirectory() as d:
+            nets = "alexnet,inception_v3,inception_v3_aux,efficientnet_b0,resnet50"
+            p = subprocess.run([sys.executable, os.path.join(TOOLS, "gen_state_dict_list.py"),
+                                "--out-dir", d, "--networks", nets],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            for net in nets.split(","):
+                name = f"{net}_state_dict.txt"
+                with open(os.path.join(d, name)) as f, open(os.path.join(DATA, name)) as g:
+                    new, old = f.read().splitlines()[1:], g.read().splitlines()[1:]
+                self.assertEqual(new, old, name)  # all but the versions line
+
+    def test_crosscheck_dry_run(self):
+        import crosscheck_torchvision as xc
+        self.assertEqual(xc.input_size_for("inception_v3"), 299)
+        self.assertEqual(xc.input_size_for("efficientnet_b4"), 380)
+        self.assertEqual(xc.input_size_for("vgg16"), 224)
+        self.assertEqual(xc.input_size_for("vgg16", 160), 160)
+        with tempfile.TemporaryDirectory() as d:
+            res = os.path.join(d, "res.json")
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                rc = xc.main(["--network", "inception_v3", "--batch", "2", "--dry-run",
+                              "--workdir", d, "--out", res, "--input-size", "160",
+                              "--binary", os.path.join(d, "no-such-binary")])
+            self.assertEqual(rc, 0, out.getvalue())
+            with open(res) as f:
+                doc = json.load(f)
+            self.assertTrue(doc["dry_run"] and doc["files_ok"])
+            self.assertEqual(doc["trainable_parameters"], 23_834_568)  # no AuxLogits
+            self.assertEqual(doc["command"][-2:], ["--input_size", "160"])
+            header, _, _, _ = xc.read_safetensors_header(
+                os.path.join(d, "input_b2_s160_seed0.safetensors"))
+            self.assertEqual(header["input"]["shape"], [2, 3, 160, 160])
+            self.assertEqual(header["input"]["dtype"], "F32")
+            w, _, _, _ = xc.read_safetensors_header(os.path.join(d, "inception_v3_seed0.safetensors"))
+            self.assertEqual(len(w), 566)
+            self.assertEqual(w["Conv2d_1a_3x3.bn.num_batches_tracked"]["dtype"], "I64")
+            self.assertFalse([k for k in w if k.startswith("AuxLogits.")])
+
+    def test_crosscheck_randomizes_batchnorm_only_where_there_is_one(self):
+        import torch
+        import crosscheck_torchvision as xc
+        m = xc.build_model("efficientnet_b0", 0)
+        bn = m.features[0][1]
+        self.assertFalse(torch.all(bn.running_var == 1))
+        self.assertIsNotNone(xc.build_model("alexnet", 0))  # no BN: nothing to randomize
+
+    def test_pytorch_baseline_input_sizes(self):
+        import pytorch_baseline as pb
+        sizes = [pb.input_size_for(f"efficientnet_b{i}") for i in range(8)]
+        self.assertEqual(sizes, [224, 240, 260, 300, 380, 456, 528, 600])
+        self.assertEqual(pb.input_size_for("inception_v3"), 299)
+        self.assertEqual(pb.input_size_for("vgg19_bn"), 224)
+        self.assertEqual(pb.input_size_for("efficientnet_b7", 224), 224)
+        self.assertEqual(pb.MODEL_KWARGS["inception_v3"]["aux_logits"], False)
 
 
 if __name__ == "__main__":

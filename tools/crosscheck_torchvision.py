@@ -1,24 +1,34 @@
 #!/usr/bin/env python3
-"""Correctness check of our native ResNet against torchvision on the same weights and input.
+"""Correctness check of our native networks against torchvision on the same weights and input.
+
+Networks: every one of ours that torchvision defines (NETWORKS): alexnet, vgg16/vgg19 (+_bn),
+inception_v3, resnet50, resnet152, efficientnet_b0..b7.
 
 Steps:
-  1. torch.manual_seed(seed); build torchvision.models.<network>(weights=None) and give every
-     BatchNorm non-trivial affine parameters and running statistics (see randomize_batchnorm),
-     so that our BN folding is exercised; eval(). For ResNet-152 the residual branches are
-     damped to keep activations within fp16 range (see DEFAULT_BRANCH_SCALE).
+  1. torch.manual_seed(seed); build torchvision.models.<network>(weights=None, MODEL_KWARGS) and
+     give every BatchNorm non-trivial affine parameters and running statistics (see
+     randomize_batchnorm), so that our BN folding is exercised (alexnet and vgg16/vgg19 have no
+     BN: nothing to randomize); eval(). inception_v3 is built as ours: aux_logits=False,
+     transform_input=False (init_weights=False: PyTorch's default init, faster). For ResNet-152
+     the residual branches are damped to keep activations within fp16 range (see
+     DEFAULT_BRANCH_SCALE).
   2. Save its state_dict (all entries, num_batches_tracked included) and a random input
-     x ~ N(0,1) [batch,3,224,224] float32 (single tensor "input") as safetensors files.
-  3. Run  <binary> --network N --precision P --batch B --weights W --input X --output Y <extra>;
-     the binary writes Y with the tensor "logits" float32 [batch,1000].
+     x ~ N(0,1) [batch,3,S,S] float32 (single tensor "input") as safetensors files; S is the
+     network's input size (INPUT_SIZE: 299 for inception_v3, the EfficientNet resolutions,
+     224 otherwise; --input-size overrides). --dry-run stops here, after reading the files'
+     headers back and checking every tensor's name, dtype, shape and byte range.
+  3. Run  <binary> --network N --precision P --batch B --weights W --input X --output Y
+     --input_size S <extra>; the binary writes Y with the tensor "logits" float32 [batch,1000].
   4. Compare with torchvision in float64 (GPU if available, else CPU): relative L2 error,
      max abs difference, top-1 agreement. For information also torch's own float32 error
      (TF32 off) and, on a GPU, torch's own error at the requested precision.
 
-Exit status: 0 pass; 1 relative L2 > threshold or anything non-finite; 2 the binary failed
-(its stderr is printed) or did not write the expected output.
+Exit status: 0 pass (or, with --dry-run, the files were written and read back correctly);
+1 relative L2 > threshold or anything non-finite (--dry-run: a written file is wrong); 2 the
+binary failed (its stderr is printed) or did not write the expected output.
 
-Needs torch, torchvision and safetensors (numpy comes with them); safetensors is imported only
-where files are written/read so the model code can be tried without it.
+Needs torch and torchvision; safetensors is used to write and read the files where it is
+installed (imported only there), else a minimal writer/reader of the same format in this file.
 """
 import argparse
 import copy
@@ -27,6 +37,7 @@ import json
 import math
 import os
 import shlex
+import struct
 import subprocess
 import sys
 import tempfile
@@ -34,11 +45,22 @@ import tempfile
 import torch
 import torchvision
 
-NETWORKS = ("resnet50", "resnet152")
+NETWORKS = ("alexnet", "vgg16", "vgg16_bn", "vgg19", "vgg19_bn", "inception_v3", "resnet50",
+            "resnet152") + tuple(f"efficientnet_b{i}" for i in range(8))
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 DEFAULT_THRESHOLD = {"fp32": 1e-4, "tf32": 1e-3, "fp16": 2e-2, "bf16": 2e-2}
 NUM_CLASSES = 1000
-INPUT_SIZE = 224
+# Input side per network (our defaults, shared/reference/networks.md); every other one: 224.
+INPUT_SIZE = {"inception_v3": 299, "efficientnet_b1": 240, "efficientnet_b2": 260,
+              "efficientnet_b3": 300, "efficientnet_b4": 380, "efficientnet_b5": 456,
+              "efficientnet_b6": 528, "efficientnet_b7": 600}
+# torchvision constructor arguments besides weights=None: inception_v3 as our network builds it.
+MODEL_KWARGS = {"inception_v3": {"aux_logits": False, "transform_input": False,
+                                 "init_weights": False}}
+
+
+def input_size_for(network, override=None):
+    return override or INPUT_SIZE.get(network, 224)
 
 
 # --------------------------------------------------------------------------------------------
@@ -83,15 +105,15 @@ def build_model(network, seed, branch_scale=None):
     if branch_scale is None:
         branch_scale = DEFAULT_BRANCH_SCALE.get(network, 1.0)
     torch.manual_seed(seed)
-    model = getattr(torchvision.models, network)(weights=None)
+    model = getattr(torchvision.models, network)(weights=None, **MODEL_KWARGS.get(network, {}))
     scale_residual_branches(model, branch_scale)
     randomize_batchnorm(model)
     return model.eval()
 
 
-def make_input(batch):
+def make_input(batch, size=224):
     """x ~ N(0,1), drawn from the global generator right after the model (same seed stream)."""
-    return torch.randn(batch, 3, INPUT_SIZE, INPUT_SIZE, dtype=torch.float32)
+    return torch.randn(batch, 3, size, size, dtype=torch.float32)
 
 
 def state_dict_for_saving(model):
@@ -194,22 +216,134 @@ def versions(device):
 # --------------------------------------------------------------------------------------------
 # Files and the binary
 # --------------------------------------------------------------------------------------------
+# safetensors: 8-byte little-endian header length, a JSON header {name: {"dtype", "shape",
+# "data_offsets": [begin, end]}, "__metadata__": {str: str}} padded with spaces, then the data.
+ST_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16",
+             torch.bfloat16: "BF16", torch.int64: "I64", torch.int32: "I32", torch.int16: "I16",
+             torch.int8: "I8", torch.uint8: "U8", torch.bool: "BOOL"}
+
+
+def have_safetensors():
+    try:
+        import safetensors.torch  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def write_safetensors(tensors, path, metadata=None):
+    """The safetensors library's save_file where installed, else the same format written here."""
+    if have_safetensors():
+        from safetensors.torch import save_file
+        save_file(tensors, path, metadata=metadata)
+        return
+    header, blobs, offset = {}, [], 0
+    # Like the library: widest elements first, then by name, so every tensor's data is aligned.
+    for name, t in sorted(tensors.items(), key=lambda kv: (-kv[1].element_size(), kv[0])):
+        data = t.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy().tobytes()
+        header[name] = {"dtype": ST_DTYPES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    if metadata:
+        header["__metadata__"] = dict(metadata)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+
+
+def read_safetensors_header(path):
+    """(header dict without __metadata__, metadata dict, data start, file size); stdlib only."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        raw = f.read(8)
+        if len(raw) != 8:
+            raise ValueError(f"{path}: shorter than a safetensors header")
+        (n,) = struct.unpack("<Q", raw)
+        if n > size - 8:
+            raise ValueError(f"{path}: header length {n} runs past the end of the file")
+        header = json.loads(f.read(n))
+    meta = header.pop("__metadata__", None) or {}
+    return header, meta, 8 + n, size
+
+
+def read_safetensors(path):
+    """({name: tensor}, metadata): the library where installed, else read here."""
+    if have_safetensors():
+        from safetensors import safe_open
+        with safe_open(path, framework="pt") as f:
+            return {k: f.get_tensor(k) for k in f.keys()}, f.metadata() or {}
+    header, meta, start, _ = read_safetensors_header(path)
+    by_name = {v: k for k, v in ST_DTYPES.items()}
+    with open(path, "rb") as f:
+        blob = f.read()[start:]
+    out = {}
+    for name, h in header.items():
+        b, e = h["data_offsets"]
+        t = torch.frombuffer(bytearray(blob[b:e]), dtype=torch.uint8) if e > b else \
+            torch.empty(0, dtype=torch.uint8)
+        out[name] = t.view(by_name[h["dtype"]]).reshape(h["shape"])
+    return out, meta
+
+
+def check_safetensors_file(path, tensors):
+    """Problems (strings) of the file at `path` against the tensors it should hold: names, dtypes,
+    shapes, byte ranges that tile the data exactly; and the bytes themselves."""
+    header, _, start, size = read_safetensors_header(path)
+    problems = []
+    if set(header) != set(tensors):
+        problems.append(f"{path}: names differ: missing {sorted(set(tensors) - set(header))}, "
+                        f"extra {sorted(set(header) - set(tensors))}")
+    ranges = []
+    for name, t in tensors.items():
+        h = header.get(name)
+        if h is None:
+            continue
+        b, e = h["data_offsets"]
+        if h["dtype"] != ST_DTYPES[t.dtype] or h["shape"] != list(t.shape):
+            problems.append(f"{path}: {name} is {h['dtype']} {h['shape']}, expected "
+                            f"{ST_DTYPES[t.dtype]} {list(t.shape)}")
+        if e - b != t.numel() * t.element_size():
+            problems.append(f"{path}: {name} has {e - b} bytes, expected "
+                            f"{t.numel() * t.element_size()}")
+        ranges.append((b, e))
+    ranges.sort()
+    pos = 0
+    for b, e in ranges:
+        if b != pos:
+            problems.append(f"{path}: data ranges leave a gap or overlap at byte {pos}")
+            break
+        pos = e
+    if start + pos != size:
+        problems.append(f"{path}: {size - start} data bytes, the header accounts for {pos}")
+    if not problems:
+        back, _ = read_safetensors(path)
+        for name, t in tensors.items():
+            if not torch.equal(back[name], t.detach().cpu()):
+                problems.append(f"{path}: {name} reads back with other values")
+    return problems
+
+
 def save_inputs(model, x, weights_path, input_path):
-    from safetensors.torch import save_file
-    save_file(state_dict_for_saving(model), weights_path)
-    save_file({"input": x.contiguous()}, input_path)
+    weights = state_dict_for_saving(model)
+    inputs = {"input": x.contiguous()}
+    write_safetensors(weights, weights_path)
+    write_safetensors(inputs, input_path)
+    return weights, inputs
 
 
 def load_logits(path, batch):
     """The "logits" tensor of our output file, or raise ValueError saying what is wrong."""
-    from safetensors import safe_open
     if not os.path.exists(path):
         raise ValueError(f"the binary exited 0 but wrote no output file {path}")
-    with safe_open(path, framework="pt") as f:
-        if "logits" not in f.keys():
-            raise ValueError(f"{path} has no tensor 'logits' (has: {sorted(f.keys())})")
-        logits = f.get_tensor("logits")
-        meta = f.metadata() or {}
+    tensors, meta = read_safetensors(path)
+    if "logits" not in tensors:
+        raise ValueError(f"{path} has no tensor 'logits' (has: {sorted(tensors)})")
+    logits = tensors["logits"]
     if logits.dtype != torch.float32 or tuple(logits.shape) != (batch, NUM_CLASSES):
         raise ValueError(f"{path}: 'logits' is {logits.dtype} {list(logits.shape)}, "
                          f"expected float32 [{batch}, {NUM_CLASSES}]")
@@ -244,6 +378,13 @@ def parse_args(argv=None):
     ap.add_argument("--threshold", type=float, default=None,
                     help="max relative L2 error (default: 1e-4 fp32, 1e-3 tf32, 2e-2 fp16/bf16)")
     ap.add_argument("--extra", default="", help="extra arguments appended to the binary's command")
+    ap.add_argument("--input-size", type=int, default=None,
+                    help="image side (default: the network's own: 299 inception_v3, 224..600 "
+                         "efficientnet_b0..b7, 224 otherwise)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="build the model, write and check the weights and input files, print "
+                         "the command, and stop before running the binary (use with --workdir "
+                         "to keep the files)")
     ap.add_argument("--branch-scale", type=float, default=None,
                     help="factor on every bottleneck's conv3 weights (default: 1.0 resnet50, "
                          "0.3 resnet152, which keeps resnet152's activations within fp16 range)")
@@ -252,7 +393,10 @@ def parse_args(argv=None):
     if args.threshold is None:
         args.threshold = DEFAULT_THRESHOLD[args.precision]
     if args.branch_scale is None:
-        args.branch_scale = DEFAULT_BRANCH_SCALE[args.network]
+        args.branch_scale = DEFAULT_BRANCH_SCALE.get(args.network, 1.0)
+    if args.input_size is not None and args.input_size < 1:
+        ap.error("--input-size must be at least 1")
+    args.input_size = input_size_for(args.network, args.input_size)
     return args
 
 
@@ -274,23 +418,27 @@ def main(argv=None):
 
 
 def check(args, device, workdir):
+    size = args.input_size
     weights = os.path.join(workdir, f"{args.network}_seed{args.seed}.safetensors")
-    inp = os.path.join(workdir, f"input_b{args.batch}_seed{args.seed}.safetensors")
+    inp = os.path.join(workdir, f"input_b{args.batch}_s{size}_seed{args.seed}.safetensors")
     out = os.path.join(workdir, f"logits_{args.network}_{args.precision}_b{args.batch}.safetensors")
     if os.path.exists(out):
         os.remove(out)  # never compare against a previous run's output
 
     model = build_model(args.network, args.seed, args.branch_scale)
-    x = make_input(args.batch)
-    save_inputs(model, x, weights, inp)
+    x = make_input(args.batch, size)
+    saved_weights, saved_inputs = save_inputs(model, x, weights, inp)
 
     cmd = [args.binary, "--network", args.network, "--precision", args.precision,
-           "--batch", str(args.batch), "--weights", weights, "--input", inp, "--output", out]
+           "--batch", str(args.batch), "--weights", weights, "--input", inp, "--output", out,
+           "--input_size", str(size)]
     cmd += shlex.split(args.extra)
-    print("running:", " ".join(shlex.quote(c) for c in cmd), flush=True)
     head = {"network": args.network, "precision": args.precision, "batch": args.batch,
-            "seed": args.seed, "branch_scale": args.branch_scale, "threshold": args.threshold,
-            "command": cmd}
+            "input_size": size, "seed": args.seed, "branch_scale": args.branch_scale,
+            "threshold": args.threshold, "command": cmd}
+    if args.dry_run:
+        return dry_run(args, head, cmd, model, (weights, saved_weights), (inp, saved_inputs))
+    print("running:", " ".join(shlex.quote(c) for c in cmd), flush=True)
     ok, proc, msg = run_binary(cmd, args.timeout)
     if ok:
         if proc.stderr.strip():
@@ -339,6 +487,26 @@ def check(args, device, workdir):
 
     write_json(args.out, result)
     return 0 if passed else 1
+
+
+def dry_run(args, head, cmd, model, *files):
+    """--dry-run: check the written files against what was saved; print the command; stop."""
+    problems = []
+    for path, tensors in files:
+        problems += check_safetensors_file(path, tensors)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"dry run: {args.network}, input [{args.batch}, 3, {head['input_size']}, "
+          f"{head['input_size']}], {len(files[0][1])} state_dict entries, {n_params:,} trainable "
+          f"parameters, files written with "
+          f"{'safetensors' if have_safetensors() else 'the built-in safetensors writer'}"
+          f"{' and checked' if not problems else ''}")
+    print("would run:", " ".join(shlex.quote(c) for c in cmd))
+    for p in problems:
+        print(f"FAIL: {p}", file=sys.stderr)
+    write_json(args.out, {**head, "dry_run": True, "files_ok": not problems,
+                          "problems": problems, "trainable_parameters": n_params,
+                          "versions": versions(torch.device("cpu"))})
+    return 1 if problems else 0
 
 
 def write_json(path, obj):

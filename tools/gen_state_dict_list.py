@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Write the torchvision ResNet state_dict key lists that the native weight loader must accept.
+"""Write the torchvision state_dict key lists that the native weight loader must accept.
 
-For each network (resnet50, resnet152; weights=None, nothing is downloaded) this writes
-tests/data/<network>_state_dict.txt with one line per state_dict entry, in state_dict order:
+For each network (weights=None, nothing is downloaded) this writes tests/data/<name>_state_dict.txt
+with one line per state_dict entry, in state_dict order:
 
     <name> <dtype> <d0,d1,...>        e.g.  conv1.weight float32 64,3,7,7
 
@@ -10,7 +10,14 @@ A scalar (0-d tensor, e.g. bn1.num_batches_tracked) has shape "-". The first lin
 naming the generator and the torch/torchvision versions; the last lines are comments with the
 entry count and the number of trainable parameters (sum of p.numel() over parameters()).
 
-Usage: python3 tools/gen_state_dict_list.py [--out-dir tests/data] [--networks resnet50,resnet152]
+Names are ours (see NETWORKS): each is a torchvision constructor plus keyword arguments.
+inception_v3 is built without the AuxLogits head (what inference runs, and what our graph holds);
+inception_v3_aux with it (torchvision's default, and the layout of its pretrained checkpoint).
+Both use init_weights=False: the initialisation does not change the shapes and the default one
+(truncated normal) is slow.
+
+Usage: python3 tools/gen_state_dict_list.py [--out-dir tests/data] [--networks resnet50,vgg16,...]
+       (default: every network in NETWORKS)
 """
 import argparse
 import os
@@ -19,9 +26,42 @@ import sys
 import torch
 import torchvision
 
-# Known trainable-parameter counts of the torchvision ImageNet models; a mismatch means the
-# installed torchvision builds a different architecture than the one our native code mirrors.
-EXPECTED_PARAMS = {"resnet50": 25_557_032, "resnet152": 60_192_808}
+# Our name -> (torchvision constructor, keyword arguments besides weights=None).
+NETWORKS = {
+    "alexnet": ("alexnet", {}),
+    "vgg16": ("vgg16", {}),
+    "vgg16_bn": ("vgg16_bn", {}),
+    "vgg19": ("vgg19", {}),
+    "vgg19_bn": ("vgg19_bn", {}),
+    "inception_v3": ("inception_v3", {"aux_logits": False, "init_weights": False}),
+    "inception_v3_aux": ("inception_v3", {"aux_logits": True, "init_weights": False}),
+    "resnet50": ("resnet50", {}),
+    "resnet152": ("resnet152", {}),
+    **{f"efficientnet_b{i}": (f"efficientnet_b{i}", {}) for i in range(8)},
+}
+
+# Known trainable-parameter counts of the torchvision ImageNet models (torchvision's num_params
+# metadata; shared/reference/networks.md sections 1-7); a mismatch means the installed torchvision
+# builds a different architecture than the one our native code mirrors.
+EXPECTED_PARAMS = {
+    "alexnet": 61_100_840,
+    "vgg16": 138_357_544,
+    "vgg16_bn": 138_365_992,
+    "vgg19": 143_667_240,
+    "vgg19_bn": 143_678_248,
+    "inception_v3": 23_834_568,       # without AuxLogits (timm's inception_v3 count)
+    "inception_v3_aux": 27_161_264,   # with AuxLogits (torchvision's num_params)
+    "resnet50": 25_557_032,
+    "resnet152": 60_192_808,
+    "efficientnet_b0": 5_288_548,
+    "efficientnet_b1": 7_794_184,
+    "efficientnet_b2": 9_109_994,
+    "efficientnet_b3": 12_233_232,
+    "efficientnet_b4": 19_341_616,
+    "efficientnet_b5": 30_389_784,
+    "efficientnet_b6": 43_040_704,
+    "efficientnet_b7": 66_347_960,
+}
 
 
 def dtype_name(t):
@@ -37,8 +77,14 @@ def state_dict_lines(model):
     return [f"{name} {dtype_name(t)} {shape_text(t)}" for name, t in model.state_dict().items()]
 
 
+def build(network):
+    """The torchvision model for one of our NETWORKS names."""
+    ctor, kwargs = NETWORKS[network]
+    return getattr(torchvision.models, ctor)(weights=None, **kwargs)
+
+
 def write_list(network, out_dir):
-    model = getattr(torchvision.models, network)(weights=None)
+    model = build(network)
     lines = state_dict_lines(model)
     n_params = sum(p.numel() for p in model.parameters())
     path = os.path.normpath(os.path.join(out_dir, f"{network}_state_dict.txt"))
@@ -61,10 +107,15 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out-dir", default=os.path.join(here, "..", "tests", "data"))
-    ap.add_argument("--networks", default="resnet50,resnet152")
+    ap.add_argument("--networks", default=",".join(NETWORKS),
+                    help="comma-separated names from: " + ", ".join(NETWORKS))
     args = ap.parse_args()
+    names = [n.strip() for n in args.networks.split(",") if n.strip()]
+    unknown = [n for n in names if n not in NETWORKS]
+    if unknown:
+        ap.error(f"unknown network(s) {', '.join(unknown)}; valid: {', '.join(NETWORKS)}")
     os.makedirs(args.out_dir, exist_ok=True)
-    ok = all([write_list(n.strip(), args.out_dir) for n in args.networks.split(",") if n.strip()])
+    ok = all([write_list(n, args.out_dir) for n in names])
     return 0 if ok else 1
 
 

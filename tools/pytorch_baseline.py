@@ -17,8 +17,14 @@ that a repetition lasts >= --rep-s. Row: median/min/max ms per iteration over re
 img_s = batch / median, peak_mib = torch.cuda.max_memory_allocated() (reset before the row; it
 includes the model's weights, which stay allocated).
 
+Models: any torchvision classifier, among them all of our torchvision-defined networks (alexnet,
+vgg16, vgg16_bn, vgg19, vgg19_bn, inception_v3, resnet50, resnet152, efficientnet_b0 ... b7).
+inception_v3 is built as ours is, without the AuxLogits head. Each model runs at its own default
+input size unless --input-size is given: 299 for inception_v3, 224/240/260/300/380/456/528/600 for
+efficientnet_b0..b7, 224 otherwise (DEFAULT_INPUT_SIZE). Every row carries its "input_size".
+
 Usage: python3 tools/pytorch_baseline.py --out results/pytorch.json [--models resnet50,resnet152]
-       [--batches 1,8,32] [--modes eager,graph] [--reps 5]
+       [--batches 1,8,32] [--modes eager,graph] [--reps 5] [--input-size N]
 Needs torch and torchvision with a CUDA GPU.
 """
 import argparse
@@ -35,9 +41,24 @@ import torch
 import torchvision
 
 MODE_NAMES = {"eager": "fp16cl", "graph": "fp16cl_graph"}
-DEFAULT_INPUT_SIZE = {"inception_v3": 299}  # every other torchvision classifier: 224
-# Models whose constructors warn unless weight init is asked for explicitly.
-MODEL_KWARGS = {"inception_v3": {"init_weights": True}, "googlenet": {"init_weights": True}}
+# Default input sizes (shared/reference/networks.md sections 5 and 7); every other model: 224.
+DEFAULT_INPUT_SIZE = {"inception_v3": 299, "efficientnet_b0": 224, "efficientnet_b1": 240,
+                      "efficientnet_b2": 260, "efficientnet_b3": 300, "efficientnet_b4": 380,
+                      "efficientnet_b5": 456, "efficientnet_b6": 528, "efficientnet_b7": 600}
+# Constructor arguments besides weights=None. init_weights is given because those constructors
+# warn otherwise. inception_v3: no AuxLogits head, as our network (inference never runs it, but
+# it would hold weights), and init_weights=False: the values do not matter for speed and the
+# truncated-normal init is slow.
+MODEL_KWARGS = {"inception_v3": {"aux_logits": False, "init_weights": False},
+                "googlenet": {"init_weights": True}}
+# Our networks with no torchvision counterpart (MXNet symbols), for a clearer error.
+NOT_IN_TORCHVISION = {"alexnet_lrn": "MXNet's symbols/alexnet.py",
+                      "inception_bn": "MXNet's symbols/inception-bn.py"}
+
+
+def input_size_for(name, override=None):
+    """The image side for model `name`: `override` if given, else its default."""
+    return override or DEFAULT_INPUT_SIZE.get(name, 224)
 
 
 def parse_list(text, conv=str):
@@ -98,7 +119,7 @@ def run_row(model, name, mode, batch, size, args, device):
     gc.collect()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats(device)
-    row = {"model": name, "mode": MODE_NAMES[mode], "batch": batch}
+    row = {"model": name, "mode": MODE_NAMES[mode], "batch": batch, "input_size": size}
     step = x = None
     try:
         x = torch.randn(batch, 3, size, size, device=device, dtype=torch.half)
@@ -119,14 +140,15 @@ def run_row(model, name, mode, batch, size, args, device):
 
 
 def print_table(rows):
-    print(f"{'model':<16} {'mode':<13} {'batch':>5} {'ms':>9} {'min':>9} {'max':>9} "
+    print(f"{'model':<16} {'size':>4} {'mode':<13} {'batch':>5} {'ms':>9} {'min':>9} {'max':>9} "
           f"{'img/s':>10} {'peak MiB':>9}")
     for r in rows:
+        head = f"{r['model']:<16} {r.get('input_size', ''):>4} {r['mode']:<13} {r['batch']:>5}"
         if "error" in r:
-            print(f"{r['model']:<16} {r['mode']:<13} {r['batch']:>5}  error: {r['error'][:60]}")
+            print(f"{head}  error: {r['error'][:60]}")
             continue
-        print(f"{r['model']:<16} {r['mode']:<13} {r['batch']:>5} {r['ms']:>9.4f} "
-              f"{r['ms_min']:>9.4f} {r['ms_max']:>9.4f} {r['img_s']:>10.1f} {r['peak_mib']:>9.1f}")
+        print(f"{head} {r['ms']:>9.4f} {r['ms_min']:>9.4f} {r['ms_max']:>9.4f} "
+              f"{r['img_s']:>10.1f} {r['peak_mib']:>9.1f}")
 
 
 def write_json(path, doc):
@@ -149,7 +171,9 @@ def main(argv=None):
     ap.add_argument("--warmup-s", type=float, default=0.2)
     ap.add_argument("--rep-s", type=float, default=0.1, help="minimum seconds per repetition")
     ap.add_argument("--input-size", type=int, default=None,
-                    help="image side (default 224; 299 for inception_v3)")
+                    help="image side for every model (default: each model's own, see "
+                         "DEFAULT_INPUT_SIZE: 299 for inception_v3, 224..600 for "
+                         "efficientnet_b0..b7, 224 otherwise)")
     ap.add_argument("--out", default=None, help="JSON output path (rewritten after every row)")
     args = ap.parse_args(argv)
 
@@ -159,6 +183,8 @@ def main(argv=None):
         if m not in MODE_NAMES:
             ap.error(f"unknown mode {m!r}; valid: {', '.join(MODE_NAMES)}")
     for m in models:
+        if m in NOT_IN_TORCHVISION:
+            ap.error(f"{m} is {NOT_IN_TORCHVISION[m]}, which torchvision does not have")
         if not callable(getattr(torchvision.models, m, None)):
             ap.error(f"torchvision.models has no model {m!r}")
     if not torch.cuda.is_available():
@@ -173,21 +199,22 @@ def main(argv=None):
            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
            "settings": {"dtype": "float16", "memory_format": "channels_last",
                         "cudnn_benchmark": True, "reps": args.reps, "rep_s": args.rep_s,
-                        "warmup_iters": args.warmup_iters, "warmup_s": args.warmup_s},
+                        "warmup_iters": args.warmup_iters, "warmup_s": args.warmup_s,
+                        "input_size": args.input_size or "per model (DEFAULT_INPUT_SIZE)"},
            "rows": []}
     print(f"torch {doc['torch']}, torchvision {doc['torchvision']}, cudnn {doc['cudnn']}, "
           f"{doc['gpu']}", flush=True)
 
     with torch.inference_mode():
         for name in models:
-            size = args.input_size or DEFAULT_INPUT_SIZE.get(name, 224)
+            size = input_size_for(name, args.input_size)
             model = build_model(name, device)
             for mode in modes:
                 for batch in batches:
                     row = run_row(model, name, mode, batch, size, args, device)
                     doc["rows"].append(row)
                     if "error" not in row:
-                        print(f"  {name} {row['mode']} batch {batch}: {row['ms']:.4f} ms "
+                        print(f"  {name} {size} {row['mode']} batch {batch}: {row['ms']:.4f} ms "
                               f"({row['img_s']:.1f} img/s)", flush=True)
                     write_json(args.out, doc)  # partial results survive a killed run
             del model
