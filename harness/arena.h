@@ -36,6 +36,7 @@ class Arena {
   void* workspace() const { return workspace_ptr_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
   size_t offset(int id) const { return buffers_.at(id).offset; }
+  size_t size(int id) const { return buffers_.at(id).bytes; }
 
   size_t bytes(MemKind kind) const;
   size_t total_bytes() const;  // the arena's high-water mark: all three kinds together

@@ -27,6 +27,7 @@ const char* kUsage =
   --eager       also time op-by-op launches beside graph replays
   --layers_out  where to write the per-layer engine table (JSON)
   --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
+  --list        print the networks (name, input size, parameters, GMACs) and exit
 )";
 
 struct Job {
@@ -34,8 +35,13 @@ struct Job {
   Precision precision;
   int batch;
   int input_size;
+  int num_classes;
   bool graph;
 };
+
+const std::vector<std::string>& training_only(const std::string& network) {
+  return find_network(network).training_only_prefixes;
+}
 
 struct Options {
   SweepConfig config;
@@ -52,7 +58,7 @@ class Session {
   Prepared& get(const Job& job) {
     const std::string key = job.network + "/" + precision_name(job.precision) +
                             "/batch:" + std::to_string(job.batch) + "/" +
-                            std::to_string(job.input_size);
+                            std::to_string(job.input_size) + "/" + std::to_string(job.num_classes);
     if (current_ && key_ == key) return *current_;
     current_.reset();  // free the previous model before building the next
     key_.clear();
@@ -81,21 +87,27 @@ class Session {
   }
 
  private:
+  static std::string graph_key(const Job& job) {
+    return job.network + "@" + std::to_string(job.input_size) + "/" +
+           std::to_string(job.num_classes);
+  }
+
   const Graph& graph(const Job& job) {
-    const std::string key = job.network + "@" + std::to_string(job.input_size);
+    const std::string key = graph_key(job);
     auto it = graphs_.find(key);
     if (it == graphs_.end())
-      it = graphs_.emplace(key, build_network(job.network, job.input_size)).first;
+      it = graphs_.emplace(key, build_network(job.network, job.input_size, job.num_classes)).first;
     return it->second;
   }
 
   const HostWeights& weights(const Job& job, const Graph& g) {
-    const std::string key = job.network + "@" + std::to_string(job.input_size);
+    const std::string key = graph_key(job);
     auto it = weights_.find(key);
     if (it == weights_.end())
       it = weights_
-               .emplace(key, opt_.weights_path.empty() ? random_weights(g, opt_.config.seed)
-                                                       : load_weights(g, opt_.weights_path))
+               .emplace(key, opt_.weights_path.empty()
+                                 ? random_weights(g, opt_.config.seed)
+                                 : load_weights(g, opt_.weights_path, training_only(job.network)))
                .first;
     return it->second;
   }
@@ -215,6 +227,10 @@ int run(int argc_in, char** argv_in) {
       std::cout << kUsage;
       return 0;
     }
+    if (a == "--list") {
+      std::cout << network_table();
+      return 0;
+    }
   }
   opt.config = parse_config_file(config_path, config_schema());
   // The config's repetitions and minimum time become Google Benchmark's flags (so they stay out
@@ -261,7 +277,8 @@ int run(int argc_in, char** argv_in) {
     std::string nets;
     for (const BenchmarkEntry& e : opt.config.benchmarks) {
       if (nets.find(e.network) == std::string::npos) nets += (nets.empty() ? "" : ", ") + e.network;
-      load_weights(build_network(e.network, e.input_size), opt.weights_path);  // fail early
+      load_weights(build_network(e.network, e.input_size, e.num_classes), opt.weights_path,
+                   training_only(e.network));  // fail early
     }
     if (nets.find(',') != std::string::npos)
       throw UserError("--weights names one file but the sweep has several networks (" + nets + ")");
@@ -284,11 +301,13 @@ int run(int argc_in, char** argv_in) {
     for (const std::string& prec : e.precisions)
       for (int batch : e.batches)
         for (const std::string& mode : modes) {
-          Job job{e.network, parse_precision(prec), batch, e.input_size, mode == "graph"};
+          Job job{e.network,    parse_precision(prec), batch,
+                  e.input_size, e.num_classes,         mode == "graph"};
           std::string name =
               e.network + "/" + prec + "/" + mode + "/batch:" + std::to_string(batch);
           if (e.input_size != find_network(e.network).limits.default_input_size)
             name += "/size:" + std::to_string(e.input_size);
+          if (e.num_classes != 1000) name += "/classes:" + std::to_string(e.num_classes);
           auto* b = benchmark::RegisterBenchmark(name.c_str(), run_benchmark, job);
           b->UseManualTime()->Unit(benchmark::kMillisecond);
         }

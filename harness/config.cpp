@@ -20,8 +20,8 @@ namespace {
 
 const std::vector<std::string> kTopKeys{"seed",   "repetitions",    "min_time_s", "warmup_ms",
                                         "engine", "autotune_top_k", "modes",      "benchmarks"};
-const std::vector<std::string> kEntryKeys{"network", "precisions", "batches", "input_size",
-                                          "modes"};
+const std::vector<std::string> kEntryKeys{"network",    "precisions",  "batches",
+                                          "input_size", "num_classes", "modes"};
 const std::vector<std::string> kEngines{"heuristic", "autotune"};
 
 std::string join(const std::vector<std::string>& words) {
@@ -110,6 +110,19 @@ class Parser {
                 "s are " + join(valid));
   }
 
+  // A network by canonical name or by any spelling the schema's aliases know.
+  std::string network(const YAML::Node& n, const std::vector<std::string>& valid) const {
+    if (n.IsScalar()) {
+      std::string key;
+      for (char c : n.Scalar())
+        if (c != '-' && c != '_' && c != ' ')
+          key += char(std::tolower(static_cast<unsigned char>(c)));
+      auto it = schema_.aliases.find(key);
+      if (it != schema_.aliases.end()) return it->second;
+    }
+    return word(n, "'network' is", valid, "network");
+  }
+
   std::vector<std::string> words(const YAML::Node& n, const std::string& key,
                                  const std::vector<std::string>& valid,
                                  const std::string& what) const {
@@ -138,7 +151,7 @@ class Parser {
     BenchmarkEntry e;
     std::vector<std::string> networks;
     for (const auto& kv : schema_.networks) networks.push_back(kv.first);
-    e.network = word(k["network"], "'network' is", networks, "network");
+    e.network = network(k["network"], networks);
     e.precisions = words(k["precisions"], "precisions", schema_.precisions, "precision");
     const YAML::Node& batches = k["batches"];
     if (!batches.IsSequence() || batches.size() == 0)
@@ -160,6 +173,8 @@ class Parser {
                     std::to_string(limits.min_input_size));
       e.input_size = static_cast<int>(v);
     }
+    if (k.count("num_classes"))
+      e.num_classes = int(integer(k["num_classes"], "'num_classes' is", 1));
     e.modes = k.count("modes") ? words(k["modes"], "modes", schema_.modes, "mode") : modes;
     return e;
   }

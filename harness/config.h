@@ -12,6 +12,7 @@
 //       precisions: [fp16, bf16, tf32, fp32]
 //       batches: [1, 2, 4, 8, 16, 32, 64, 128, 256]
 //       input_size: 224          # optional; the network's default otherwise
+//       num_classes: 1000        # optional; the classifier's width
 //
 // Top-level keys other than `benchmarks` are defaults; an entry of `benchmarks` may override
 // `modes`. Any problem throws UserError with one sentence naming the file, the key (and line where
@@ -35,6 +36,8 @@ struct NetworkLimits {
 // does not depend on it.
 struct ConfigSchema {
   std::map<std::string, NetworkLimits> networks;
+  // Accepted spellings, lower case without '-', '_' or ' ', to the canonical name.
+  std::map<std::string, std::string> aliases;
   std::vector<std::string> precisions{"fp32", "tf32", "fp16", "bf16"};
   std::vector<std::string> modes{"graph", "eager"};
 };
@@ -44,6 +47,7 @@ struct BenchmarkEntry {
   std::vector<std::string> precisions;
   std::vector<int> batches;
   int input_size = 0;  // resolved: the network default when the config leaves it out
+  int num_classes = 1000;
   std::vector<std::string> modes;
 };
 

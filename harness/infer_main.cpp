@@ -17,7 +17,7 @@ namespace {
 const char* kUsage =
     R"(usage: cnnbench_infer --network=NAME [--precision=fp32|tf32|fp16|bf16] [--batch=N]
                       [--weights=FILE] [--input=FILE] --output=FILE [--engine=heuristic|autotune]
-                      [--eager] [--seed=N] [--input_size=N] [--verify[=SAMPLES]]
+                      [--eager] [--seed=N] [--input_size=N] [--num_classes=N] [--verify[=SAMPLES]]
   --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
   --bisect_graph       capture the first k ops for k = 1.. and report where the graph replay
                        first parts from eager execution
@@ -28,7 +28,8 @@ const char* kUsage =
 
 int run(int argc, char** argv) {
   std::string network, precision = "fp32", batch_s = "1", weights_path, input_path, output_path,
-                       engine = "heuristic", seed_s = "0", size_s = "0", verify_s, share_s = "true";
+                       engine = "heuristic", seed_s = "0", size_s = "0", verify_s, share_s = "true",
+                       classes_s = "1000";
   bool bisect = false;
   bool eager = false;
   for (int i = 1; i < argc; ++i) {
@@ -43,7 +44,8 @@ int run(int argc, char** argv) {
         take_flag(i, argc, argv, "input", &input_path) ||
         take_flag(i, argc, argv, "output", &output_path) ||
         take_flag(i, argc, argv, "engine", &engine) || take_flag(i, argc, argv, "seed", &seed_s) ||
-        take_flag(i, argc, argv, "input_size", &size_s))
+        take_flag(i, argc, argv, "input_size", &size_s) ||
+        take_flag(i, argc, argv, "num_classes", &classes_s))
       continue;
     if (take_flag(i, argc, argv, "eager", nullptr)) {
       eager = true;
@@ -62,6 +64,7 @@ int run(int argc, char** argv) {
     throw UserError(std::string("unknown flag '") + argv[i] + "' (see --help)");
   }
   if (network.empty()) throw UserError("--network is required (see --help)");
+  network = find_network(network).name;  // an alias becomes the canonical name
   if (output_path.empty()) throw UserError("--output is required (see --help)");
   auto to_int = [](const std::string& s, const char* what) {
     try {
@@ -75,10 +78,13 @@ int run(int argc, char** argv) {
   const int batch = int(to_int(batch_s, "batch"));
   if (batch < 1) throw UserError("--batch must be at least 1");
 
-  const Graph g = build_network(network, int(to_int(size_s, "input_size")));
+  const Graph g = build_network(network, int(to_int(size_s, "input_size")),
+                                int(to_int(classes_s, "num_classes")));
   const uint64_t seed = uint64_t(to_int(seed_s, "seed"));
   const HostWeights w =
-      weights_path.empty() ? random_weights(g, seed) : load_weights(g, weights_path);
+      weights_path.empty()
+          ? random_weights(g, seed)
+          : load_weights(g, weights_path, find_network(network).training_only_prefixes);
   std::vector<float> input;
   if (!input_path.empty()) {
     const SafetensorsFile f = SafetensorsFile::load(input_path);

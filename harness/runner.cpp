@@ -18,6 +18,14 @@ const char* engine_mode_name(EngineMode m) {
   return m == EngineMode::Autotune ? "autotune" : "heuristic";
 }
 
+void Op::poison_output(cudaStream_t stream) const {
+  if (!out_) return;
+  if (out_pitch_)
+    CNN_CHECK_CUDA(cudaMemset2DAsync(out_, out_pitch_, 0xFF, out_row_bytes_, out_rows_, stream));
+  else
+    CNN_CHECK_CUDA(cudaMemsetAsync(out_, 0xFF, out_bytes_, stream));
+}
+
 GpuContext::GpuContext() {
   // A blocking stream: were a library to put work on the legacy default stream, it would still
   // be ordered with ours, and a capture would fail loudly rather than miss it.

@@ -22,6 +22,7 @@ struct PlanCacheEntry {
   BackendDesc plan;
   std::vector<std::string> rejected;  // plans whose graph replay disagreed with a direct run
   bool fused = true;
+  bool staged = false;  // writes a packed staging buffer, copied into the strided slice
   EngineInfo engine;
   size_t workspace = 0;
   double tuned_us = 0;
@@ -68,16 +69,31 @@ struct OpGraph {
   BackendDesc graph;
 };
 
-OpGraph build_graph(cudnnHandle_t handle, const ConvSpec& s, bool fused) {
+cudnnPointwiseMode_t act_mode(Act a) {
+  switch (a) {
+    case Act::ReLU:
+      return CUDNN_POINTWISE_RELU_FWD;
+    case Act::SiLU:
+      return CUDNN_POINTWISE_SWISH_FWD;
+    case Act::Sigmoid:
+      return CUDNN_POINTWISE_SIGMOID_FWD;
+    default:
+      throw std::logic_error("conv: no activation");
+  }
+}
+
+// y_ld / y_align: y's channel stride and pointer alignment (a concat slice), or 0 / 16 packed.
+OpGraph build_graph(cudnnHandle_t handle, const ConvSpec& s, bool fused, int y_ld, int y_align) {
   OpGraph g;
   const DType t = storage_type(s.precision);
-  const Dims wdims{s.y.c, s.x.c / s.groups, s.kernel, s.kernel};
+  const Dims wdims{s.y.c, s.x.c / s.groups, s.kernel, s.kw()};
+  auto y_tensor = [&] { return make_tensor(kY, t, s.y, false, y_ld, y_align); };
   g.keep.push_back(make_tensor(kX, t, s.x));
   g.keep.push_back(make_tensor(kW, t, wdims));
   const BackendDesc& x = g.keep[0];
   const BackendDesc& w = g.keep[1];
   // Conv output: virtual float when the epilogue follows inside the graph, y itself otherwise.
-  g.keep.push_back(fused ? make_tensor(kConvOut, DType::F32, s.y, true) : make_tensor(kY, t, s.y));
+  g.keep.push_back(fused ? make_tensor(kConvOut, DType::F32, s.y, true) : y_tensor());
   const size_t conv_out = g.keep.size() - 1;
 
   BackendDesc conv(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
@@ -89,8 +105,8 @@ OpGraph build_graph(cudnnHandle_t handle, const ConvSpec& s, bool fused) {
       .set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims)
       .set_i64(CUDNN_ATTR_CONVOLUTION_DILATIONS, {s.dilation, s.dilation})
       .set_i64(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, {s.stride, s.stride})
-      .set_i64(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, {s.pad, s.pad})
-      .set_i64(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, {s.pad, s.pad});
+      .set_i64(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, {s.pad, s.pw()})
+      .set_i64(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, {s.pad, s.pw()});
   conv.finalize();
 
   BackendDesc conv_op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
@@ -110,26 +126,25 @@ OpGraph build_graph(cudnnHandle_t handle, const ConvSpec& s, bool fused) {
     // + bias
     g.keep.push_back(make_channel_tensor(kB, t, s.y.c));
     const size_t bias = g.keep.size() - 1;
-    const bool last_is_bias = !s.residual && !s.relu;
-    g.keep.push_back(last_is_bias ? make_tensor(kY, t, s.y)
-                                  : make_tensor(kBiasOut, DType::F32, s.y, true));
+    const bool relu = s.act != Act::None;  // any activation: the last op of the graph
+    const bool last_is_bias = !s.residual && !relu;
+    g.keep.push_back(last_is_bias ? y_tensor() : make_tensor(kBiasOut, DType::F32, s.y, true));
     size_t cur = g.keep.size() - 1;
     g.keep.push_back(pointwise_desc(CUDNN_POINTWISE_ADD));
     ops.push_back(pointwise_op(g.keep.back(), g.keep[conv_out], &g.keep[bias], g.keep[cur]));
     if (s.residual) {  // + z
       g.keep.push_back(make_tensor(kZ, t, s.y));
       const size_t z = g.keep.size() - 1;
-      g.keep.push_back(s.relu ? make_tensor(kAddOut, DType::F32, s.y, true)
-                              : make_tensor(kY, t, s.y));
+      g.keep.push_back(relu ? make_tensor(kAddOut, DType::F32, s.y, true) : y_tensor());
       const size_t out = g.keep.size() - 1;
       g.keep.push_back(pointwise_desc(CUDNN_POINTWISE_ADD));
       ops.push_back(pointwise_op(g.keep.back(), g.keep[cur], &g.keep[z], g.keep[out]));
       cur = out;
     }
-    if (s.relu) {
-      g.keep.push_back(make_tensor(kY, t, s.y));
+    if (relu) {
+      g.keep.push_back(y_tensor());
       const size_t out = g.keep.size() - 1;
-      g.keep.push_back(pointwise_desc(CUDNN_POINTWISE_RELU_FWD));
+      g.keep.push_back(pointwise_desc(act_mode(s.act)));
       ops.push_back(pointwise_op(g.keep.back(), g.keep[cur], nullptr, g.keep[out]));
     }
   }
@@ -229,13 +244,16 @@ double time_us(F&& run, cudaStream_t stream) {
 
 std::string ConvSpec::signature() const {
   return std::string("conv:") + precision_name(precision) + ":" + x.str() + ":" + y.str() + ":k" +
-         std::to_string(kernel) + "s" + std::to_string(stride) + "p" + std::to_string(pad) + "d" +
-         std::to_string(dilation) + "g" + std::to_string(groups) + (residual ? ":add" : "") +
-         (relu ? ":relu" : "");
+         std::to_string(kernel) + "x" + std::to_string(kw()) + "s" + std::to_string(stride) + "p" +
+         std::to_string(pad) + "x" + std::to_string(pw()) + "d" + std::to_string(dilation) + "g" +
+         std::to_string(groups) + (residual ? ":add" : "") +
+         (act != Act::None ? std::string(":") + act_name(act) : "") +
+         (ldy() != y.c ? ":ld" + std::to_string(ldy()) : "");
 }
 
 std::string ConvSpec::op_name() const {
-  return std::string("conv+bias") + (residual ? "+add" : "") + (relu ? "+relu" : "");
+  return std::string("conv+bias") + (residual ? "+add" : "") +
+         (act != Act::None ? std::string("+") + act_name(act) : "");
 }
 
 bool engine_fits_precision(const EngineInfo& e, Precision p) {
@@ -253,8 +271,26 @@ ConvOp::ConvOp(const ConvSpec& spec, const ConvBuffers& buffers) : spec_(spec), 
   out_ = buffers.y;
   out_bytes_ = size_t(spec.y.numel()) * dtype_size(storage_type(spec.precision));
   record_.op = spec.op_name();
-  record_.shape = "in " + spec.x.str() + " -> out " + spec.y.str() + " k" +
-                  std::to_string(spec.kernel) + " s" + std::to_string(spec.stride);
+  record_.shape =
+      "in " + spec.x.str() + " -> out " + spec.y.str() + " k" + std::to_string(spec.kernel) +
+      (spec.kw() != spec.kernel ? "x" + std::to_string(spec.kw()) : "") + " s" +
+      std::to_string(spec.stride) + (spec.groups > 1 ? " g" + std::to_string(spec.groups) : "") +
+      (spec.ldy() != spec.y.c ? " into slice of " + std::to_string(spec.ldy()) : "");
+  const size_t es = dtype_size(storage_type(spec.precision));
+  if (spec.ldy() != spec.y.c)
+    set_strided_output(size_t(spec.y.n) * spec.y.h * spec.y.w, size_t(spec.y.c) * es,
+                       size_t(spec.ldy()) * es);
+}
+
+size_t ConvOp::y_span() const {
+  const size_t rows = size_t(spec_.y.n) * spec_.y.h * spec_.y.w;
+  return ((rows - 1) * size_t(spec_.ldy()) + size_t(spec_.y.c)) *
+         dtype_size(storage_type(spec_.precision));
+}
+
+size_t ConvOp::stage_bytes() const {
+  const size_t b = size_t(spec_.y.numel()) * dtype_size(storage_type(spec_.precision));
+  return (b + 255) / 256 * 256;
 }
 
 bool ConvOp::fused() const {
@@ -263,7 +299,10 @@ bool ConvOp::fused() const {
 
 void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) {
   handle_ = ctx.cudnn;
-  const std::string key = spec_.signature() + ":" + engine_mode_name(mode);
+  const bool strided = spec_.ldy() != spec_.y.c;
+  const int align = pointer_alignment(buf_.y);
+  const std::string key =
+      spec_.signature() + ":a" + std::to_string(align) + ":" + engine_mode_name(mode);
   auto it = ctx.plans.find(key);
   if (it != ctx.plans.end()) {
     plan_ = it->second;
@@ -285,6 +324,8 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
     // graph's candidates and the conv alone followed by our epilogue kernel, and keeps the
     // fastest: a run-time-compiled fusion is not always faster than a tuned conv plus one pass.
     // Either way a plan must give the same output replayed from a CUDA graph as run directly.
+    // A conv that writes a concat slice tries engines for the strided output first and, where
+    // none builds, a packed staging buffer plus a copy.
     struct Timed {
       Candidate c;
       bool fused;
@@ -293,41 +334,53 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
     };
     std::vector<Timed> timed;
     std::vector<std::string> unsafe;
-    for (int attempt = 0; attempt < 8 && !entry->plan.get(); ++attempt) {
-      timed.clear();
-      for (bool fused : {true, false}) {
-        auto g = std::make_shared<OpGraph>(build_graph(ctx.cudnn, spec_, fused));
-        for (Candidate& c :
-             candidates(ctx.cudnn, *g, spec_.precision, limit, scratch.bytes, unsafe)) {
-          ++entry->candidates;
-          double us = 0;
-          if (tune) {
-            BackendDesc vp = variant_pack(buf_, fused, spec_.residual, scratch.ptr);
-            us = time_us([&] { return execute(c.plan, vp, fused, ctx.stream); }, ctx.stream);
-            if (us < 0) continue;
+    for (bool staged : strided ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
+      const size_t stage = staged ? stage_bytes() : 0;
+      if (stage >= scratch.bytes)
+        throw LibraryError("cuDNN", CUDNN_STATUS_NOT_SUPPORTED,
+                           "staging " + spec_.signature() + " needs more than the tuning scratch",
+                           "ConvOp::prepare", __FILE__, __LINE__);
+      staged_ = staged;
+      stage_ = scratch.ptr;
+      TuneScratch ws{static_cast<char*>(scratch.ptr) + stage, scratch.bytes - stage};
+      const int ld = staged ? 0 : spec_.ldy(), y_align = staged ? 16 : align;
+      for (int attempt = 0; attempt < 8 && !entry->plan.get(); ++attempt) {
+        timed.clear();
+        for (bool fused : {true, false}) {
+          auto g = std::make_shared<OpGraph>(build_graph(ctx.cudnn, spec_, fused, ld, y_align));
+          for (Candidate& c : candidates(ctx.cudnn, *g, spec_.precision, limit, ws.bytes, unsafe)) {
+            ++entry->candidates;
+            double us = 0;
+            if (tune) {
+              BackendDesc vp = variant_pack(target_buffers(), fused, spec_.residual, ws.ptr);
+              us = time_us([&] { return execute(c.plan, vp, fused, ctx.stream); }, ctx.stream);
+              if (us < 0) continue;
+            }
+            timed.push_back({std::move(c), fused, us, g});
           }
-          timed.push_back({std::move(c), fused, us, g});
+          if (!tune && !timed.empty()) break;
         }
-        if (!tune && !timed.empty()) break;
-      }
-      if (timed.empty()) break;
-      std::stable_sort(timed.begin(), timed.end(),
-                       [](const Timed& a, const Timed& b) { return a.us < b.us; });
-      for (Timed& t : timed) {
-        if (!graph_safe(ctx, t.c.plan, t.fused, scratch)) {
-          unsafe.push_back(t.c.engine.tag());
-          entry->rejected.push_back(t.c.engine.tag());
-          continue;
+        if (timed.empty()) break;
+        std::stable_sort(timed.begin(), timed.end(),
+                         [](const Timed& a, const Timed& b) { return a.us < b.us; });
+        for (Timed& t : timed) {
+          if (!graph_safe(ctx, t.c.plan, t.fused, ws)) {
+            unsafe.push_back(t.c.engine.tag());
+            entry->rejected.push_back(t.c.engine.tag());
+            continue;
+          }
+          entry->plan = std::move(t.c.plan);
+          entry->config = std::move(t.c.config);
+          entry->graph = t.graph;
+          entry->engine = t.c.engine;
+          entry->workspace = t.c.workspace;
+          entry->fused = t.fused;
+          entry->staged = staged;
+          entry->tuned_us = t.us;
+          break;
         }
-        entry->plan = std::move(t.c.plan);
-        entry->config = std::move(t.c.config);
-        entry->graph = t.graph;
-        entry->engine = t.c.engine;
-        entry->workspace = t.c.workspace;
-        entry->fused = t.fused;
-        entry->tuned_us = t.us;
-        break;
       }
+      if (entry->plan.get()) break;
     }
     if (!entry->plan.get())
       throw LibraryError("cuDNN", CUDNN_STATUS_NOT_SUPPORTED,
@@ -338,19 +391,30 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
     ctx.plans[key] = entry;
     plan_ = entry;
   }
+  staged_ = plan_->staged;
+  stage_ = scratch.ptr;
   record_.fused = plan_->fused;
   if (!plan_->fused)
     record_.op = "conv | bias" + std::string(spec_.residual ? "+add" : "") +
-                 (spec_.relu ? "+relu" : "") + " (cnnbench kernel)";
+                 (spec_.act != Act::None ? std::string("+") + act_name(spec_.act) : "") +
+                 " (cnnbench kernel)";
+  if (staged_) record_.op += " | copy into slice";
   record_.engine = plan_->engine.tag();
   record_.engine_notes = plan_->engine.notes();
-  record_.workspace_bytes = plan_->workspace;
+  record_.workspace_bytes = workspace_bytes();
   record_.tuned_us = plan_->tuned_us;
   record_.candidates = plan_->candidates;
   record_.build_ms = record_.plan_reused ? 0 : plan_->build_ms;
   record_.rejected = plan_->rejected;
   // Until the arena's workspace exists, run on the tuning scratch (autotune runs layer by layer).
-  variant_pack_ = variant_pack(buf_, plan_->fused, spec_.residual, scratch.ptr);
+  variant_pack_ = variant_pack(target_buffers(), plan_->fused, spec_.residual,
+                               static_cast<char*>(scratch.ptr) + (staged_ ? stage_bytes() : 0));
+}
+
+ConvBuffers ConvOp::target_buffers() const {
+  ConvBuffers b = buf_;
+  if (staged_) b.y = stage_;
+  return b;
 }
 
 const BackendDesc& ConvOp::plan() const {
@@ -358,26 +422,29 @@ const BackendDesc& ConvOp::plan() const {
 }
 
 size_t ConvOp::workspace_bytes() const {
-  return plan_ ? plan_->workspace : 0;
+  return plan_ ? plan_->workspace + (plan_->staged ? stage_bytes() : 0) : 0;
 }
 
 void ConvOp::bind_workspace(void* workspace, size_t bytes) {
   if (bytes < workspace_bytes()) throw std::logic_error("conv: workspace too small");
-  variant_pack_ = variant_pack(buf_, plan_->fused, spec_.residual, workspace);
+  stage_ = workspace;
+  variant_pack_ = variant_pack(target_buffers(), plan_->fused, spec_.residual,
+                               static_cast<char*>(workspace) + (staged_ ? stage_bytes() : 0));
 }
 
 bool ConvOp::execute(const BackendDesc& plan, const BackendDesc& vp, bool fused,
                      cudaStream_t stream) {
   if (cudnnBackendExecute(handle_, plan.get(), vp.get()) != CUDNN_STATUS_SUCCESS) return false;
-  if (!fused) epilogue(stream);
+  if (!fused) epilogue(target_buffers().y, staged_ ? spec_.y.c : spec_.ldy(), stream);
+  if (staged_) unstage(stream);
   return true;
 }
 
 bool ConvOp::graph_safe(GpuContext& ctx, const BackendDesc& plan, bool fused,
                         const TuneScratch& scratch) {
   const DType t = storage_type(spec_.precision);
-  const size_t count = size_t(spec_.y.numel());
-  // The first and the last million outputs are compared (all of them for smaller layers).
+  const size_t count = y_span() / dtype_size(t);
+  // The first and the last million elements of y's span are compared (all of it when smaller).
   const size_t window = std::min<size_t>(count, 1 << 20);
   const char* last = static_cast<const char*>(buf_.y) + (count - window) * dtype_size(t);
   auto read = [&] {
@@ -386,7 +453,7 @@ bool ConvOp::graph_safe(GpuContext& ctx, const BackendDesc& plan, bool fused,
     v.insert(v.end(), tail.begin(), tail.end());
     return v;
   };
-  BackendDesc vp = variant_pack(buf_, fused, spec_.residual, scratch.ptr);
+  BackendDesc vp = variant_pack(target_buffers(), fused, spec_.residual, scratch.ptr);
   if (!execute(plan, vp, fused, ctx.stream)) return false;
   const std::vector<float> direct = read();
   cudaGraph_t graph = nullptr;
@@ -398,9 +465,11 @@ bool ConvOp::graph_safe(GpuContext& ctx, const BackendDesc& plan, bool fused,
          cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
   }
   if (ok) {
-    // A dirty workspace and a poisoned output: the replay must rebuild both by itself.
+    // A dirty workspace (and staging buffer) and a poisoned output: the replay must rebuild
+    // both by itself.
     CNN_CHECK_CUDA(cudaMemsetAsync(scratch.ptr, 0x7F, scratch.bytes, ctx.stream));
-    CNN_CHECK_CUDA(cudaMemsetAsync(buf_.y, 0xFF, count * dtype_size(t), ctx.stream));
+    if (staged_) CNN_CHECK_CUDA(cudaMemsetAsync(stage_, 0x7F, stage_bytes(), ctx.stream));
+    poison_output(ctx.stream);
     for (int i = 0; i < 2 && ok; ++i) ok = cudaGraphLaunch(exec, ctx.stream) == cudaSuccess;
     ok = ok && cudaStreamSynchronize(ctx.stream) == cudaSuccess;
   }
@@ -412,25 +481,37 @@ bool ConvOp::graph_safe(GpuContext& ctx, const BackendDesc& plan, bool fused,
   return relative_l2(replayed, direct) <= 1e-3;
 }
 
-void ConvOp::epilogue(cudaStream_t stream) {
-  launch_epilogue(storage_type(spec_.precision), buf_.y, buf_.y, nullptr, buf_.bias, buf_.z,
-                  spec_.relu, spec_.y.numel(), spec_.y.c, stream);
+void ConvOp::epilogue(void* y, int ld, cudaStream_t stream) {
+  RowLayout l;
+  l.rows = int64_t(spec_.y.n) * spec_.y.h * spec_.y.w;
+  l.channels = spec_.y.c;
+  l.ld_y = l.ld_x = l.ld_z = ld;
+  l.ld_z = spec_.y.c;  // the residual is always packed
+  launch_epilogue(storage_type(spec_.precision), y, y, nullptr, buf_.bias, buf_.z, spec_.act, l,
+                  stream);
+}
+
+void ConvOp::unstage(cudaStream_t stream) {
+  launch_copy_channels(storage_type(spec_.precision), buf_.y, spec_.ldy(), stage_, spec_.y.c,
+                       int64_t(spec_.y.n) * spec_.y.h * spec_.y.w, spec_.y.c, stream);
 }
 
 void ConvOp::run(cudaStream_t stream) {
   // The cuDNN handle is bound to the context's stream, which is `stream`.
   CNN_CHECK_CUDNN(cudnnBackendExecute(handle_, plan().get(), variant_pack_.get()));
-  if (!plan_->fused) epilogue(stream);
+  if (!plan_->fused) epilogue(target_buffers().y, staged_ ? spec_.y.c : spec_.ldy(), stream);
+  if (staged_) unstage(stream);
 }
 
 double ConvOp::verify(int samples, uint64_t seed) const {
   const DType t = storage_type(spec_.precision);
   const Dims X = spec_.x, Y = spec_.y;
-  const int K = Y.c, C = X.c / spec_.groups, R = spec_.kernel;
+  const int K = Y.c, C = X.c / spec_.groups, R = spec_.kernel, S = spec_.kw();
+  const int ld = spec_.ldy();
   const std::vector<float> x = download(buf_.x, size_t(X.numel()), t);
-  const std::vector<float> w = download(buf_.w, size_t(K) * R * R * C, t);
+  const std::vector<float> w = download(buf_.w, size_t(K) * R * S * C, t);
   const std::vector<float> b = download(buf_.bias, size_t(K), t);
-  const std::vector<float> y = download(buf_.y, size_t(Y.numel()), t);
+  const std::vector<float> y = download(buf_.y, y_span() / dtype_size(t), t);
   const std::vector<float> z =
       spec_.residual ? download(buf_.z, size_t(Y.numel()), t) : std::vector<float>();
   uint64_t state = seed;
@@ -440,6 +521,7 @@ double ConvOp::verify(int samples, uint64_t seed) const {
     const int64_t idx = int64_t((state >> 17) % uint64_t(Y.numel()));
     const int k = int(idx % K);
     int64_t r = idx / K;
+    const int64_t row = r;
     const int ow = int(r % Y.w);
     r /= Y.w;
     const int oh = int(r % Y.h), n = int(r / Y.h);
@@ -448,18 +530,19 @@ double ConvOp::verify(int samples, uint64_t seed) const {
     for (int dr = 0; dr < R; ++dr) {
       const int ih = oh * spec_.stride - spec_.pad + dr * spec_.dilation;
       if (ih < 0 || ih >= X.h) continue;
-      for (int ds = 0; ds < R; ++ds) {
-        const int iw = ow * spec_.stride - spec_.pad + ds * spec_.dilation;
+      for (int ds = 0; ds < S; ++ds) {
+        const int iw = ow * spec_.stride - spec_.pw() + ds * spec_.dilation;
         if (iw < 0 || iw >= X.w) continue;
         const float* xp = &x[((size_t(n) * X.h + ih) * X.w + iw) * X.c + size_t(g) * C];
-        const float* wp = &w[((size_t(k) * R + dr) * R + ds) * C];
+        const float* wp = &w[((size_t(k) * R + dr) * S + ds) * C];
         for (int c = 0; c < C; ++c) acc += double(xp[c]) * wp[c];
       }
     }
     if (spec_.residual) acc += z[idx];
-    if (spec_.relu) acc = std::max(acc, 0.0);
-    if (!std::isfinite(y[idx])) return INFINITY;
-    num += (y[idx] - acc) * (y[idx] - acc);
+    acc = act_ref(spec_.act, acc);
+    const float got = y[size_t(row) * ld + k];
+    if (!std::isfinite(got)) return INFINITY;
+    num += (got - acc) * (got - acc);
     den += acc * acc;
   }
   return std::sqrt(num / std::max(den, 1e-300));

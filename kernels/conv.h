@@ -1,5 +1,5 @@
 // Convolution for inference through the cuDNN graph API, fused with its epilogue:
-//   y = relu?( conv(x, w) + bias + z? )
+//   y = act( conv(x, w) + bias + z? ),  act: none, ReLU, SiLU (swish) or sigmoid
 // BatchNorm is folded into w and bias beforehand. Where no engine builds the fused graph, the op
 // runs the convolution alone and our pointwise kernel applies the epilogue; the record says so.
 #pragma once
@@ -8,16 +8,23 @@
 
 #include "kernels/cudnn_backend.h"
 #include "kernels/op.h"
+#include "kernels/pointwise.h"
 
 namespace cnnbench {
 
 struct ConvSpec {
   std::string name;
   Dims x, y;  // batch included
-  int kernel = 1, stride = 1, pad = 0, dilation = 1, groups = 1;
+  // kernel and pad are the height's; kernel_w and pad_w the width's (0: the same as the height).
+  int kernel = 1, kernel_w = 0, stride = 1, pad = 0, pad_w = -1, dilation = 1, groups = 1;
   Precision precision = Precision::FP32;
   bool residual = false;  // adds z, shaped like y
-  bool relu = false;
+  Act act = Act::None;
+  // y's channel stride: 0 or y.c when packed; wider when y is a slice of a concat buffer.
+  int ld_y = 0;
+  int kw() const { return kernel_w > 0 ? kernel_w : kernel; }
+  int pw() const { return pad_w >= 0 ? pad_w : pad; }
+  int ldy() const { return ld_y > 0 ? ld_y : y.c; }
   std::string signature() const;
   std::string op_name() const;  // "conv+bias+add+relu"
 };
@@ -47,7 +54,11 @@ class ConvOp : public Op {
   bool fused() const;
 
  private:
-  void epilogue(cudaStream_t stream);
+  void epilogue(void* y, int ld, cudaStream_t stream);
+  void unstage(cudaStream_t stream);
+  ConvBuffers target_buffers() const;  // buf_, with y the staging buffer when staged
+  // Bytes from y's first element to one past its last (the span of a strided slice).
+  size_t y_span() const;
   bool execute(const BackendDesc& plan, const BackendDesc& vp, bool fused, cudaStream_t stream);
   // Runs a plan directly, then captured in a CUDA graph and replayed on a dirty workspace and a
   // poisoned output: true when both give the same output.
@@ -59,6 +70,11 @@ class ConvOp : public Op {
   BackendDesc own_plan_;  // this layer's own plan of the shared engine (share_plans off)
   const BackendDesc& plan() const;
   BackendDesc variant_pack_;
+  // Where no engine writes the strided slice, the conv writes a packed staging buffer at the
+  // start of the workspace, and a copy kernel moves it into the slice.
+  bool staged_ = false;
+  void* stage_ = nullptr;
+  size_t stage_bytes() const;
 };
 
 }  // namespace cnnbench

@@ -85,10 +85,9 @@ int64_t BackendDesc::get_i64(cudnnBackendAttributeName_t a) const {
 
 namespace {
 BackendDesc tensor(int64_t uid, DType type, std::vector<int64_t> dims, std::vector<int64_t> strides,
-                   bool is_virtual) {
+                   bool is_virtual, int64_t alignment = 16) {
   BackendDesc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   const cudnnDataType_t dt = cudnn_type(type);
-  const int64_t alignment = 16;
   t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt)
       .set_i64(CUDNN_ATTR_TENSOR_DIMENSIONS, dims)
       .set_i64(CUDNN_ATTR_TENSOR_STRIDES, strides)
@@ -100,9 +99,17 @@ BackendDesc tensor(int64_t uid, DType type, std::vector<int64_t> dims, std::vect
 }
 }  // namespace
 
-BackendDesc make_tensor(int64_t uid, DType type, const Dims& d, bool is_virtual) {
-  const int64_t n = d.n, c = d.c, h = d.h, w = d.w;
-  return tensor(uid, type, {n, c, h, w}, {h * w * c, 1, w * c, c}, is_virtual);
+BackendDesc make_tensor(int64_t uid, DType type, const Dims& d, bool is_virtual, int ld,
+                        int alignment) {
+  const int64_t n = d.n, c = d.c, h = d.h, w = d.w, l = ld > 0 ? ld : d.c;
+  return tensor(uid, type, {n, c, h, w}, {h * w * l, 1, w * l, l}, is_virtual, alignment);
+}
+
+int pointer_alignment(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  int a = 16;
+  while (a > 1 && v % uintptr_t(a)) a /= 2;
+  return a;
 }
 
 BackendDesc make_channel_tensor(int64_t uid, DType type, int channels) {

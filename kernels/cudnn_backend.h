@@ -44,8 +44,13 @@ class BackendDesc {
   cudnnBackendDescriptor_t d_ = nullptr;
 };
 
-// A tensor in NHWC storage with logical dims N, C, H, W (filters: K, C, R, S stored KRSC).
-BackendDesc make_tensor(int64_t uid, DType type, const Dims& dims, bool is_virtual = false);
+// A tensor in NHWC storage with logical dims N, C, H, W (filters: K, C, R, S stored KRSC). With
+// ld > C, rows of C channels every ld elements: a channel slice of a wider (concat) buffer, whose
+// pointer is aligned to `alignment` bytes.
+BackendDesc make_tensor(int64_t uid, DType type, const Dims& dims, bool is_virtual = false,
+                        int ld = 0, int alignment = 16);
+// The largest power of two up to 16 that divides the address.
+int pointer_alignment(const void* p);
 // A per-channel [1, C, 1, 1] tensor, e.g. a bias.
 BackendDesc make_channel_tensor(int64_t uid, DType type, int channels);
 

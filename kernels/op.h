@@ -78,14 +78,22 @@ class Op {
     return -1;
   }
   const LayerRecord& record() const { return record_; }
-  // The buffer the op writes, for poisoning before checks.
+  // The buffer the op writes, for poisoning before checks: output_bytes() from output() when
+  // packed; rows of out_row_bytes_ every out_pitch_ bytes when the op writes a concat slice.
   void* output() const { return out_; }
   size_t output_bytes() const { return out_bytes_; }
+  // Fills exactly the bytes the op writes with 0xFF (NaN in every storage type).
+  void poison_output(cudaStream_t stream) const;
 
  protected:
+  // The op writes `rows` rows of `row_bytes` every `pitch` bytes (a slice of a wider buffer).
+  void set_strided_output(size_t rows, size_t row_bytes, size_t pitch) {
+    out_rows_ = rows, out_row_bytes_ = row_bytes, out_pitch_ = pitch;
+  }
   LayerRecord record_;
   void* out_ = nullptr;
   size_t out_bytes_ = 0;
+  size_t out_rows_ = 0, out_row_bytes_ = 0, out_pitch_ = 0;
 };
 
 }  // namespace cnnbench

@@ -1,34 +1,105 @@
+#include <cmath>
+
 #include "harness/check.h"
 #include "kernels/convert.cuh"
 #include "kernels/pointwise.h"
 
 namespace cnnbench {
 
-namespace {
-template <typename T>
-__global__ void epilogue_kernel(T* y, const T* x, const T* scale, const T* bias, const T* z,
-                                bool relu, int64_t numel, int channels) {
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < numel; i += stride) {
-    const int c = int(i % channels);
-    float v = load_f(x, i);
-    if (scale) v *= load_f(scale, c);
-    if (bias) v += load_f(bias, c);
-    if (z) v += load_f(z, i);
-    if (relu) v = fmaxf(v, 0.0f);
-    store_f(y, i, v);
+const char* act_name(Act a) {
+  switch (a) {
+    case Act::ReLU:
+      return "relu";
+    case Act::SiLU:
+      return "silu";
+    case Act::Sigmoid:
+      return "sigmoid";
+    default:
+      return "";
   }
 }
+
+double act_ref(Act a, double v) {
+  switch (a) {
+    case Act::ReLU:
+      return v > 0 ? v : 0.0;
+    case Act::SiLU:
+      return v / (1.0 + std::exp(-v));
+    case Act::Sigmoid:
+      return 1.0 / (1.0 + std::exp(-v));
+    default:
+      return v;
+  }
+}
+
+namespace {
+
+__device__ __forceinline__ float activate(Act a, float v) {
+  switch (a) {
+    case Act::ReLU:
+      return fmaxf(v, 0.0f);
+    case Act::SiLU:
+      return v / (1.0f + expf(-v));
+    case Act::Sigmoid:
+      return 1.0f / (1.0f + expf(-v));
+    default:
+      return v;
+  }
+}
+
+template <typename T>
+__global__ void epilogue_kernel(T* y, const T* x, const T* scale, const T* bias, const T* z,
+                                Act act, int64_t rows, int channels, int ld_y, int ld_x, int ld_z) {
+  const int64_t total = rows * channels;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t r = i / channels;
+    const int c = int(i - r * channels);
+    float v = load_f(x, r * ld_x + c);
+    if (scale) v *= load_f(scale, c);
+    if (bias) v += load_f(bias, c);
+    if (z) v += load_f(z, r * ld_z + c);
+    store_f(y, r * ld_y + c, activate(act, v));
+  }
+}
+
+template <typename T>
+__global__ void copy_channels_kernel(T* dst, int ld_dst, const T* src, int ld_src, int64_t rows,
+                                     int channels) {
+  const int64_t total = rows * channels;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t r = i / channels;
+    const int c = int(i - r * channels);
+    dst[r * ld_dst + c] = src[r * ld_src + c];
+  }
+}
+
+int blocks_for(int64_t n, int threads) {
+  return int(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 132 * 16)));
+}
+
 }  // namespace
 
 void launch_epilogue(DType t, void* y, const void* x, const void* scale, const void* bias,
-                     const void* z, bool relu, int64_t numel, int channels, cudaStream_t stream) {
+                     const void* z, Act act, const RowLayout& l, cudaStream_t stream) {
+  const int C = l.channels;
+  const int ld_y = l.ld_y > 0 ? l.ld_y : C, ld_x = l.ld_x > 0 ? l.ld_x : C;
+  const int ld_z = l.ld_z > 0 ? l.ld_z : C;
   const int threads = 256;
-  const int blocks = int(std::min<int64_t>((numel + threads - 1) / threads, 132 * 16));
+  CNN_DISPATCH_DTYPE(t, epilogue_kernel<T><<<blocks_for(l.rows * C, threads), threads, 0, stream>>>(
+                            static_cast<T*>(y), static_cast<const T*>(x),
+                            static_cast<const T*>(scale), static_cast<const T*>(bias),
+                            static_cast<const T*>(z), act, l.rows, C, ld_y, ld_x, ld_z));
+  CNN_CHECK_LAUNCH();
+}
+
+void launch_copy_channels(DType t, void* dst, int ld_dst, const void* src, int ld_src, int64_t rows,
+                          int channels, cudaStream_t stream) {
+  const int threads = 256;
   CNN_DISPATCH_DTYPE(
-      t, epilogue_kernel<T><<<blocks, threads, 0, stream>>>(
-             static_cast<T*>(y), static_cast<const T*>(x), static_cast<const T*>(scale),
-             static_cast<const T*>(bias), static_cast<const T*>(z), relu, numel, channels));
+      t, copy_channels_kernel<T><<<blocks_for(rows * channels, threads), threads, 0, stream>>>(
+             static_cast<T*>(dst), ld_dst, static_cast<const T*>(src), ld_src, rows, channels));
   CNN_CHECK_LAUNCH();
 }
 

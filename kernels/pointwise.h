@@ -1,5 +1,6 @@
-// Pointwise kernels of our own: the conv epilogue where cuDNN cannot fuse it, and standalone
-// BatchNorm (as a per-channel scale and shift), residual add and ReLU.
+// Pointwise kernels of our own: the conv epilogue where cuDNN cannot fuse it, standalone
+// BatchNorm (as a per-channel scale and shift), residual add and activations, and the channel
+// copy that a concat falls back to where its producer cannot write into a slice.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,9 +11,26 @@
 
 namespace cnnbench {
 
-// y = relu?( x * scale[c] + bias[c] + z ), NHWC, c = index % channels. scale, bias and z may be
-// null (1, 0, 0). y may alias x. scale and bias are of type t like x, y and z.
+enum class Act { None, ReLU, SiLU, Sigmoid };
+const char* act_name(Act a);  // "", "relu", "silu", "sigmoid"
+// The activation in double on the host, for references.
+double act_ref(Act a, double v);
+
+// NHWC rows of `channels` values; each tensor has its own channel stride (ld >= channels): a
+// slice of a concat buffer starts at its channel offset and strides by the whole buffer's C.
+struct RowLayout {
+  int64_t rows = 0;  // N * H * W
+  int channels = 0;
+  int ld_y = 0, ld_x = 0, ld_z = 0;  // 0: packed (== channels)
+};
+
+// y = act( x * scale[c] + bias[c] + z ). scale, bias and z may be null (1, 0, 0). y may alias x
+// when both have the same layout. scale and bias are of type t like x, y and z.
 void launch_epilogue(DType t, void* y, const void* x, const void* scale, const void* bias,
-                     const void* z, bool relu, int64_t numel, int channels, cudaStream_t stream);
+                     const void* z, Act act, const RowLayout& l, cudaStream_t stream);
+
+// dst[row, c] = src[row, c] for c < channels, each with its own channel stride.
+void launch_copy_channels(DType t, void* dst, int ld_dst, const void* src, int ld_src, int64_t rows,
+                          int channels, cudaStream_t stream);
 
 }  // namespace cnnbench

@@ -9,14 +9,16 @@ namespace cnnbench {
 namespace {
 
 // One thread per output element; consecutive threads take consecutive channels (coalesced).
+// Rows of x and y are ld_x / ld_y elements apart (a slice of a concat buffer when wider than C).
 template <typename T, bool kMax>
 __global__ void pool_kernel(const T* x, T* y, Dims in, Dims out, int k, int s, int p,
-                            bool count_include_pad) {
+                            bool count_include_pad, int ld_x, int ld_y) {
   const int64_t total = int64_t(out.n) * out.c * out.h * out.w;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
     const int c = int(i % out.c);
-    int64_t r = i / out.c;
+    const int64_t row = i / out.c;
+    int64_t r = row;
     const int ow = int(r % out.w);
     r /= out.w;
     const int oh = int(r % out.h);
@@ -30,7 +32,7 @@ __global__ void pool_kernel(const T* x, T* y, Dims in, Dims out, int k, int s, i
       for (int dw = 0; dw < k; ++dw) {
         const int w = w0 + dw;
         if (w < 0 || w >= in.w) continue;
-        const float v = load_f(x, ((int64_t(n) * in.h + h) * in.w + w) * in.c + c);
+        const float v = load_f(x, ((int64_t(n) * in.h + h) * in.w + w) * ld_x + c);
         acc = kMax ? fmaxf(acc, v) : acc + v;
         ++count;
       }
@@ -41,47 +43,88 @@ __global__ void pool_kernel(const T* x, T* y, Dims in, Dims out, int k, int s, i
       const int padded = (hend - h0) * (wend - w0);
       acc /= float(count_include_pad ? padded : max(count, 1));
     }
-    store_f(y, i, acc);
+    store_f(y, row * ld_y + c, acc);
   }
 }
 
 template <typename T>
-__global__ void global_avgpool_kernel(const T* x, T* y, int n, int c, int hw) {
+__global__ void global_avgpool_kernel(const T* x, T* y, int n, int c, int hw, int ld_x, int ld_y) {
   const int64_t total = int64_t(n) * c;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
     const int64_t img = i / c, ch = i % c;
-    const T* base = x + img * hw * c + ch;
+    const T* base = x + img * hw * ld_x + ch;
     float acc = 0.0f;
-    for (int j = 0; j < hw; ++j) acc += load_f(base, int64_t(j) * c);
-    store_f(y, i, acc / float(hw));
+    for (int j = 0; j < hw; ++j) acc += load_f(base, int64_t(j) * ld_x);
+    store_f(y, img * ld_y + ch, acc / float(hw));
+  }
+}
+
+// PyTorch's AdaptiveAvgPool2d bins: [floor(i*H/oh), ceil((i+1)*H/oh)).
+template <typename T>
+__global__ void adaptive_avgpool_kernel(const T* x, T* y, Dims in, Dims out, int ld_x, int ld_y) {
+  const int64_t total = int64_t(out.n) * out.c * out.h * out.w;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int c = int(i % out.c);
+    const int64_t row = i / out.c;
+    int64_t r = row;
+    const int ow = int(r % out.w);
+    r /= out.w;
+    const int oh = int(r % out.h);
+    const int n = int(r / out.h);
+    const int h0 = oh * in.h / out.h, h1 = ((oh + 1) * in.h + out.h - 1) / out.h;
+    const int w0 = ow * in.w / out.w, w1 = ((ow + 1) * in.w + out.w - 1) / out.w;
+    float acc = 0.0f;
+    for (int h = h0; h < h1; ++h)
+      for (int w = w0; w < w1; ++w)
+        acc += load_f(x, ((int64_t(n) * in.h + h) * in.w + w) * ld_x + c);
+    store_f(y, row * ld_y + c, acc / float((h1 - h0) * (w1 - w0)));
   }
 }
 
 int blocks_for(int64_t n, int threads) {
-  return int(std::min<int64_t>((n + threads - 1) / threads, 132 * 32));
+  return int(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 132 * 32)));
+}
+
+int ld_or(int ld, int c) {
+  return ld > 0 ? ld : c;
 }
 
 }  // namespace
 
 void launch_maxpool(DType t, const void* x, void* y, const PoolSpec& s, cudaStream_t stream) {
-  CNN_DISPATCH_DTYPE(t, pool_kernel<T, true><<<blocks_for(s.y.numel(), 256), 256, 0, stream>>>(
-                            static_cast<const T*>(x), static_cast<T*>(y), s.x, s.y, s.kernel,
-                            s.stride, s.pad, s.count_include_pad));
+  CNN_DISPATCH_DTYPE(
+      t, pool_kernel<T, true><<<blocks_for(s.y.numel(), 256), 256, 0, stream>>>(
+             static_cast<const T*>(x), static_cast<T*>(y), s.x, s.y, s.kernel, s.stride, s.pad,
+             s.count_include_pad, ld_or(s.ld_x, s.x.c), ld_or(s.ld_y, s.y.c)));
   CNN_CHECK_LAUNCH();
 }
 
 void launch_avgpool(DType t, const void* x, void* y, const PoolSpec& s, cudaStream_t stream) {
-  CNN_DISPATCH_DTYPE(t, pool_kernel<T, false><<<blocks_for(s.y.numel(), 256), 256, 0, stream>>>(
-                            static_cast<const T*>(x), static_cast<T*>(y), s.x, s.y, s.kernel,
-                            s.stride, s.pad, s.count_include_pad));
+  CNN_DISPATCH_DTYPE(
+      t, pool_kernel<T, false><<<blocks_for(s.y.numel(), 256), 256, 0, stream>>>(
+             static_cast<const T*>(x), static_cast<T*>(y), s.x, s.y, s.kernel, s.stride, s.pad,
+             s.count_include_pad, ld_or(s.ld_x, s.x.c), ld_or(s.ld_y, s.y.c)));
   CNN_CHECK_LAUNCH();
 }
 
-void launch_global_avgpool(DType t, const void* x, void* y, const Dims& d, cudaStream_t stream) {
+void launch_global_avgpool(DType t, const void* x, void* y, const PoolSpec& s,
+                           cudaStream_t stream) {
+  const Dims d = s.x;
   const int64_t total = int64_t(d.n) * d.c;
   CNN_DISPATCH_DTYPE(t, global_avgpool_kernel<T><<<blocks_for(total, 128), 128, 0, stream>>>(
-                            static_cast<const T*>(x), static_cast<T*>(y), d.n, d.c, d.h * d.w));
+                            static_cast<const T*>(x), static_cast<T*>(y), d.n, d.c, d.h * d.w,
+                            ld_or(s.ld_x, d.c), ld_or(s.ld_y, d.c)));
+  CNN_CHECK_LAUNCH();
+}
+
+void launch_adaptive_avgpool(DType t, const void* x, void* y, const PoolSpec& s,
+                             cudaStream_t stream) {
+  CNN_DISPATCH_DTYPE(
+      t, adaptive_avgpool_kernel<T><<<blocks_for(s.y.numel(), 256), 256, 0, stream>>>(
+             static_cast<const T*>(x), static_cast<T*>(y), s.x, s.y, ld_or(s.ld_x, s.x.c),
+             ld_or(s.ld_y, s.y.c)));
   CNN_CHECK_LAUNCH();
 }
 

@@ -10,9 +10,11 @@
 
 #include "harness/check.h"
 #include "kernels/conv.h"
+#include "kernels/lrn.h"
 #include "kernels/matmul.h"
 #include "kernels/pointwise.h"
 #include "kernels/pool.h"
+#include "kernels/se.h"
 #include "kernels/storage.h"
 #include "networks/schedule.h"
 
@@ -30,14 +32,19 @@ class PoolOp : public Op {
     record_.op = op_kind_name(kind);
     record_.shape = "in " + s.x.str() + " -> out " + s.y.str();
     record_.engine = "cnnbench kernel";
+    if (s.ld_y && s.ld_y != s.y.c)
+      set_strided_output(size_t(s.y.n) * s.y.h * s.y.w, size_t(s.y.c) * dtype_size(t),
+                         size_t(s.ld_y) * dtype_size(t));
   }
   void run(cudaStream_t stream) override {
     if (kind_ == OpKind::MaxPool)
       launch_maxpool(t_, x_, y_, s_, stream);
     else if (kind_ == OpKind::AvgPool)
       launch_avgpool(t_, x_, y_, s_, stream);
+    else if (kind_ == OpKind::AdaptiveAvgPool)
+      launch_adaptive_avgpool(t_, x_, y_, s_, stream);
     else
-      launch_global_avgpool(t_, x_, y_, s_.x, stream);
+      launch_global_avgpool(t_, x_, y_, s_, stream);
   }
 
  private:
@@ -48,38 +55,132 @@ class PoolOp : public Op {
   void* y_;
 };
 
-// A BatchNorm, add or ReLU that no conv absorbed.
+// A BatchNorm, add or activation that no conv absorbed.
 class EpilogueOp : public Op {
  public:
   EpilogueOp(const std::string& name, const std::string& op, DType t, const Dims& d, const void* x,
-             const void* scale, const void* bias, const void* z, bool relu, void* y)
-      : t_(t), d_(d), x_(x), scale_(scale), bias_(bias), z_(z), relu_(relu), y_(y) {
+             const void* scale, const void* bias, const void* z, Act act, void* y)
+      : t_(t), x_(x), scale_(scale), bias_(bias), z_(z), act_(act), y_(y) {
     record_.name = name;
     out_ = y;
     out_bytes_ = size_t(d.numel()) * dtype_size(t);
+    layout_.rows = int64_t(d.n) * d.h * d.w;
+    layout_.channels = d.c;
     record_.op = op;
     record_.shape = d.str();
     record_.engine = "cnnbench kernel";
   }
   void run(cudaStream_t stream) override {
-    launch_epilogue(t_, y_, x_, scale_, bias_, z_, relu_, d_.numel(), d_.c, stream);
+    launch_epilogue(t_, y_, x_, scale_, bias_, z_, act_, layout_, stream);
   }
 
  private:
   DType t_;
-  Dims d_;
+  RowLayout layout_;
   const void *x_, *scale_, *bias_, *z_;
-  bool relu_;
+  Act act_;
   void* y_;
 };
 
-// One op to emit: a group of graph nodes executed together, emitted where its last node stands.
+class LrnOp : public Op {
+ public:
+  LrnOp(const std::string& name, DType t, const LrnSpec& s, const void* x, void* y)
+      : t_(t), s_(s), x_(x), y_(y) {
+    record_.name = name;
+    out_ = y;
+    out_bytes_ = size_t(s.x.numel()) * dtype_size(t);
+    record_.op = "lrn";
+    record_.shape = s.x.str() + " size " + std::to_string(s.size);
+    record_.engine = "cnnbench kernel";
+  }
+  void run(cudaStream_t stream) override { launch_lrn(t_, x_, y_, s_, stream); }
+
+ private:
+  DType t_;
+  LrnSpec s_;
+  const void* x_;
+  void* y_;
+};
+
+// Squeeze-excitation: pool, both 1x1 convs and the scale, in our two kernels.
+class SeOp : public Op {
+ public:
+  SeOp(const std::string& name, DType t, const SeSpec& s, const void* x, const float* w1,
+       const float* b1, const float* w2, const float* b2, void* scratch, void* y)
+      : t_(t), s_(s), x_(x), w1_(w1), b1_(b1), w2_(w2), b2_(b2), scratch_(scratch), y_(y) {
+    record_.name = name;
+    out_ = y;
+    out_bytes_ = size_t(s.x.numel()) * dtype_size(t);
+    record_.op = "squeeze_excite";
+    record_.shape = s.x.str() + " squeeze " + std::to_string(s.squeeze);
+    record_.engine = "cnnbench kernel";
+  }
+  void run(cudaStream_t stream) override {
+    launch_se(t_, x_, y_, w1_, b1_, w2_, b2_, s_, scratch_, stream);
+  }
+
+ private:
+  DType t_;
+  SeSpec s_;
+  const void* x_;
+  const float *w1_, *b1_, *w2_, *b2_;
+  void* scratch_;
+  void* y_;
+};
+
+// A concat's inputs that their producers could not write in place, copied into their slices.
+class ConcatCopyOp : public Op {
+ public:
+  struct Copy {
+    const void* src;
+    int channels;
+    void* dst;  // the slice's first channel
+  };
+  ConcatCopyOp(const std::string& name, DType t, int64_t rows, int ld, std::vector<Copy> copies)
+      : t_(t), rows_(rows), ld_(ld), copies_(std::move(copies)) {
+    record_.name = name;
+    record_.op = "concat copy";
+    out_ = nullptr;  // it writes several slices; each producer's check covers its own
+    int c = 0;
+    for (const Copy& k : copies_) c += k.channels;
+    record_.shape = std::to_string(copies_.size()) + " inputs, " + std::to_string(c) + " of " +
+                    std::to_string(ld) + " channels";
+    record_.engine = "cnnbench kernel";
+  }
+  void run(cudaStream_t stream) override {
+    for (const Copy& k : copies_)
+      launch_copy_channels(t_, k.dst, ld_, k.src, k.channels, rows_, k.channels, stream);
+  }
+
+ private:
+  DType t_;
+  int64_t rows_;
+  int ld_;
+  std::vector<Copy> copies_;
+};
+
 Dims batched(Dims d, int n) {
   d.n = n;
   return d;
 }
 
-const std::vector<float>& tensor_of(const HostWeights& w, const std::string& name) {
+Act act_of(OpKind k) {
+  switch (k) {
+    case OpKind::ReLU:
+      return Act::ReLU;
+    case OpKind::SiLU:
+      return Act::SiLU;
+    case OpKind::Sigmoid:
+      return Act::Sigmoid;
+    default:
+      return Act::None;
+  }
+}
+
+// The weights of a node's parameter by role order (see Node::params).
+const std::vector<float>& tensor_of(const HostWeights& w, const Graph& g, const Node& n,
+                                    size_t index) {
+  const std::string& name = g.params().at(n.params.at(index)).name;
   auto it = w.find(name);
   if (it == w.end()) throw UserError("weights have no tensor '" + name + "'");
   return it->second;
@@ -89,11 +190,11 @@ const std::vector<float>& tensor_of(const HostWeights& w, const std::string& nam
 struct BnFold {
   std::vector<double> scale, shift;
 };
-BnFold fold_bn(const HostWeights& w, const Node& bn) {
-  const auto& gamma = tensor_of(w, bn.name + ".weight");
-  const auto& beta = tensor_of(w, bn.name + ".bias");
-  const auto& mean = tensor_of(w, bn.name + ".running_mean");
-  const auto& var = tensor_of(w, bn.name + ".running_var");
+BnFold fold_bn(const HostWeights& w, const Graph& g, const Node& bn) {
+  const auto& gamma = tensor_of(w, g, bn, 0);
+  const auto& beta = tensor_of(w, g, bn, 1);
+  const auto& mean = tensor_of(w, g, bn, 2);
+  const auto& var = tensor_of(w, g, bn, 3);
   BnFold f;
   for (size_t k = 0; k < gamma.size(); ++k) {
     f.scale.push_back(double(gamma[k]) / std::sqrt(double(var[k]) + bn.eps));
@@ -102,74 +203,88 @@ BnFold fold_bn(const HostWeights& w, const Node& bn) {
   return f;
 }
 
+std::string op_label(const char* base, OpKind act) {
+  std::string s = base;
+  if (act != OpKind::Input) s += std::string("+") + op_kind_name(act);
+  return s;
+}
+
 }  // namespace
 
 Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const CompileOptions& opt)
     : ctx_(ctx), opt_(opt) {
   const auto t0 = std::chrono::steady_clock::now();
   const DType t = storage_type(opt.precision);
+  const size_t esize = dtype_size(t);
   const int N = opt.batch;
   const auto& nodes = g.nodes();
   flops_per_image_ = 2.0 * double(g.macs());
 
-  // 1. Group nodes into ops, in the order they run.
+  // 1. Group nodes into ops, in the order they run, and place every value.
   const Schedule sched = schedule_ops(g);
   const std::vector<OpGroup>& groups = sched.groups;
   const std::vector<int>& order = sched.order;
+  auto view = [&](int id) { return sched.view[alias_source(g, id)]; };
 
-  // 2. Values and their lifetimes (in emission steps). Flatten aliases its input.
-  auto source = [&](int id) {
-    while (nodes[id].kind == OpKind::Flatten) id = nodes[id].inputs[0];
-    return id;
-  };
-  std::vector<int> def(nodes.size(), -1), last(nodes.size(), -1);
+  // 2. Buffers and their lifetimes (in emission steps): a buffer lives from the first write of
+  // any value in it to the last read of any.
   const int steps = int(order.size());
-  def[g.input_id()] = 0;
+  std::vector<int> def(nodes.size(), -1), last(nodes.size(), -1);
+  auto touch_def = [&](int root, int s) { def[root] = def[root] < 0 ? s : std::min(def[root], s); };
+  touch_def(g.input_id(), 0);
   for (int s = 0; s < steps; ++s) {
     const OpGroup& grp = groups[order[s]];
-    def[grp.anchor] = s;
-    for (int v : grp.in) last[source(v)] = std::max(last[source(v)], s);
+    touch_def(view(grp.anchor).root, s);
+    for (int v : grp.in) last[view(v).root] = std::max(last[view(v).root], s);
   }
-  last[g.input_id()] = steps;        // the input persists across replays
-  last[source(g.output())] = steps;  // and so does the output
+  last[g.input_id()] = steps;           // the input persists across replays
+  last[view(g.output()).root] = steps;  // and so does the output
   std::vector<int> buffer(nodes.size(), -1);
   for (size_t id = 0; id < nodes.size(); ++id) {
-    if (def[id] < 0) continue;
-    const size_t bytes = size_t(batched(nodes[id].out, N).numel()) * dtype_size(t);
+    if (sched.view[id].root != int(id) || def[id] < 0) continue;
+    const size_t bytes = size_t(batched(nodes[id].out, N).numel()) * esize;
     buffer[id] = arena_.add_activation(bytes, def[id], std::max(last[id], def[id]));
   }
   input_buf_ = buffer[g.input_id()];
-  output_buf_ = buffer[source(g.output())];
+  output_buf_ = buffer[view(g.output()).root];
+  if (view(g.output()).offset != 0 || view(g.output()).ld != nodes[g.output()].out.c)
+    throw std::logic_error("compile: the output lives in a slice");
   input_dims_ = batched(nodes[g.input_id()].out, N);
   output_dims_ = batched(nodes[g.output()].out, N);
 
-  // 3. Weights, in device layout and storage type: conv KRSC with BatchNorm folded in.
+  // 3. Weights, in device layout and storage type: conv KRSC with BatchNorm folded in;
+  // squeeze-excitation's weights in float.
   struct PendingUpload {
     int buffer;
     std::vector<uint8_t> bytes;
   };
   std::vector<PendingUpload> uploads;
-  auto add_weights = [&](const std::vector<float>& v) {
-    std::vector<uint8_t> bytes = to_storage(v, t);
+  auto upload_bytes = [&](std::vector<uint8_t> bytes) {
     const int id = arena_.add_weights(bytes.size());
     uploads.push_back({id, std::move(bytes)});
     return id;
   };
+  auto add_weights = [&](const std::vector<float>& v) { return upload_bytes(to_storage(v, t)); };
+  auto add_f32 = [&](const std::vector<float>& v) {
+    return upload_bytes(to_storage(v, DType::F32));
+  };
   std::vector<int> wbuf(groups.size(), -1), bbuf(groups.size(), -1), sbuf(groups.size(), -1);
+  std::vector<int> w2buf(groups.size(), -1), b2buf(groups.size(), -1),
+      se_scratch(groups.size(), -1);
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const OpGroup& grp = groups[gi];
     const Node& n = nodes[grp.head];
     if (grp.kind == OpKind::Conv) {
       const Dims in = nodes[n.inputs[0]].out;
-      const int K = n.out.c, C = in.c / n.groups, R = n.kernel, S = n.kernel;
-      const std::vector<float>& w = tensor_of(weights, n.name + ".weight");
+      const int K = n.out.c, C = in.c / n.groups, R = n.kernel, S = n.kernel_w;
+      const std::vector<float>& w = tensor_of(weights, g, n, 0);
       std::vector<double> scale(K, 1.0), shift(K, 0.0);
       if (n.bias) {
-        const auto& b = tensor_of(weights, n.name + ".bias");
+        const auto& b = tensor_of(weights, g, n, 1);
         for (int k = 0; k < K; ++k) shift[k] = b[k];
       }
       if (grp.bn >= 0) {
-        const BnFold f = fold_bn(weights, nodes[grp.bn]);
+        const BnFold f = fold_bn(weights, g, nodes[grp.bn]);
         for (int k = 0; k < K; ++k)
           shift[k] = f.shift[k] + shift[k] * f.scale[k], scale[k] = f.scale[k];
       }
@@ -185,9 +300,9 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
       wbuf[gi] = add_weights(krsc);
       bbuf[gi] = add_weights(bias);
     } else if (grp.kind == OpKind::Linear) {
-      std::vector<float> w = tensor_of(weights, n.name + ".weight");
+      std::vector<float> w = tensor_of(weights, g, n, 0);
       // A flatten of C x H x W in NHWC storage reads (h, w, c); PyTorch's columns are (c, h, w).
-      const Dims pre = nodes[source(n.inputs[0])].out;
+      const Dims pre = nodes[alias_source(g, n.inputs[0])].out;
       if (pre.h * pre.w > 1) {
         const int out = n.out.c, hw = pre.h * pre.w, C = pre.c;
         std::vector<float> p(w.size());
@@ -198,11 +313,22 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
         w.swap(p);
       }
       wbuf[gi] = add_weights(w);
-      if (n.bias) bbuf[gi] = add_weights(tensor_of(weights, n.name + ".bias"));
+      if (n.bias) bbuf[gi] = add_weights(tensor_of(weights, g, n, 1));
     } else if (grp.kind == OpKind::BatchNorm) {
-      const BnFold f = fold_bn(weights, n);
+      const BnFold f = fold_bn(weights, g, n);
       sbuf[gi] = add_weights(std::vector<float>(f.scale.begin(), f.scale.end()));
       bbuf[gi] = add_weights(std::vector<float>(f.shift.begin(), f.shift.end()));
+    } else if (grp.kind == OpKind::Scale) {  // squeeze-excitation; [out, in, 1, 1] is [out, in]
+      const Node& fc1 = nodes[grp.se_fc1];
+      const Node& fc2 = nodes[grp.se_fc2];
+      wbuf[gi] = add_f32(tensor_of(weights, g, fc1, 0));
+      bbuf[gi] = add_f32(tensor_of(weights, g, fc1, 1));
+      w2buf[gi] = add_f32(tensor_of(weights, g, fc2, 0));
+      b2buf[gi] = add_f32(tensor_of(weights, g, fc2, 1));
+      SeSpec se;
+      se.x = batched(nodes[grp.in[0]].out, N);
+      se.squeeze = fc1.out.c;
+      se_scratch[gi] = arena_.add_weights(se_scratch_bytes(se));  // persistent: zeroed once
     }
   }
 
@@ -211,28 +337,44 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
   for (const PendingUpload& u : uploads)
     CNN_CHECK_CUDA(
         cudaMemcpy(arena_.ptr(u.buffer), u.bytes.data(), u.bytes.size(), cudaMemcpyHostToDevice));
+  for (int id : se_scratch)
+    if (id >= 0) CNN_CHECK_CUDA(cudaMemset(arena_.ptr(id), 0, arena_.size(id)));
 
   // 4. The ops, bound to their buffers.
-  auto ptr = [&](int node) { return arena_.ptr(buffer[source(node)]); };
+  auto ptr = [&](int node) -> void* {
+    const ValueView v = view(node);
+    return static_cast<char*>(arena_.ptr(buffer[v.root])) + size_t(v.offset) * esize;
+  };
+  auto ld_of = [&](int node) { return view(node).ld; };
   auto wptr = [&](int id) -> void* { return id >= 0 ? arena_.ptr(id) : nullptr; };
+  auto fptr = [&](int id) { return static_cast<const float*>(wptr(id)); };
   for (int gi : order) {
     const OpGroup& grp = groups[gi];
     const Node& n = nodes[grp.head];
     const std::string name =
         n.name.empty() ? std::string(op_kind_name(n.kind)) + "#" + std::to_string(grp.head)
                        : n.name;
-    void* y = arena_.ptr(buffer[grp.anchor]);
+    void* y = ptr(grp.anchor);
+    const Dims out = batched(nodes[grp.anchor].out, N);
+    auto packed = [&](int node) {
+      if (ld_of(node) != nodes[node].out.c)
+        throw std::logic_error("compile: " + name + " reads a concat slice");
+    };
+    for (int v : grp.in)
+      if (grp.kind != OpKind::Concat) packed(v);
     switch (grp.kind) {
       case OpKind::Conv: {
         ConvSpec s;
         s.name = name;
         s.x = batched(nodes[n.inputs[0]].out, N);
-        s.y = batched(n.out, N);
-        s.kernel = n.kernel, s.stride = n.stride, s.pad = n.pad, s.dilation = n.dilation;
+        s.y = out;
+        s.kernel = n.kernel, s.kernel_w = n.kernel_w, s.stride = n.stride;
+        s.pad = n.pad, s.pad_w = n.pad_w, s.dilation = n.dilation;
         s.groups = n.groups;
         s.precision = opt.precision;
         s.residual = grp.residual >= 0;
-        s.relu = grp.relu;
+        s.act = act_of(grp.act);
+        s.ld_y = ld_of(grp.anchor);
         ConvBuffers b{ptr(n.inputs[0]), wptr(wbuf[gi]), wptr(bbuf[gi]),
                       s.residual ? ptr(grp.residual) : nullptr, y};
         ops_.push_back(std::make_unique<ConvOp>(s, b));
@@ -245,40 +387,82 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
         s.in_features = nodes[n.inputs[0]].out.c;
         s.out_features = n.out.c;
         s.precision = opt.precision;
-        s.relu = grp.relu;
+        if (grp.act != OpKind::Input && grp.act != OpKind::ReLU)
+          throw std::logic_error("compile: linear takes ReLU only");
+        s.relu = grp.act == OpKind::ReLU;
         ops_.push_back(
             std::make_unique<LinearOp>(s, ptr(n.inputs[0]), wptr(wbuf[gi]), wptr(bbuf[gi]), y));
         break;
       }
       case OpKind::MaxPool:
       case OpKind::AvgPool:
-      case OpKind::GlobalAvgPool: {
+      case OpKind::GlobalAvgPool:
+      case OpKind::AdaptiveAvgPool: {
         PoolSpec s;
         s.x = batched(nodes[n.inputs[0]].out, N);
-        s.y = batched(n.out, N);
+        s.y = out;
         s.kernel = n.kernel, s.stride = n.stride, s.pad = n.pad;
         s.count_include_pad = n.count_include_pad;
+        s.ld_x = ld_of(n.inputs[0]), s.ld_y = ld_of(grp.anchor);
         ops_.push_back(std::make_unique<PoolOp>(name, grp.kind, t, s, ptr(n.inputs[0]), y));
         break;
       }
+      case OpKind::LRN: {
+        LrnSpec s;
+        s.x = out;
+        s.size = n.lrn_size, s.alpha = n.lrn_alpha, s.beta = n.lrn_beta, s.k = n.lrn_k;
+        s.ld_x = ld_of(n.inputs[0]), s.ld_y = ld_of(grp.anchor);
+        ops_.push_back(std::make_unique<LrnOp>(name, t, s, ptr(n.inputs[0]), y));
+        break;
+      }
+      case OpKind::Scale: {
+        SeSpec s;
+        s.x = out;
+        s.squeeze = nodes[grp.se_fc1].out.c;
+        ops_.push_back(std::make_unique<SeOp>(
+            name.find("avgpool") != std::string::npos ? name.substr(0, name.rfind('.')) : name, t,
+            s, ptr(grp.in[0]), fptr(wbuf[gi]), fptr(bbuf[gi]), fptr(w2buf[gi]), fptr(b2buf[gi]),
+            wptr(se_scratch[gi]), y));
+        break;
+      }
+      case OpKind::Concat: {
+        std::vector<ConcatCopyOp::Copy> copies;
+        int offset = 0;
+        for (int v : n.inputs) {
+          const int c = nodes[v].out.c;
+          if (std::find(grp.copies.begin(), grp.copies.end(), v) != grp.copies.end()) {
+            packed(v);
+            copies.push_back({ptr(v), c, static_cast<char*>(y) + size_t(offset) * esize});
+          }
+          offset += c;
+        }
+        ops_.push_back(std::make_unique<ConcatCopyOp>(name, t, int64_t(out.n) * out.h * out.w,
+                                                      ld_of(grp.anchor), std::move(copies)));
+        break;
+      }
       case OpKind::BatchNorm:
-        ops_.push_back(std::make_unique<EpilogueOp>(
-            name, grp.relu ? "batchnorm+relu" : "batchnorm", t, batched(n.out, N), ptr(n.inputs[0]),
-            wptr(sbuf[gi]), wptr(bbuf[gi]), nullptr, grp.relu, y));
+        ops_.push_back(std::make_unique<EpilogueOp>(name, op_label("batchnorm", grp.act), t, out,
+                                                    ptr(n.inputs[0]), wptr(sbuf[gi]),
+                                                    wptr(bbuf[gi]), nullptr, act_of(grp.act), y));
         break;
       case OpKind::Add:
-        ops_.push_back(std::make_unique<EpilogueOp>(name, grp.relu ? "add+relu" : "add", t,
-                                                    batched(n.out, N), ptr(n.inputs[0]), nullptr,
-                                                    nullptr, ptr(n.inputs[1]), grp.relu, y));
+        ops_.push_back(std::make_unique<EpilogueOp>(name, op_label("add", grp.act), t, out,
+                                                    ptr(n.inputs[0]), nullptr, nullptr,
+                                                    ptr(n.inputs[1]), act_of(grp.act), y));
         break;
       case OpKind::ReLU:
-        ops_.push_back(std::make_unique<EpilogueOp>(name, "relu", t, batched(n.out, N),
+      case OpKind::SiLU:
+      case OpKind::Sigmoid:
+        ops_.push_back(std::make_unique<EpilogueOp>(name, op_kind_name(grp.kind), t, out,
                                                     ptr(n.inputs[0]), nullptr, nullptr, nullptr,
-                                                    true, y));
+                                                    act_of(grp.kind), y));
         break;
       default:
-        throw std::logic_error("compile: unexpected op");
+        throw std::logic_error(std::string("compile: no op for ") + op_kind_name(grp.kind));
     }
+    if (ld_of(grp.anchor) != nodes[grp.anchor].out.c && grp.kind != OpKind::Conv &&
+        grp.kind != OpKind::MaxPool && grp.kind != OpKind::AvgPool && grp.kind != OpKind::Concat)
+      throw std::logic_error("compile: " + name + " cannot write a concat slice");
   }
 
   // 5. Engines. Autotune runs layer by layer on a real input, so each layer is timed on the data
@@ -322,8 +506,7 @@ std::vector<std::pair<std::string, double>> Model::verify_layers(int samples, ui
   std::vector<std::pair<std::string, double>> out;
   for (auto& op : ops_) {
     // Poisoned first (NaN), so an output element left unwritten fails.
-    if (op->output())
-      CNN_CHECK_CUDA(cudaMemsetAsync(op->output(), 0xFF, op->output_bytes(), ctx_.stream));
+    op->poison_output(ctx_.stream);
     if (graph) {  // the op alone, captured and replayed
       cudaGraph_t g = nullptr;
       cudaGraphExec_t exec = nullptr;
@@ -363,7 +546,7 @@ std::vector<std::pair<std::string, double>> Model::graph_prefix_check() {
     if (arena_.workspace())
       CNN_CHECK_CUDA(
           cudaMemsetAsync(arena_.workspace(), 0x7F, arena_.workspace_bytes(), ctx_.stream));
-    CNN_CHECK_CUDA(cudaMemsetAsync(last.output(), 0xFF, last.output_bytes(), ctx_.stream));
+    last.poison_output(ctx_.stream);
     CNN_CHECK_CUDA(cudaGraphLaunch(exec, ctx_.stream));
     const std::vector<float> replayed = download(last.output(), count, t);
     cudaGraphExecDestroy(exec);

@@ -28,6 +28,18 @@ const char* op_kind_name(OpKind k) {
       return "flatten";
     case OpKind::Linear:
       return "linear";
+    case OpKind::Concat:
+      return "concat";
+    case OpKind::SiLU:
+      return "silu";
+    case OpKind::Sigmoid:
+      return "sigmoid";
+    case OpKind::Scale:
+      return "scale";
+    case OpKind::LRN:
+      return "lrn";
+    case OpKind::AdaptiveAvgPool:
+      return "adaptive_avgpool";
   }
   return "?";
 }
@@ -54,11 +66,19 @@ int Graph::push(Node n) {
   return int(nodes_.size()) - 1;
 }
 
-int Graph::param(const std::string& name, std::vector<int64_t> shape, bool trainable,
-                 bool integer) {
-  params_.push_back({name, std::move(shape), trainable, integer});
+int Graph::param(const std::string& name, std::vector<int64_t> shape, ParamRole role,
+                 bool trainable, bool integer) {
+  params_.push_back({name, std::move(shape), trainable, integer, role});
   return int(params_.size()) - 1;
 }
+
+namespace {
+// torchvision: "<module>.weight"; MXNet: "<symbol>_weight".
+std::string param_name(ParamStyle style, const std::string& module, const char* torch,
+                       const char* mxnet) {
+  return style == ParamStyle::Torch ? module + "." + torch : module + "_" + mxnet;
+}
+}  // namespace
 
 int Graph::input(int channels, int height, int width) {
   Node n;
@@ -77,12 +97,35 @@ int Graph::conv(int x, const std::string& name, int out_channels, int kernel, in
   n.kind = OpKind::Conv;
   n.name = name;
   n.inputs = {x};
-  n.kernel = kernel, n.stride = stride, n.pad = pad, n.dilation = dilation, n.groups = groups;
+  n.kernel = n.kernel_w = kernel, n.stride = stride, n.pad = n.pad_w = pad;
+  n.dilation = dilation, n.groups = groups;
   n.bias = bias;
   n.out = {1, out_channels, pooled(in.h, kernel, stride, pad, dilation),
            pooled(in.w, kernel, stride, pad, dilation)};
-  n.params.push_back(param(name + ".weight", {out_channels, in.c / groups, kernel, kernel}));
-  if (bias) n.params.push_back(param(name + ".bias", {out_channels}));
+  n.params.push_back(param(param_name(style_, name, "weight", "weight"),
+                           {out_channels, in.c / groups, kernel, kernel}, ParamRole::Weight));
+  if (bias)
+    n.params.push_back(
+        param(param_name(style_, name, "bias", "bias"), {out_channels}, ParamRole::Bias));
+  return push(n);
+}
+
+int Graph::conv_rect(int x, const std::string& name, int out_channels, int kernel_h, int kernel_w,
+                     int stride, int pad_h, int pad_w, bool bias) {
+  const Dims in = node(x).out;
+  Node n;
+  n.kind = OpKind::Conv;
+  n.name = name;
+  n.inputs = {x};
+  n.kernel = kernel_h, n.kernel_w = kernel_w, n.stride = stride, n.pad = pad_h, n.pad_w = pad_w;
+  n.bias = bias;
+  n.out = {1, out_channels, pooled(in.h, kernel_h, stride, pad_h),
+           pooled(in.w, kernel_w, stride, pad_w)};
+  n.params.push_back(param(param_name(style_, name, "weight", "weight"),
+                           {out_channels, in.c, kernel_h, kernel_w}, ParamRole::Weight));
+  if (bias)
+    n.params.push_back(
+        param(param_name(style_, name, "bias", "bias"), {out_channels}, ParamRole::Bias));
   return push(n);
 }
 
@@ -94,17 +137,76 @@ int Graph::batchnorm(int x, const std::string& name, double eps) {
   n.out = node(x).out;
   n.eps = eps;
   const int64_t c = n.out.c;
-  n.params = {param(name + ".weight", {c}), param(name + ".bias", {c}),
-              param(name + ".running_mean", {c}, false), param(name + ".running_var", {c}, false),
-              param(name + ".num_batches_tracked", {}, false, true)};
+  n.params = {
+      param(param_name(style_, name, "weight", "gamma"), {c}, ParamRole::Weight),
+      param(param_name(style_, name, "bias", "beta"), {c}, ParamRole::Bias),
+      param(param_name(style_, name, "running_mean", "moving_mean"), {c}, ParamRole::BnMean, false),
+      param(param_name(style_, name, "running_var", "moving_var"), {c}, ParamRole::BnVar, false)};
+  if (style_ == ParamStyle::Torch)  // MXNet keeps no counter
+    n.params.push_back(param(name + ".num_batches_tracked", {}, ParamRole::BnCount, false, true));
+  return push(n);
+}
+
+int Graph::unary(OpKind kind, int x) {
+  Node n;
+  n.kind = kind;
+  n.inputs = {x};
+  n.out = node(x).out;
   return push(n);
 }
 
 int Graph::relu(int x) {
+  return unary(OpKind::ReLU, x);
+}
+int Graph::silu(int x) {
+  return unary(OpKind::SiLU, x);
+}
+int Graph::sigmoid(int x) {
+  return unary(OpKind::Sigmoid, x);
+}
+
+int Graph::scale(int x, int gate) {
+  const Dims dx = node(x).out, dg = node(gate).out;
+  if (dg.c != dx.c || dg.h != 1 || dg.w != 1) throw std::logic_error("scale: gate shape");
   Node n;
-  n.kind = OpKind::ReLU;
+  n.kind = OpKind::Scale;
+  n.inputs = {x, gate};
+  n.out = dx;
+  return push(n);
+}
+
+int Graph::concat(const std::vector<int>& xs, const std::string& name) {
+  if (xs.empty()) throw std::logic_error("concat: no inputs");
+  Node n;
+  n.kind = OpKind::Concat;
+  n.name = name;
+  n.inputs = xs;
+  n.out = node(xs[0]).out;
+  n.out.c = 0;
+  for (int x : xs) {
+    const Dims d = node(x).out;
+    if (d.h != n.out.h || d.w != n.out.w) throw std::logic_error("concat: spatial mismatch");
+    n.out.c += d.c;
+  }
+  return push(n);
+}
+
+int Graph::lrn(int x, int size, double alpha, double beta, double k, const std::string& name) {
+  Node n;
+  n.kind = OpKind::LRN;
+  n.name = name;
   n.inputs = {x};
   n.out = node(x).out;
+  n.lrn_size = size, n.lrn_alpha = alpha, n.lrn_beta = beta, n.lrn_k = k;
+  return push(n);
+}
+
+int Graph::adaptive_avgpool(int x, int out_h, int out_w, const std::string& name) {
+  Node n;
+  n.kind = OpKind::AdaptiveAvgPool;
+  n.name = name;
+  n.inputs = {x};
+  n.out = {1, node(x).out.c, out_h, out_w};
   return push(n);
 }
 
@@ -124,7 +226,7 @@ int Graph::maxpool(int x, int kernel, int stride, int pad, const std::string& na
   n.kind = OpKind::MaxPool;
   n.name = name;
   n.inputs = {x};
-  n.kernel = kernel, n.stride = stride, n.pad = pad;
+  n.kernel = n.kernel_w = kernel, n.stride = stride, n.pad = n.pad_w = pad;
   n.out = {1, in.c, pooled(in.h, kernel, stride, pad), pooled(in.w, kernel, stride, pad)};
   return push(n);
 }
@@ -134,7 +236,7 @@ int Graph::avgpool(int x, int kernel, int stride, int pad, bool count_include_pa
   Node n;
   n.kind = OpKind::AvgPool;
   n.inputs = {x};
-  n.kernel = kernel, n.stride = stride, n.pad = pad;
+  n.kernel = n.kernel_w = kernel, n.stride = stride, n.pad = n.pad_w = pad;
   n.count_include_pad = count_include_pad;
   n.out = {1, in.c, pooled(in.h, kernel, stride, pad), pooled(in.w, kernel, stride, pad)};
   return push(n);
@@ -167,8 +269,11 @@ int Graph::linear(int x, const std::string& name, int out_features, bool bias) {
   n.inputs = {x};
   n.bias = bias;
   n.out = {1, out_features, 1, 1};
-  n.params.push_back(param(name + ".weight", {out_features, in.c}));
-  if (bias) n.params.push_back(param(name + ".bias", {out_features}));
+  n.params.push_back(
+      param(param_name(style_, name, "weight", "weight"), {out_features, in.c}, ParamRole::Weight));
+  if (bias)
+    n.params.push_back(
+        param(param_name(style_, name, "bias", "bias"), {out_features}, ParamRole::Bias));
   return push(n);
 }
 
@@ -191,7 +296,7 @@ int64_t Graph::macs() const {
   for (const Node& n : nodes_) {
     if (n.kind == OpKind::Conv) {
       const int cin = node(n.inputs[0]).out.c;
-      total += n.out.numel() * int64_t(cin / n.groups) * n.kernel * n.kernel;
+      total += n.out.numel() * int64_t(cin / n.groups) * n.kernel * n.kernel_w;
     } else if (n.kind == OpKind::Linear) {
       total += int64_t(node(n.inputs[0]).out.c) * n.out.c;
     }

@@ -23,17 +23,31 @@ enum class OpKind {
   AvgPool,
   GlobalAvgPool,
   Flatten,
-  Linear
+  Linear,
+  Concat,  // along channels, inputs in order
+  SiLU,    // x * sigmoid(x)
+  Sigmoid,
+  Scale,            // x * gate, gate [C, 1, 1] per image (squeeze-excitation)
+  LRN,              // cross-channel local response normalization
+  AdaptiveAvgPool,  // to out.h x out.w, PyTorch's bins
 };
 const char* op_kind_name(OpKind k);
 
+// What a parameter is to its layer, whatever the naming style calls it.
+enum class ParamRole { Weight, Bias, BnMean, BnVar, BnCount };
+
+// How a network names its parameters: torchvision's state_dict ("features.0.weight",
+// "bn1.running_mean") or MXNet's arg/aux params ("conv_3a_1x1_weight", "bn_1_moving_var").
+enum class ParamStyle { Torch, MXNet };
+
 // One state_dict entry. Buffers (BatchNorm statistics) are not trainable; num_batches_tracked is a
-// buffer that inference never reads.
+// buffer that inference never reads. A BatchNorm's gamma and beta have roles Weight and Bias.
 struct ParamSpec {
   std::string name;
   std::vector<int64_t> shape;
   bool trainable = true;
   bool integer = false;  // int64 (num_batches_tracked)
+  ParamRole role = ParamRole::Weight;
   int64_t numel() const;
 };
 
@@ -42,22 +56,32 @@ struct Node {
   std::string name;         // module path: "layer3.2.conv2"; empty for unnamed ops
   std::vector<int> inputs;  // node ids
   Dims out;                 // per image: out.n == 1
-  // Conv and pooling geometry.
-  int kernel = 1, stride = 1, pad = 0, dilation = 1, groups = 1;
+  // Conv and pooling geometry: kernel and pad are the height's; kernel_w and pad_w the width's
+  // (equal to them but for Inception-v3's 1x7 / 7x1 convs).
+  int kernel = 1, kernel_w = 1, stride = 1, pad = 0, pad_w = 0, dilation = 1, groups = 1;
   bool bias = false;              // Conv / Linear
   bool count_include_pad = true;  // AvgPool
   double eps = 1e-5;              // BatchNorm
-  std::vector<int> params;        // indices into Graph::params()
+  // LRN: y = x / (lrn_k + lrn_alpha / lrn_size * sum of squares over lrn_size channels)^lrn_beta
+  int lrn_size = 5;
+  double lrn_alpha = 1e-4, lrn_beta = 0.75, lrn_k = 2.0;
+  // Parameters by role, indices into Graph::params(): conv and linear [weight, bias?]; BatchNorm
+  // [weight (gamma), bias (beta), running mean, running var, num_batches_tracked (torch only)].
+  std::vector<int> params;
 };
 
 class Graph {
  public:
-  explicit Graph(std::string name) : name_(std::move(name)) {}
+  explicit Graph(std::string name, ParamStyle style = ParamStyle::Torch)
+      : name_(std::move(name)), style_(style) {}
 
   // Builder verbs. Each returns the new node's id.
   int input(int channels, int height, int width);
   int conv(int x, const std::string& name, int out_channels, int kernel, int stride = 1,
            int pad = 0, bool bias = false, int groups = 1, int dilation = 1);
+  // A rectangular kernel (kernel_h x kernel_w) with its own padding per side pair.
+  int conv_rect(int x, const std::string& name, int out_channels, int kernel_h, int kernel_w,
+                int stride, int pad_h, int pad_w, bool bias = false);
   int batchnorm(int x, const std::string& name, double eps = 1e-5);
   int relu(int x);
   int add(int a, int b);
@@ -66,12 +90,19 @@ class Graph {
   int global_avgpool(int x, const std::string& name = "");
   int flatten(int x);
   int linear(int x, const std::string& name, int out_features, bool bias = true);
+  int concat(const std::vector<int>& xs, const std::string& name = "");
+  int silu(int x);
+  int sigmoid(int x);
+  int scale(int x, int gate);  // x [C,H,W] times gate [C,1,1]
+  int lrn(int x, int size, double alpha, double beta, double k, const std::string& name = "");
+  int adaptive_avgpool(int x, int out_h, int out_w, const std::string& name = "");
   // conv (no bias) -> BatchNorm -> optional ReLU, named like torchvision's modules.
   int conv_bn(int x, const std::string& conv_name, const std::string& bn_name, int out_channels,
               int kernel, int stride, int pad, bool relu_after, double eps = 1e-5);
   void set_output(int id) { output_ = id; }
 
   const std::string& name() const { return name_; }
+  ParamStyle style() const { return style_; }
   const std::vector<Node>& nodes() const { return nodes_; }
   const Node& node(int id) const { return nodes_.at(id); }
   const std::vector<ParamSpec>& params() const { return params_; }
@@ -85,9 +116,11 @@ class Graph {
 
  private:
   int push(Node n);
-  int param(const std::string& name, std::vector<int64_t> shape, bool trainable = true,
-            bool integer = false);
+  int param(const std::string& name, std::vector<int64_t> shape, ParamRole role,
+            bool trainable = true, bool integer = false);
+  int unary(OpKind kind, int x);
   std::string name_;
+  ParamStyle style_;
   std::vector<Node> nodes_;
   std::vector<ParamSpec> params_;
   int output_ = -1;

@@ -1,41 +1,135 @@
 #include "networks/registry.h"
 
+#include <cctype>
+#include <cstdio>
+
 #include "harness/check.h"
 #include "networks/resnet.h"
+#include "networks/zoo.h"
 
 namespace cnnbench {
 
+namespace {
+
+template <int kDepth, bool kBn>
+Graph vgg_of(int size, int classes) {
+  return vgg(kDepth, kBn, size, classes);
+}
+template <int kVariant>
+Graph efficientnet_of(int size, int classes) {
+  return efficientnet(kVariant, size, classes);
+}
+Graph inception_v3_inference(int size, int classes) {
+  return inception_v3(size, classes, false);
+}
+Graph resnet50_of(int size, int classes) {
+  return build_resnet("resnet50", {3, 4, 6, 3}, size, classes);
+}
+Graph resnet152_of(int size, int classes) {
+  return build_resnet("resnet152", {3, 8, 36, 3}, size, classes);
+}
+
+// "ResNet-50" -> "resnet50".
+std::string normalized(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    if (c != '-' && c != '_' && c != ' ') out += char(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
 const std::vector<NetworkInfo>& network_registry() {
-  // ResNet's minimum: the 224-pixel design divides by 32 before the global pool.
+  // Minimum input sizes: torchvision's min_size metadata where it has one (AlexNet 63, VGG and
+  // ResNet 32, Inception-v3 75; EfficientNet: 32, like the other stride-32 designs); for the
+  // MXNet symbols the smallest square input every layer keeps non-empty (the test builds each).
   static const std::vector<NetworkInfo> registry = {
-      {"resnet50", {224, 32}, &resnet50},
-      {"resnet152", {224, 32}, &resnet152},
+      {"alexnet", {}, "torchvision alexnet (one weird trick)", {224, 63}, &alexnet, {}},
+      {"alexnet_lrn",
+       {"alexnet-mxnet", "alexnet_original"},
+       "MXNet symbols/alexnet.py (LRN, 96 filters, no groups)",
+       {227, 51},
+       &alexnet_lrn,
+       {}},
+      {"vgg16", {}, "torchvision vgg16", {224, 32}, &vgg_of<16, false>, {}},
+      {"vgg16_bn", {}, "torchvision vgg16_bn", {224, 32}, &vgg_of<16, true>, {}},
+      {"vgg19", {}, "torchvision vgg19", {224, 32}, &vgg_of<19, false>, {}},
+      {"vgg19_bn", {}, "torchvision vgg19_bn", {224, 32}, &vgg_of<19, true>, {}},
+      {"inception_bn",
+       {"bn-inception", "inception-bn-mxnet"},
+       "MXNet symbols/inception-bn.py",
+       {224, 205},
+       &inception_bn,
+       {}},
+      {"inception_v3",
+       {},
+       "torchvision inception_v3 (no AuxLogits, no transform_input)",
+       {299, 75},
+       &inception_v3_inference,
+       {"AuxLogits."}},
+      {"resnet50", {}, "torchvision resnet50 (v1.5)", {224, 32}, &resnet50_of, {}},
+      {"resnet152", {}, "torchvision resnet152 (v1.5)", {224, 32}, &resnet152_of, {}},
+      {"efficientnet_b0", {}, "torchvision efficientnet_b0", {224, 32}, &efficientnet_of<0>, {}},
+      {"efficientnet_b1", {}, "torchvision efficientnet_b1", {240, 32}, &efficientnet_of<1>, {}},
+      {"efficientnet_b2", {}, "torchvision efficientnet_b2", {260, 32}, &efficientnet_of<2>, {}},
+      {"efficientnet_b3", {}, "torchvision efficientnet_b3", {300, 32}, &efficientnet_of<3>, {}},
+      {"efficientnet_b4", {}, "torchvision efficientnet_b4", {380, 32}, &efficientnet_of<4>, {}},
+      {"efficientnet_b5", {}, "torchvision efficientnet_b5", {456, 32}, &efficientnet_of<5>, {}},
+      {"efficientnet_b6", {}, "torchvision efficientnet_b6", {528, 32}, &efficientnet_of<6>, {}},
+      {"efficientnet_b7", {}, "torchvision efficientnet_b7", {600, 32}, &efficientnet_of<7>, {}},
   };
   return registry;
 }
 
 const NetworkInfo& find_network(const std::string& name) {
+  const std::string key = normalized(name);
   std::string valid;
   for (const NetworkInfo& n : network_registry()) {
-    if (n.name == name) return n;
+    if (normalized(n.name) == key) return n;
+    for (const std::string& a : n.aliases)
+      if (normalized(a) == key) return n;
     valid += (valid.empty() ? "" : ", ") + n.name;
   }
-  throw UserError("unknown network '" + name + "': valid networks are " + valid);
+  throw UserError("unknown network '" + name + "': valid networks are " + valid +
+                  " (case, '-' and '_' do not matter: resnet-50 is resnet50)");
 }
 
-Graph build_network(const std::string& name, int input_size) {
+Graph build_network(const std::string& name, int input_size, int num_classes) {
   const NetworkInfo& info = find_network(name);
   if (input_size == 0) input_size = info.limits.default_input_size;
   if (input_size < info.limits.min_input_size)
-    throw UserError("input size " + std::to_string(input_size) + " is too small for " + name +
+    throw UserError("input size " + std::to_string(input_size) + " is too small for " + info.name +
                     ": the minimum is " + std::to_string(info.limits.min_input_size));
-  return info.build(input_size);
+  if (num_classes < 1)
+    throw UserError("num_classes " + std::to_string(num_classes) + " for " + info.name +
+                    " must be at least 1");
+  return info.build(input_size, num_classes);
 }
 
 ConfigSchema config_schema() {
   ConfigSchema schema;
-  for (const NetworkInfo& n : network_registry()) schema.networks[n.name] = n.limits;
+  for (const NetworkInfo& n : network_registry()) {
+    schema.networks[n.name] = n.limits;
+    schema.aliases[normalized(n.name)] = n.name;
+    for (const std::string& a : n.aliases) schema.aliases[normalized(a)] = n.name;
+  }
   return schema;
+}
+
+std::string network_table() {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-16s %6s %14s %9s  %s\n", "network", "input", "parameters",
+                "GMACs", "definition");
+  out += line;
+  for (const NetworkInfo& n : network_registry()) {
+    const Graph g = n.build(n.limits.default_input_size, 1000);
+    std::snprintf(line, sizeof line, "%-16s %6d %14lld %9.3f  %s\n", n.name.c_str(),
+                  n.limits.default_input_size, static_cast<long long>(g.num_parameters()),
+                  double(g.macs()) / 1e9, n.description.c_str());
+    out += line;
+  }
+  return out;
 }
 
 }  // namespace cnnbench

@@ -10,14 +10,24 @@
 namespace cnnbench {
 
 struct NetworkInfo {
-  std::string name;
+  std::string name;                  // canonical: the name in benchmark names and JSON
+  std::vector<std::string> aliases;  // other spellings users type ("resnet-50", "vgg-16")
+  std::string description;           // where its definition comes from
   NetworkLimits limits;
-  Graph (*build)(int input_size);
+  Graph (*build)(int input_size, int num_classes);
+  // state_dict entries that a checkpoint may hold but inference never reads (Inception-v3's
+  // AuxLogits): accepted and ignored by the weights loader.
+  std::vector<std::string> training_only_prefixes;
 };
 
 const std::vector<NetworkInfo>& network_registry();
-const NetworkInfo& find_network(const std::string& name);  // UserError listing the valid names
-Graph build_network(const std::string& name, int input_size = 0);  // 0: the network's default
+// By canonical name or alias, ignoring case, '-' and '_' ("ResNet-50" is resnet50); UserError
+// listing the valid names otherwise.
+const NetworkInfo& find_network(const std::string& name);
+// 0: the network's default input size.
+Graph build_network(const std::string& name, int input_size = 0, int num_classes = 1000);
 ConfigSchema config_schema();
+// `cnnbench --list`: one row per network with its input size, parameters and GMACs.
+std::string network_table();
 
 }  // namespace cnnbench

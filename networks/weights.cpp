@@ -23,11 +23,6 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::string shape_str(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
@@ -57,13 +52,13 @@ HostWeights random_weights(const Graph& g, uint64_t seed) {
       float lo = -1, hi = 1;
       if (n.kind == OpKind::Conv || n.kind == OpKind::Linear) {
         const int64_t fan_in = n.kind == OpKind::Conv ? p.numel() / p.shape[0] : p.shape.back();
-        const bool is_bias = ends_with(p.name, ".bias");
+        const bool is_bias = p.role == ParamRole::Bias;
         const float bound = is_bias ? float(1.0 / std::sqrt(double(fan_in)))
                                     : float(std::sqrt(6.0 / double(fan_in)));
         lo = -bound, hi = bound;
-      } else if (ends_with(p.name, ".weight")) {
+      } else if (p.role == ParamRole::Weight) {
         lo = 0.5f, hi = 1.0f;
-      } else if (ends_with(p.name, ".running_var")) {
+      } else if (p.role == ParamRole::BnVar) {
         lo = 0.5f, hi = 1.5f;
       } else {
         lo = -0.1f, hi = 0.1f;
@@ -74,7 +69,8 @@ HostWeights random_weights(const Graph& g, uint64_t seed) {
   return w;
 }
 
-HostWeights load_weights(const Graph& g, const std::string& path) {
+HostWeights load_weights(const Graph& g, const std::string& path,
+                         const std::vector<std::string>& ignored_prefixes) {
   const SafetensorsFile file = SafetensorsFile::load(path);
   HostWeights w;
   std::set<std::string> known;
@@ -90,8 +86,13 @@ HostWeights load_weights(const Graph& g, const std::string& path) {
                       shape_str(info.shape) + " but " + g.name() + " needs " + shape_str(p.shape));
     w[p.name] = file.to_float(p.name);
   }
+  auto ignored = [&](const std::string& name) {
+    for (const std::string& p : ignored_prefixes)
+      if (name.rfind(p, 0) == 0) return true;
+    return false;
+  };
   for (const auto& entry : file.tensors())
-    if (!known.count(entry.first))
+    if (!known.count(entry.first) && !ignored(entry.first))
       throw UserError("weights file " + path + " holds tensor '" + entry.first + "' that " +
                       g.name() + " does not have");
   return w;

@@ -22,7 +22,9 @@ HostWeights random_weights(const Graph& g, uint64_t seed);
 // Loads a state_dict. Every tensor the graph needs must be there with its exact shape and a float
 // dtype; num_batches_tracked may be present or absent; any tensor the graph does not know is an
 // error. Each problem is a UserError naming the file and the tensor (and both shapes).
-HostWeights load_weights(const Graph& g, const std::string& path);
+// Tensors under one of `ignored_prefixes` (a training-only head) are accepted and left out.
+HostWeights load_weights(const Graph& g, const std::string& path,
+                         const std::vector<std::string>& ignored_prefixes = {});
 
 // Deterministic uniform floats in [lo, hi) from (seed, name): also used for inputs.
 std::vector<float> random_uniform(uint64_t seed, const std::string& name, size_t count, float lo,

@@ -10,6 +10,7 @@
 #include "gpu_util.h"
 #include "harness/arena.h"
 #include "harness/runner.h"
+#include "networks/registry.h"
 #include "networks/resnet.h"
 
 using namespace cnnbench;
@@ -17,10 +18,14 @@ using namespace cnnbench::test;
 
 namespace {
 
-// Runs the graph node by node in double, NCHW, from torchvision-layout weights.
+// Runs the graph node by node in double, NCHW, from torchvision-layout weights (looked up by
+// each node's parameter roles, so MXNet-named graphs run too).
 std::vector<double> interpret(const Graph& g, const HostWeights& w, const std::vector<float>& x,
                               int batch) {
   const auto& nodes = g.nodes();
+  auto param = [&](const Node& n, size_t i) -> const std::vector<float>& {
+    return w.at(g.params()[n.params[i]].name);
+  };
   std::vector<std::vector<double>> v(nodes.size());
   for (size_t id = 0; id < nodes.size(); ++id) {
     const Node& n = nodes[id];
@@ -34,33 +39,39 @@ std::vector<double> interpret(const Graph& g, const HostWeights& w, const std::v
     }
     const std::vector<double>& a = v[n.inputs[0]];
     const Dims in = nodes[n.inputs[0]].out;
+    auto at = [&](const std::vector<double>& t, const Dims& d, int b, int c, int h, int ww) {
+      return t[((size_t(b) * d.c + c) * d.h + h) * d.w + ww];
+    };
+    auto out = [&](int b, int c, int h, int ww) -> double& {
+      return y[((size_t(b) * o.c + c) * o.h + h) * o.w + ww];
+    };
     switch (n.kind) {
       case OpKind::Conv: {
-        const auto& W = w.at(n.name + ".weight");
-        const int K = n.kernel;
+        const auto& W = param(n, 0);
+        const int R = n.kernel, S = n.kernel_w, cg = in.c / n.groups, kg = o.c / n.groups;
         for (int b = 0; b < batch; ++b)
           for (int k = 0; k < o.c; ++k)
             for (int oh = 0; oh < o.h; ++oh)
               for (int ow = 0; ow < o.w; ++ow) {
-                double acc = n.bias ? w.at(n.name + ".bias")[k] : 0.0;
-                for (int c = 0; c < in.c; ++c)
-                  for (int r = 0; r < K; ++r) {
+                double acc = n.bias ? param(n, 1)[k] : 0.0;
+                const int g0 = (k / kg) * cg;
+                for (int c = 0; c < cg; ++c)
+                  for (int r = 0; r < R; ++r) {
                     const int ih = oh * n.stride - n.pad + r;
                     if (ih < 0 || ih >= in.h) continue;
-                    for (int q = 0; q < K; ++q) {
-                      const int iw = ow * n.stride - n.pad + q;
+                    for (int q = 0; q < S; ++q) {
+                      const int iw = ow * n.stride - n.pad_w + q;
                       if (iw < 0 || iw >= in.w) continue;
-                      acc += a[((size_t(b) * in.c + c) * in.h + ih) * in.w + iw] *
-                             W[((size_t(k) * in.c + c) * K + r) * K + q];
+                      acc +=
+                          at(a, in, b, g0 + c, ih, iw) * W[((size_t(k) * cg + c) * R + r) * S + q];
                     }
                   }
-                y[((size_t(b) * o.c + k) * o.h + oh) * o.w + ow] = acc;
+                out(b, k, oh, ow) = acc;
               }
         break;
       }
       case OpKind::BatchNorm: {
-        const auto &ga = w.at(n.name + ".weight"), &be = w.at(n.name + ".bias"),
-                   &mu = w.at(n.name + ".running_mean"), &va = w.at(n.name + ".running_var");
+        const auto &ga = param(n, 0), &be = param(n, 1), &mu = param(n, 2), &va = param(n, 3);
         for (size_t i = 0; i < y.size(); ++i) {
           const int c = int((i / (size_t(o.h) * o.w)) % o.c);
           y[i] = (a[i] - mu[c]) / std::sqrt(double(va[c]) + n.eps) * ga[c] + be[c];
@@ -70,22 +81,70 @@ std::vector<double> interpret(const Graph& g, const HostWeights& w, const std::v
       case OpKind::ReLU:
         for (size_t i = 0; i < y.size(); ++i) y[i] = std::max(a[i], 0.0);
         break;
+      case OpKind::SiLU:
+        for (size_t i = 0; i < y.size(); ++i) y[i] = a[i] / (1.0 + std::exp(-a[i]));
+        break;
+      case OpKind::Sigmoid:
+        for (size_t i = 0; i < y.size(); ++i) y[i] = 1.0 / (1.0 + std::exp(-a[i]));
+        break;
       case OpKind::Add:
         for (size_t i = 0; i < y.size(); ++i) y[i] = a[i] + v[n.inputs[1]][i];
         break;
+      case OpKind::Scale: {
+        const std::vector<double>& gate = v[n.inputs[1]];
+        for (size_t i = 0; i < y.size(); ++i) {
+          const size_t bc = i / (size_t(o.h) * o.w);  // b * C + c
+          y[i] = a[i] * gate[bc];
+        }
+        break;
+      }
+      case OpKind::Concat: {
+        int c0 = 0;
+        for (int src : n.inputs) {
+          const Dims d = nodes[src].out;
+          for (int b = 0; b < batch; ++b)
+            for (int c = 0; c < d.c; ++c)
+              for (int h = 0; h < d.h; ++h)
+                for (int ww = 0; ww < d.w; ++ww) out(b, c0 + c, h, ww) = at(v[src], d, b, c, h, ww);
+          c0 += d.c;
+        }
+        break;
+      }
+      case OpKind::LRN:
+        for (int b = 0; b < batch; ++b)
+          for (int c = 0; c < o.c; ++c)
+            for (int h = 0; h < o.h; ++h)
+              for (int ww = 0; ww < o.w; ++ww) {
+                double sq = 0;
+                for (int j = c - (n.lrn_size - 1) / 2; j <= c + n.lrn_size / 2; ++j)
+                  if (j >= 0 && j < o.c) sq += at(a, in, b, j, h, ww) * at(a, in, b, j, h, ww);
+                out(b, c, h, ww) = at(a, in, b, c, h, ww) /
+                                   std::pow(n.lrn_k + n.lrn_alpha / n.lrn_size * sq, n.lrn_beta);
+              }
+        break;
       case OpKind::MaxPool:
+      case OpKind::AvgPool:
         for (int b = 0; b < batch; ++b)
           for (int c = 0; c < o.c; ++c)
             for (int oh = 0; oh < o.h; ++oh)
               for (int ow = 0; ow < o.w; ++ow) {
-                double m = -DBL_MAX;
+                double m = -DBL_MAX, s = 0;
+                int count = 0;
                 for (int r = 0; r < n.kernel; ++r)
                   for (int q = 0; q < n.kernel; ++q) {
                     const int ih = oh * n.stride - n.pad + r, iw = ow * n.stride - n.pad + q;
-                    if (ih >= 0 && ih < in.h && iw >= 0 && iw < in.w)
-                      m = std::max(m, a[((size_t(b) * in.c + c) * in.h + ih) * in.w + iw]);
+                    if (ih >= 0 && ih < in.h && iw >= 0 && iw < in.w) {
+                      m = std::max(m, at(a, in, b, c, ih, iw));
+                      s += at(a, in, b, c, ih, iw);
+                      ++count;
+                    }
                   }
-                y[((size_t(b) * o.c + c) * o.h + oh) * o.w + ow] = m;
+                const int h0 = oh * n.stride - n.pad, w0 = ow * n.stride - n.pad;
+                const int padded = (std::min(h0 + n.kernel, in.h + n.pad) - h0) *
+                                   (std::min(w0 + n.kernel, in.w + n.pad) - w0);
+                out(b, c, oh, ow) = n.kind == OpKind::MaxPool
+                                        ? m
+                                        : s / (n.count_include_pad ? padded : std::max(count, 1));
               }
         break;
       case OpKind::GlobalAvgPool:
@@ -96,14 +155,27 @@ std::vector<double> interpret(const Graph& g, const HostWeights& w, const std::v
             y[size_t(b) * o.c + c] = s / (in.h * in.w);
           }
         break;
+      case OpKind::AdaptiveAvgPool:
+        for (int b = 0; b < batch; ++b)
+          for (int c = 0; c < o.c; ++c)
+            for (int oh = 0; oh < o.h; ++oh)
+              for (int ow = 0; ow < o.w; ++ow) {
+                const int h0 = oh * in.h / o.h, h1 = ((oh + 1) * in.h + o.h - 1) / o.h;
+                const int w0 = ow * in.w / o.w, w1 = ((ow + 1) * in.w + o.w - 1) / o.w;
+                double s = 0;
+                for (int h = h0; h < h1; ++h)
+                  for (int ww = w0; ww < w1; ++ww) s += at(a, in, b, c, h, ww);
+                out(b, c, oh, ow) = s / ((h1 - h0) * (w1 - w0));
+              }
+        break;
       case OpKind::Flatten:
         y = a;
         break;
       case OpKind::Linear: {
-        const auto& W = w.at(n.name + ".weight");
+        const auto& W = param(n, 0);
         for (int b = 0; b < batch; ++b)
           for (int k = 0; k < o.c; ++k) {
-            double acc = n.bias ? w.at(n.name + ".bias")[k] : 0.0;
+            double acc = n.bias ? param(n, 1)[k] : 0.0;
             for (int i = 0; i < in.c; ++i) acc += a[size_t(b) * in.c + i] * W[size_t(k) * in.c + i];
             y[size_t(b) * o.c + k] = acc;
           }
@@ -114,6 +186,37 @@ std::vector<double> interpret(const Graph& g, const HostWeights& w, const std::v
     }
   }
   return v[g.output()];
+}
+
+// Every op kind of the zoo in one small network: an MXNet-style LRN stem, an Inception block
+// whose concat nests another and takes a pool branch, 1x7 / 7x1 convs, an MBConv with depthwise
+// conv, squeeze-excitation and a residual, a non-trivial adaptive pool, and a ReLU classifier.
+Graph mixed_ops_net() {
+  Graph g("mixed_ops");
+  int x = g.input(3, 33, 33);
+  x = g.relu(g.conv(x, "stem", 24, 5, 2, 1, true));                     // 16x16, bias + relu
+  x = g.maxpool(g.lrn(x, 5, 1e-2, 0.75, 2.0, "lrn"), 3, 2, 1, "pool");  // 8x8
+  const int b1 = g.conv_bn(x, "b1.conv", "b1.bn", 16, 1, 1, 0, true);
+  int b7 = g.conv_rect(x, "b7a.conv", 16, 1, 7, 1, 0, 3);
+  b7 = g.relu(g.batchnorm(b7, "b7a.bn", 1e-3));
+  const int b7x = g.relu(g.conv_rect(b7, "b7b.conv", 8, 7, 1, 1, 3, 0, true));
+  const int b7y = g.relu(g.conv_rect(b7, "b7c.conv", 8, 1, 3, 1, 0, 1, true));
+  const int bp = g.maxpool(x, 3, 1, 1, "bpool");
+  const int ba = g.conv(g.avgpool(x, 3, 1, 1, true), "bavg", 8, 1, 1, 0, true);
+  x = g.concat({b1, g.concat({b7x, b7y}), bp, ba}, "mixed");  // 16 + 16 + 24 + 8 = 64
+  // MBConv: expand 64 -> 128, depthwise 3x3, SE (squeeze 16), project back to 64, residual.
+  int y = g.silu(g.batchnorm(g.conv(x, "mb.expand", 128, 1), "mb.expand_bn"));
+  y = g.silu(g.batchnorm(g.conv(y, "mb.dw", 128, 3, 1, 1, false, 128), "mb.dw_bn"));
+  int s = g.global_avgpool(y, "mb.se.avgpool");
+  s = g.sigmoid(
+      g.conv(g.silu(g.conv(s, "mb.se.fc1", 16, 1, 1, 0, true)), "mb.se.fc2", 128, 1, 1, 0, true));
+  y = g.scale(y, s);
+  y = g.batchnorm(g.conv(y, "mb.project", 64, 1), "mb.project_bn");
+  x = g.add(y, x);
+  x = g.flatten(g.adaptive_avgpool(x, 3, 3, "avgpool"));  // 8x8 -> 3x3: overlapping bins
+  x = g.relu(g.linear(x, "fc1", 32));
+  g.set_output(g.linear(x, "fc2", 10));
+  return g;
 }
 
 size_t device_free() {
@@ -146,6 +249,37 @@ TEST(GpuNetwork, SmallResNetMatchesCpuInterpreter) {
     // Errors compound over layers: ten times the single-op tolerance (fp32: 1e-4).
     EXPECT_LT(err, 10 * tolerance(p)) << precision_name(p);
   }
+}
+
+TEST(GpuNetwork, MixedOpsNetMatchesCpuInterpreter) {
+  const Graph g = mixed_ops_net();
+  const int batch = 3;
+  const HostWeights w = random_weights(g, uint64_t(std::random_device{}()));
+  std::mt19937 rng(std::random_device{}());
+  const std::vector<float> x = random_vector(size_t(batch) * 3 * 33 * 33, rng);
+  const std::vector<double> ref = interpret(g, w, x, batch);
+  GpuContext ctx;
+  for (EngineMode mode : {EngineMode::Heuristic, EngineMode::Autotune})
+    for (Precision p : {Precision::FP32, Precision::TF32, Precision::FP16, Precision::BF16}) {
+      CompileOptions opt;
+      opt.precision = p;
+      opt.batch = batch;
+      opt.engine = mode;
+      Model m(ctx, g, w, opt);
+      m.set_input(x);
+      Runner r(m, ctx);
+      r.launch(false);
+      const std::vector<float> eager = m.output();
+      r.launch(true);
+      const std::vector<float> replay = m.output();
+      const double err = rel_l2(replay, ref);
+      std::printf("  mixed ops %s %s: rel_l2 %.2e\n", precision_name(p), engine_mode_name(mode),
+                  err);
+      EXPECT_LT(err, 10 * tolerance(p)) << precision_name(p);
+      EXPECT_EQ(replay, eager) << precision_name(p);
+      for (const auto& [name, e] : m.verify_layers(256, 9))
+        EXPECT_LE(e, tolerance(p)) << name << " " << precision_name(p);
+    }
 }
 
 TEST(GpuNetwork, ResNet50FiniteRepeatableGraphEqualsEagerAndFreesItsMemory) {
@@ -227,5 +361,40 @@ TEST(GpuNetwork, ResNet50EveryLayerMatchesHostRecompute) {
       }
     std::printf("  resnet50 %s %s batch %d: worst layer rel_l2 %.2e\n", precision_name(c.p),
                 engine_mode_name(c.mode), c.batch, worst);
+  }
+}
+
+// Every network of the zoo at batch 1 and 2 in every precision (heuristic engines): finite and
+// non-zero outputs, the same on a second replay, and graph replay equal to eager execution.
+TEST(GpuZoo, EveryNetworkFiniteDeterministicGraphEqualsEager) {
+  GpuContext ctx;
+  for (const NetworkInfo& info : network_registry()) {
+    const Graph g = build_network(info.name);
+    const HostWeights w = random_weights(g, 17);
+    for (Precision p : {Precision::FP32, Precision::TF32, Precision::FP16, Precision::BF16})
+      for (int batch : {1, 2}) {
+        SCOPED_TRACE(info.name + " " + precision_name(p) + " batch " + std::to_string(batch));
+        CompileOptions opt;
+        opt.precision = p;
+        opt.batch = batch;
+        Model m(ctx, g, w, opt);
+        Runner r(m, ctx);
+        r.launch(false);
+        const std::vector<float> eager = m.output();
+        r.launch(true);
+        const std::vector<float> a = m.output();
+        r.launch(true);
+        const std::vector<float> b = m.output();
+        double max_abs = 0;
+        bool finite = true;
+        for (float v : a)
+          finite &= std::isfinite(v), max_abs = std::max(max_abs, double(std::fabs(v)));
+        EXPECT_TRUE(finite);
+        EXPECT_GT(max_abs, 0.0);
+        EXPECT_EQ(a, b) << "replays differ";
+        EXPECT_EQ(a, eager) << "graph replay differs from eager, rel L2 " << relative_l2(a, eager);
+        std::printf("  %s %s batch %d: %zu ops, max |logit| %.3g\n", info.name.c_str(),
+                    precision_name(p), batch, m.op_count(), max_abs);
+      }
   }
 }

@@ -49,7 +49,7 @@ std::vector<double> conv_reference(const ConvSpec& s, const std::vector<float>& 
           }
           const size_t i = ((size_t(n) * Y.h + oh) * Y.w + ow) * Y.c + k;
           if (s.residual) acc += z[i];
-          if (s.relu) acc = std::max(acc, 0.0);
+          acc = act_ref(s.act, acc);
           y[i] = acc;
         }
   return y;
@@ -65,7 +65,7 @@ void check_conv(const ConvCase& cc, Precision p, EngineMode mode, std::mt19937& 
   s.kernel = cc.kernel, s.stride = cc.stride, s.pad = cc.pad;
   s.precision = p;
   s.residual = cc.residual;
-  s.relu = cc.relu;
+  s.act = cc.relu ? Act::ReLU : Act::None;
   const DType t = storage_type(p);
   const float wb = std::sqrt(3.0f / float(cc.c * cc.kernel * cc.kernel));
   const auto x = rounded(random_vector(size_t(s.x.numel()), rng), t);
@@ -151,7 +151,10 @@ TEST(GpuOps, PoolingMatchesReference) {
     const Dims d{3, 40, 7, 7};
     const auto x = rounded(random_vector(size_t(d.numel()), rng), t);
     DeviceBuffer dx(x, t), dy(size_t(d.n * d.c), t);
-    launch_global_avgpool(t, dx.get(), dy.get(), d, nullptr);
+    PoolSpec gs;
+    gs.x = d;
+    gs.y = {d.n, d.c, 1, 1};
+    launch_global_avgpool(t, dx.get(), dy.get(), gs, nullptr);
     std::vector<double> ref(size_t(d.n * d.c), 0.0);
     for (int n = 0; n < d.n; ++n)
       for (int i = 0; i < 49; ++i)
@@ -208,7 +211,10 @@ TEST(GpuOps, StandaloneEpilogueMatchesReference) {
     const auto sc = rounded(random_vector(C, rng, 0.5f, 1.5f), t),
                b = rounded(random_vector(C, rng), t);
     DeviceBuffer dx(x, t), dz(z, t), ds(sc, t), db(b, t), dy(numel, t);
-    launch_epilogue(t, dy.get(), dx.get(), ds.get(), db.get(), dz.get(), true, numel, C, nullptr);
+    RowLayout l;
+    l.rows = numel / C;
+    l.channels = C;
+    launch_epilogue(t, dy.get(), dx.get(), ds.get(), db.get(), dz.get(), Act::ReLU, l, nullptr);
     std::vector<double> ref(numel);
     for (int i = 0; i < numel; ++i)
       ref[i] = std::max(0.0, double(x[i]) * sc[i % C] + b[i % C] + z[i]);

@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
+#include <map>
 #include <sstream>
 
 #include "harness/check.h"
 #include "networks/registry.h"
 #include "networks/resnet.h"
+#include "networks/schedule.h"
+#include "networks/zoo.h"
 
 using namespace cnnbench;
 
@@ -18,9 +22,9 @@ struct Entry {
 };
 
 // tests/data/<net>_state_dict.txt, written by tools/gen_state_dict_list.py from torchvision.
-std::vector<Entry> torchvision_state_dict(const std::string& net) {
-  std::ifstream in(std::string(CNNBENCH_TEST_DATA) + "/" + net + "_state_dict.txt");
-  EXPECT_TRUE(in) << "missing state_dict list for " << net;
+std::vector<Entry> read_list(const std::string& file) {
+  std::ifstream in(std::string(CNNBENCH_TEST_DATA) + "/" + file);
+  EXPECT_TRUE(in) << "missing parameter list " << file;
   std::vector<Entry> out;
   std::string line;
   while (std::getline(in, line)) {
@@ -38,6 +42,10 @@ std::string shape_of(const ParamSpec& p) {
   std::string s;
   for (size_t i = 0; i < p.shape.size(); ++i) s += (i ? "," : "") + std::to_string(p.shape[i]);
   return s;
+}
+
+std::vector<Entry> torchvision_state_dict(const std::string& net) {
+  return read_list(net + "_state_dict.txt");
 }
 
 void expect_matches_torchvision(const Graph& g) {
@@ -102,4 +110,208 @@ TEST(Graph, RegistryRejectsUnknownNetworksAndTinyInputs) {
   }
   EXPECT_THROW(build_network("resnet50", 16), UserError);
   EXPECT_NO_THROW(build_network("resnet50", 64));
+}
+
+// --- The zoo (issue 3): every network's names and shapes against its reference model, and the
+// published parameter and MAC totals, all computed from our graphs.
+
+TEST(Zoo, TorchvisionStateDictsMatch) {
+  for (const Graph& g :
+       {alexnet(), vgg(16, false), vgg(16, true), vgg(19, false), vgg(19, true), inception_v3(),
+        inception_v3(299, 1000, true), efficientnet(0), efficientnet(1), efficientnet(2),
+        efficientnet(3), efficientnet(4), efficientnet(5), efficientnet(6), efficientnet(7)}) {
+    SCOPED_TRACE(g.name());
+    expect_matches_torchvision(g);
+  }
+}
+
+// MXNet keeps arguments and auxiliary states apart, so its order is not ours: compared as sets.
+void expect_matches_mxnet(const Graph& g, const std::string& file) {
+  std::map<std::string, std::string> want, got;
+  for (const Entry& e : read_list(file)) want[e.name] = e.shape;
+  for (const ParamSpec& p : g.params()) got[p.name] = shape_of(p);
+  EXPECT_EQ(got.size(), g.params().size()) << "duplicate parameter names";
+  EXPECT_EQ(got, want);
+}
+
+TEST(Zoo, MxnetSymbolsMatch) {
+  expect_matches_mxnet(inception_bn(), "inception_bn_mxnet_params.txt");
+  expect_matches_mxnet(alexnet_lrn(), "alexnet_lrn_mxnet_params.txt");
+}
+
+struct Published {
+  const char* network;
+  int input_size;
+  int64_t params;
+  double gmacs, tolerance;
+};
+
+// ../shared/reference/networks.md: torchvision's metadata, FlopCounterMode / 2 on an H200, and
+// the computed MXNet figures.
+const Published kPublished[] = {
+    {"alexnet", 224, 61100840, 0.7142, 1e-4},
+    {"alexnet_lrn", 227, 62378344, 1.135, 6e-4},
+    {"alexnet_lrn", 224, 50844008, 1.010, 6e-4},
+    {"vgg16", 224, 138357544, 15.470, 6e-4},
+    {"vgg16_bn", 224, 138365992, 15.470, 6e-4},
+    {"vgg19", 224, 143667240, 19.632, 6e-4},
+    {"vgg19_bn", 224, 143678248, 19.632, 6e-4},
+    {"inception_bn", 224, 11295240, 1.987, 6e-4},
+    {"inception_v3", 299, 23834568, 5.7132, 1e-4},
+    {"resnet50", 224, 25557032, 4.0892, 1e-4},
+    {"resnet152", 224, 60192808, 11.5136, 1e-4},
+    {"efficientnet_b0", 224, 5288548, 0.3858, 1e-4},
+    {"efficientnet_b1", 240, 7794184, 0.6868, 1e-4},
+    {"efficientnet_b2", 260, 9109994, 0.9936, 1e-4},
+    {"efficientnet_b2", 288, 9109994, 1.0875, 1e-4},
+    {"efficientnet_b3", 300, 12233232, 1.8271, 1e-4},
+    {"efficientnet_b4", 380, 19341616, 4.3938, 1e-4},
+    {"efficientnet_b5", 456, 30389784, 10.2664, 1e-4},
+    {"efficientnet_b6", 528, 43040704, 19.0676, 1e-4},
+    {"efficientnet_b7", 600, 66347960, 37.7459, 1e-4},
+};
+
+TEST(Zoo, ParameterAndMacCountsMatchThePublishedFigures) {
+  for (const Published& p : kPublished) {
+    SCOPED_TRACE(std::string(p.network) + " @" + std::to_string(p.input_size));
+    const Graph g = build_network(p.network, p.input_size);
+    EXPECT_EQ(g.num_parameters(), p.params);
+    EXPECT_NEAR(double(g.macs()) / 1e9, p.gmacs, p.tolerance);
+    EXPECT_EQ(g.node(g.output()).out.c, 1000);
+  }
+  // With its training-only head, Inception-v3 has torchvision's num_params.
+  EXPECT_EQ(inception_v3(299, 1000, true).num_parameters(), 27161264);
+}
+
+TEST(Zoo, DefaultSizesAndShapes) {
+  EXPECT_EQ(build_network("inception_v3").node(0).out.h, 299);
+  EXPECT_EQ(build_network("efficientnet_b4").node(0).out.h, 380);
+  EXPECT_EQ(build_network("alexnet_lrn").node(0).out.h, 227);
+  // Inception-BN's floor pools: 112 -> 55 -> 27 (not the paper's 56 / 28).
+  const Graph ibn = inception_bn();
+  for (const Node& n : ibn.nodes()) {
+    if (n.name == "pool_1") EXPECT_EQ(n.out.h, 55);
+    if (n.name == "pool_2") EXPECT_EQ(n.out.h, 27);
+    if (n.name == "ch_concat_3c_chconcat") EXPECT_EQ(n.out.c, 576);
+    if (n.name == "ch_concat_4e_chconcat") EXPECT_EQ(n.out.c, 1056);
+    if (n.name == "ch_concat_5b_chconcat") EXPECT_EQ(n.out.c, 1024);
+  }
+  // Inception-v3: 35x35x288 after Mixed_5d, 17x17x768 after Mixed_6e, 8x8x2048 after Mixed_7c.
+  const Graph v3 = inception_v3();
+  for (const Node& n : v3.nodes()) {
+    if (n.name == "Mixed_5d") EXPECT_EQ(n.out.c * 1000 + n.out.h, 288035);
+    if (n.name == "Mixed_6e") EXPECT_EQ(n.out.c * 1000 + n.out.h, 768017);
+    if (n.name == "Mixed_7c") EXPECT_EQ(n.out.c * 1000 + n.out.h, 2048008);
+    if (n.name == "Mixed_6b.branch7x7_2.conv") {
+      EXPECT_EQ(n.kernel, 1);
+      EXPECT_EQ(n.kernel_w, 7);
+      EXPECT_EQ(n.pad_w, 3);
+    }
+  }
+  // The class count is the classifier's width.
+  EXPECT_EQ(build_network("vgg16", 224, 10).node(build_network("vgg16", 224, 10).output()).out.c,
+            10);
+  EXPECT_THROW(build_network("vgg16", 224, 0), UserError);
+}
+
+TEST(Zoo, EfficientNetSqueezeWidthComesFromTheBlockInput) {
+  // features.2.0 of B0: 16 -> 24, expanded 96, squeeze max(1, 16 / 4) = 4 (not 96 / 4).
+  const Graph g = efficientnet(0);
+  bool seen = false;
+  for (const ParamSpec& p : g.params())
+    if (p.name == "features.2.0.block.2.fc1.weight") {
+      EXPECT_EQ(shape_of(p), "4,96,1,1");
+      seen = true;
+    }
+  EXPECT_TRUE(seen);
+}
+
+TEST(Zoo, NamesAndAliases) {
+  EXPECT_EQ(find_network("resnet-50").name, "resnet50");
+  EXPECT_EQ(find_network("ResNet_50").name, "resnet50");
+  EXPECT_EQ(find_network("vgg-16").name, "vgg16");
+  EXPECT_EQ(find_network("inception-bn").name, "inception_bn");
+  EXPECT_EQ(find_network("bn-inception").name, "inception_bn");
+  EXPECT_EQ(find_network("efficientnet-b4").name, "efficientnet_b4");
+  EXPECT_EQ(find_network("Inception-v3").name, "inception_v3");
+  EXPECT_EQ(find_network("alexnet-mxnet").name, "alexnet_lrn");
+  EXPECT_THROW(find_network("vgg17"), UserError);
+  const std::string table = network_table();
+  for (const NetworkInfo& n : network_registry()) {
+    EXPECT_NE(table.find(n.name), std::string::npos) << n.name;
+    // Every network builds at its default and at its smallest input.
+    EXPECT_NO_THROW(build_network(n.name)) << n.name;
+    EXPECT_NO_THROW(build_network(n.name, n.limits.min_input_size)) << n.name;
+    EXPECT_THROW(build_network(n.name, n.limits.min_input_size - 1), UserError) << n.name;
+  }
+  EXPECT_NE(table.find("61100840"), std::string::npos);
+}
+
+// Every network schedules: each op's inputs come from ops that run before it, squeeze-excitation
+// is one op per MBConv block, and Inception's concats need no copies (every branch writes its
+// slice).
+TEST(Zoo, EveryNetworkSchedules) {
+  for (const NetworkInfo& info : network_registry()) {
+    SCOPED_TRACE(info.name);
+    const Graph g = build_network(info.name);
+    const Schedule s = schedule_ops(g);
+    std::vector<int> written(g.nodes().size(), -1);
+    for (size_t step = 0; step < s.order.size(); ++step) {
+      const OpGroup& grp = s.groups[s.order[step]];
+      written[grp.anchor] = int(step);
+    }
+    // A value is ready once every value sharing its buffer slice has been written (a concat
+    // with no op of its own is ready when its inputs are).
+    std::function<int(int)> ready = [&](int id) {
+      id = alias_source(g, id);
+      if (id == g.input_id()) return -1;
+      if (written[id] >= 0) return written[id];
+      const Node& n = g.node(id);
+      EXPECT_EQ(n.kind, OpKind::Concat) << "node " << id << " (" << n.name << ") is never written";
+      int r = -1;
+      for (int in : n.inputs) r = std::max(r, ready(in));
+      return r;
+    };
+    for (size_t step = 0; step < s.order.size(); ++step)
+      for (int v : s.groups[s.order[step]].in) EXPECT_LT(ready(v), int(step));
+    int se = 0, copies = 0, blocks = 0;
+    for (const OpGroup& grp : s.groups) {
+      se += grp.kind == OpKind::Scale;
+      copies += int(grp.copies.size());
+    }
+    for (const Node& n : g.nodes())
+      blocks += n.kind == OpKind::Conv && n.groups > 1;  // one depthwise conv per MBConv
+    EXPECT_EQ(se, blocks);
+    if (info.name.rfind("inception", 0) == 0) EXPECT_EQ(copies, 0);
+  }
+}
+
+TEST(Zoo, ConcatSlicesTileTheirBuffer) {
+  const Graph g = inception_v3();
+  const Schedule s = schedule_ops(g);
+  // Mixed_7b = [branch1x1 320 | [2a 384 | 2b 384] | [3a 384 | 3b 384] | pool 192]: the nested
+  // concats sit at channel offsets 320 and 1088 of Mixed_7b's buffer, 2048 channels wide.
+  std::map<std::string, ValueView> by_name;
+  for (size_t id = 0; id < g.nodes().size(); ++id) by_name[g.node(int(id)).name] = s.view[id];
+  int mixed = -1;
+  for (size_t id = 0; id < g.nodes().size(); ++id)
+    if (g.node(int(id)).name == "Mixed_7b") mixed = int(id);
+  ASSERT_GE(mixed, 0);
+  const Node& m = g.node(mixed);
+  const int offsets[] = {0, 320, 1088, 1856};
+  for (size_t i = 0; i < m.inputs.size(); ++i) {
+    const ValueView v = s.view[m.inputs[i]];
+    EXPECT_EQ(v.root, mixed);
+    EXPECT_EQ(v.offset, offsets[i]);
+    EXPECT_EQ(v.ld, 2048);
+  }
+  const Node& inner = g.node(m.inputs[1]);
+  EXPECT_EQ(s.view[inner.inputs[0]].offset, 320);
+  EXPECT_EQ(s.view[inner.inputs[1]].offset, 704);
+  EXPECT_EQ(s.view[inner.inputs[1]].root, mixed);
+  // Inception-v3 at inference leaves the AuxLogits head out.
+  const Graph aux = inception_v3(299, 1000, true);
+  const Schedule sa = schedule_ops(aux);
+  for (const OpGroup& grp : sa.groups)
+    EXPECT_EQ(aux.node(grp.head).name.rfind("AuxLogits", 0), std::string::npos);
 }

@@ -15,7 +15,7 @@ std::map<std::string, int> count_ops(const Graph& g, const Schedule& s) {
     std::string name = op_kind_name(grp.kind);
     if (grp.bn >= 0) name += "+bn";
     if (grp.residual >= 0) name += "+add";
-    if (grp.relu) name += "+relu";
+    if (grp.act != OpKind::Input) name += std::string("+") + op_kind_name(grp.act);
     ++c[name];
   }
   (void)g;

@@ -1,0 +1,61 @@
+#include <cmath>
+
+#include "harness/check.h"
+#include "kernels/convert.cuh"
+#include "kernels/lrn.h"
+
+namespace cnnbench {
+
+namespace {
+
+// One thread per output; neighbours in a row of channels are neighbouring threads, so the
+// window's loads hit the same cache lines.
+template <typename T>
+__global__ void lrn_kernel(const T* x, T* y, int64_t rows, int C, int ld_x, int ld_y, int size,
+                           float alpha_over_n, float beta, float k) {
+  const int64_t total = rows * C;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const int lo = (size - 1) / 2, hi = size / 2;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t r = i / C;
+    const int c = int(i - r * C);
+    const T* row = x + r * ld_x;
+    float sq = 0.0f;
+    for (int j = max(c - lo, 0); j <= min(c + hi, C - 1); ++j) {
+      const float v = load_f(row, j);
+      sq += v * v;
+    }
+    store_f(y, r * ld_y + c, load_f(row, c) * powf(k + alpha_over_n * sq, -beta));
+  }
+}
+
+}  // namespace
+
+void launch_lrn(DType t, const void* x, void* y, const LrnSpec& s, cudaStream_t stream) {
+  const int64_t rows = int64_t(s.x.n) * s.x.h * s.x.w;
+  const int C = s.x.c;
+  const int threads = 256;
+  const int blocks =
+      int(std::max<int64_t>(1, std::min<int64_t>((rows * C + threads - 1) / threads, 132 * 16)));
+  CNN_DISPATCH_DTYPE(
+      t, lrn_kernel<T><<<blocks, threads, 0, stream>>>(
+             static_cast<const T*>(x), static_cast<T*>(y), rows, C, s.ld_x > 0 ? s.ld_x : C,
+             s.ld_y > 0 ? s.ld_y : C, s.size, float(s.alpha / s.size), float(s.beta), float(s.k)));
+  CNN_CHECK_LAUNCH();
+}
+
+std::vector<double> lrn_reference(const std::vector<float>& x, const LrnSpec& s) {
+  const int C = s.x.c;
+  const int64_t rows = int64_t(s.x.n) * s.x.h * s.x.w;
+  std::vector<double> y(size_t(rows) * C);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int c = 0; c < C; ++c) {
+      double sq = 0;
+      for (int j = c - (s.size - 1) / 2; j <= c + s.size / 2; ++j)
+        if (j >= 0 && j < C) sq += double(x[size_t(r) * C + j]) * x[size_t(r) * C + j];
+      y[size_t(r) * C + c] = x[size_t(r) * C + c] / std::pow(s.k + s.alpha / s.size * sq, s.beta);
+    }
+  return y;
+}
+
+}  // namespace cnnbench
