@@ -8,6 +8,11 @@
 #   tests       the GPU tests (TEST_TIMEOUT, 150 s)
 #   crosscheck  torchvision vs cnnbench_infer on the same weights, with per-layer checks
 #   diagnose    tools/diagnose_graph.sh
+#   zoo_tests   the zoo's GPU suites: GpuKernels, GpuNetwork.MixedOps*, GpuZoo (ZOO_TEST_TIMEOUT, 300 s)
+#   zoo_cross   fp32 logits against torchvision for AlexNet, VGG-16, Inception-v3, ResNet-152,
+#               EfficientNet-B0 and B4 (relative L2 below 1e-4), batch 2
+#   zoo_sweep   configs/zoo_speed.yaml: fp16 at batch 1, 8, 32, 128, 256 (ZOO_SWEEP_TIMEOUT, 420 s)
+#   zoo_peer    PyTorch's CUDA-graph replay, fp16 channels_last, same networks and batches
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -46,6 +51,29 @@ for step in ${*:-sweep peer tests crosscheck}; do
       done ;;
     diagnose)
       bash tools/diagnose_graph.sh "$CUDNN" 2>&1 | tee "$OUT/diagnose.log" ;;
+    zoo_tests)
+      timeout "${ZOO_TEST_TIMEOUT:-300}" $B/tests/test_gpu \
+        --gtest_filter='GpuKernels.*:GpuNetwork.MixedOps*:GpuZoo.*' >"$OUT/zoo_tests.log" 2>&1
+      echo "zoo_tests rc=$?"
+      grep -E "Failure|FAILED|PASSED|mixed ops|Which is|differs" "$OUT/zoo_tests.log" | head -40 ;;
+    zoo_cross)
+      for net in alexnet vgg16 inception_v3 resnet152 efficientnet_b0 efficientnet_b4; do
+        timeout 90 python3 tools/crosscheck_torchvision.py --binary $B/cnnbench_infer \
+          --network $net --precision fp32 --batch 2 --extra="--verify=64" \
+          --out "$OUT/crosscheck_${net}_fp32.json" >"$OUT/crosscheck_${net}_fp32.log" 2>&1
+        echo "$net rc=$? $(grep -E 'rel L2 error' "$OUT/crosscheck_${net}_fp32.log" | head -1)"
+      done ;;
+    zoo_sweep)
+      timeout "${ZOO_SWEEP_TIMEOUT:-420}" $B/cnnbench --config=configs/zoo_speed.yaml \
+        --benchmark_out="$OUT/zoo.json" >"$OUT/zoo.log" 2>&1
+      echo "zoo_sweep rc=$? medians=$(grep -c manual_time_median "$OUT/zoo.log")"
+      grep -E "ERROR OCCURRED" "$OUT/zoo.log" | cut -c1-180 | sort -u | head -10 ;;
+    zoo_peer)
+      PYTHONUNBUFFERED=1 timeout "${ZOO_PEER_TIMEOUT:-240}" python3 tools/pytorch_baseline.py \
+        --models alexnet,vgg16,inception_v3,resnet50,resnet152,efficientnet_b0,efficientnet_b4 \
+        --batches 1,8,32,128,256 --modes graph --reps 3 --out "$OUT/zoo_pytorch.json" \
+        >"$OUT/zoo_pytorch.log" 2>&1
+      echo "zoo_peer rc=$?" ;;
   esac
 done
 (cd "$OUT" && tar czf session.tgz --remove-files $(ls | grep -v '^session.tgz$'))
