@@ -1,0 +1,219 @@
+// The zoo's kernels of our own against their host references, in every storage type, outputs
+// poisoned (NaN) first: LRN, squeeze-excitation (repeated and replayed from a CUDA graph, so its
+// counters must reset themselves), activations in the epilogue, adaptive pooling, and writes
+// into a channel slice of a wider buffer that must leave the other channels alone.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "gpu_util.h"
+#include "kernels/lrn.h"
+#include "kernels/pointwise.h"
+#include "kernels/pool.h"
+#include "kernels/se.h"
+
+using namespace cnnbench;
+using namespace cnnbench::test;
+
+namespace {
+
+const Precision kAll[] = {Precision::FP32, Precision::TF32, Precision::FP16, Precision::BF16};
+
+// The channels [offset, offset + c) of rows `ld` wide; the rest must still be NaN.
+std::vector<float> slice_of(const std::vector<float>& wide, int64_t rows, int ld, int offset, int c,
+                            int* untouched_not_nan) {
+  std::vector<float> out(size_t(rows) * c);
+  *untouched_not_nan = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int j = 0; j < ld; ++j) {
+      const float v = wide[size_t(r) * ld + j];
+      if (j >= offset && j < offset + c)
+        out[size_t(r) * c + j - offset] = v;
+      else
+        *untouched_not_nan += !std::isnan(v);
+    }
+  return out;
+}
+
+}  // namespace
+
+TEST(GpuKernels, LrnMatchesReferencePackedAndIntoASlice) {
+  std::mt19937 rng(std::random_device{}());
+  for (Precision p : kAll) {
+    const DType t = storage_type(p);
+    for (int size : {5, 3, 4}) {
+      LrnSpec s;
+      s.x = {2, 37, 5, 6};
+      s.size = size, s.alpha = 1e-2, s.beta = 0.75, s.k = 2.0;
+      const auto x = rounded(random_vector(size_t(s.x.numel()), rng, -3, 3), t);
+      const std::vector<double> ref = lrn_reference(x, s);
+      DeviceBuffer dx(x, t), dy(size_t(s.x.numel()), t);
+      launch_lrn(t, dx.get(), dy.get(), s, nullptr);
+      EXPECT_LT(rel_l2(dy.download(), ref), tolerance(p)) << precision_name(p) << " size " << size;
+      // Into channels [7, 44) of rows 50 wide.
+      const int64_t rows = int64_t(s.x.n) * s.x.h * s.x.w;
+      DeviceBuffer wide(size_t(rows) * 50, t);
+      s.ld_y = 50;
+      launch_lrn(t, dx.get(), static_cast<char*>(wide.get()) + 7 * dtype_size(t), s, nullptr);
+      int stray = 0;
+      const auto got = slice_of(wide.download(), rows, 50, 7, 37, &stray);
+      EXPECT_EQ(stray, 0) << "LRN wrote outside its slice";
+      EXPECT_LT(rel_l2(got, ref), tolerance(p)) << precision_name(p) << " sliced";
+    }
+  }
+}
+
+TEST(GpuKernels, SqueezeExcitationMatchesReferenceRepeatedAndReplayed) {
+  std::mt19937 rng(std::random_device{}());
+  struct Case {
+    Dims x;
+    int squeeze;
+  };
+  // Small; many blocks per image (56x56x96: 37 chunks); B7's widest (3840 channels, squeeze 160).
+  const Case cases[] = {{{3, 40, 9, 11}, 5}, {{2, 96, 56, 56}, 4}, {{2, 3840, 5, 5}, 160}};
+  for (Precision p : kAll)
+    for (const Case& c : cases) {
+      const DType t = storage_type(p);
+      SeSpec s;
+      s.x = c.x;
+      s.squeeze = c.squeeze;
+      const int C = c.x.c, sq = c.squeeze;
+      const auto x = rounded(random_vector(size_t(c.x.numel()), rng, -2, 2), t);
+      const float b1w = 1.0f / std::sqrt(float(C)), b2w = 1.0f / std::sqrt(float(sq));
+      const auto w1 = random_vector(size_t(sq) * C, rng, -3 * b1w, 3 * b1w);
+      const auto b1 = random_vector(size_t(sq), rng, -0.5f, 0.5f);
+      const auto w2 = random_vector(size_t(C) * sq, rng, -3 * b2w, 3 * b2w);
+      const auto b2 = random_vector(size_t(C), rng, -0.5f, 0.5f);
+      const std::vector<double> ref = se_reference(x, w1, b1, w2, b2, s);
+      DeviceBuffer dx(x, t), dy(size_t(c.x.numel()), t);
+      DeviceBuffer dw1(w1, DType::F32), db1(b1, DType::F32), dw2(w2, DType::F32),
+          db2(b2, DType::F32);
+      void* scratch = nullptr;
+      CNN_CHECK_CUDA(cudaMalloc(&scratch, se_scratch_bytes(s)));
+      CNN_CHECK_CUDA(cudaMemset(scratch, 0, se_scratch_bytes(s)));
+      auto run = [&](cudaStream_t st) {
+        launch_se(t, dx.get(), dy.get(), static_cast<const float*>(dw1.get()),
+                  static_cast<const float*>(db1.get()), static_cast<const float*>(dw2.get()),
+                  static_cast<const float*>(db2.get()), s, scratch, st);
+      };
+      run(nullptr);
+      const std::vector<float> first = dy.download();
+      EXPECT_LT(rel_l2(first, ref), tolerance(p)) << precision_name(p) << " C " << C;
+      dy.poison();
+      run(nullptr);
+      EXPECT_EQ(dy.download(), first) << "a second run differs: counters not reset";
+      cudaStream_t stream;
+      CNN_CHECK_CUDA(cudaStreamCreate(&stream));
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CNN_CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      run(stream);
+      CNN_CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+      CNN_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+      for (int i = 0; i < 2; ++i) {
+        dy.poison();
+        CNN_CHECK_CUDA(cudaGraphLaunch(exec, stream));
+        CNN_CHECK_CUDA(cudaStreamSynchronize(stream));
+        EXPECT_EQ(dy.download(), first) << "graph replay " << i << " differs";
+      }
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      cudaStreamDestroy(stream);
+      cudaFree(scratch);
+    }
+}
+
+TEST(GpuKernels, EpilogueActivationsAndStrides) {
+  std::mt19937 rng(std::random_device{}());
+  for (Precision p : kAll)
+    for (Act act : {Act::None, Act::ReLU, Act::SiLU, Act::Sigmoid}) {
+      const DType t = storage_type(p);
+      const int C = 19, ldx = 23, ldy = 31, off = 5;
+      const int64_t rows = 3 * 7;
+      const auto x = rounded(random_vector(size_t(rows) * ldx, rng, -4, 4), t);
+      const auto z = rounded(random_vector(size_t(rows) * C, rng), t);
+      const auto b = rounded(random_vector(C, rng), t);
+      DeviceBuffer dx(x, t), dz(z, t), db(b, t), dy(size_t(rows) * ldy, t);
+      RowLayout l;
+      l.rows = rows, l.channels = C, l.ld_x = ldx, l.ld_y = ldy, l.ld_z = C;
+      launch_epilogue(t, static_cast<char*>(dy.get()) + off * dtype_size(t), dx.get(), nullptr,
+                      db.get(), dz.get(), act, l, nullptr);
+      std::vector<double> ref(size_t(rows) * C);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int c = 0; c < C; ++c)
+          ref[size_t(r) * C + c] =
+              act_ref(act, double(x[size_t(r) * ldx + c]) + b[c] + z[r * C + c]);
+      int stray = 0;
+      const auto got = slice_of(dy.download(), rows, ldy, off, C, &stray);
+      EXPECT_EQ(stray, 0) << act_name(act);
+      EXPECT_LT(rel_l2(got, ref), tolerance(p)) << precision_name(p) << " " << act_name(act);
+    }
+}
+
+TEST(GpuKernels, CopyChannelsAndPoolsIntoSlices) {
+  std::mt19937 rng(std::random_device{}());
+  for (Precision p : kAll) {
+    const DType t = storage_type(p);
+    // Max pool 3x3/2 pad 1 of 2x24x9x9 into channels [8, 32) of a 40-wide buffer.
+    PoolSpec s;
+    s.x = {2, 24, 9, 9};
+    s.y = {2, 24, 5, 5};
+    s.kernel = 3, s.stride = 2, s.pad = 1, s.ld_y = 40;
+    const auto x = rounded(random_vector(size_t(s.x.numel()), rng), t);
+    DeviceBuffer dx(x, t), wide(size_t(2 * 25) * 40, t);
+    launch_maxpool(t, dx.get(), static_cast<char*>(wide.get()) + 8 * dtype_size(t), s, nullptr);
+    std::vector<double> ref(size_t(s.y.numel()));
+    for (int n = 0; n < 2; ++n)
+      for (int oh = 0; oh < 5; ++oh)
+        for (int ow = 0; ow < 5; ++ow)
+          for (int c = 0; c < 24; ++c) {
+            double m = -1e30;
+            for (int r = 0; r < 3; ++r)
+              for (int q = 0; q < 3; ++q) {
+                const int ih = oh * 2 - 1 + r, iw = ow * 2 - 1 + q;
+                if (ih >= 0 && ih < 9 && iw >= 0 && iw < 9)
+                  m = std::max(m, double(x[((size_t(n) * 9 + ih) * 9 + iw) * 24 + c]));
+              }
+            ref[((size_t(n) * 5 + oh) * 5 + ow) * 24 + c] = m;
+          }
+    int stray = 0;
+    EXPECT_LT(rel_l2(slice_of(wide.download(), 50, 40, 8, 24, &stray), ref), tolerance(p));
+    EXPECT_EQ(stray, 0);
+    // The copy a concat falls back to: channels [0, 24) of the pool output into [30, 54) of 60.
+    DeviceBuffer dst(size_t(50) * 60, t);
+    launch_copy_channels(t, static_cast<char*>(dst.get()) + 30 * dtype_size(t), 60,
+                         static_cast<char*>(wide.get()) + 8 * dtype_size(t), 40, 50, 24, nullptr);
+    EXPECT_LT(rel_l2(slice_of(dst.download(), 50, 60, 30, 24, &stray), ref), 1e-7);
+    EXPECT_EQ(stray, 0);
+  }
+}
+
+TEST(GpuKernels, AdaptiveAvgPoolUsesPyTorchsBins) {
+  std::mt19937 rng(std::random_device{}());
+  for (Precision p : kAll) {
+    const DType t = storage_type(p);
+    for (int out : {3, 5, 8}) {  // 8 -> 3 and 8 -> 5 overlap their bins; 8 -> 8 is the identity
+      PoolSpec s;
+      s.x = {2, 13, 8, 8};
+      s.y = {2, 13, out, out};
+      const auto x = rounded(random_vector(size_t(s.x.numel()), rng), t);
+      DeviceBuffer dx(x, t), dy(size_t(s.y.numel()), t);
+      launch_adaptive_avgpool(t, dx.get(), dy.get(), s, nullptr);
+      std::vector<double> ref(size_t(s.y.numel()));
+      for (int n = 0; n < 2; ++n)
+        for (int i = 0; i < out; ++i)
+          for (int j = 0; j < out; ++j)
+            for (int c = 0; c < 13; ++c) {
+              const int h0 = int(std::floor(i * 8.0 / out)),
+                        h1 = int(std::ceil((i + 1) * 8.0 / out));
+              const int w0 = int(std::floor(j * 8.0 / out)),
+                        w1 = int(std::ceil((j + 1) * 8.0 / out));
+              double sum = 0;
+              for (int h = h0; h < h1; ++h)
+                for (int w = w0; w < w1; ++w) sum += x[((size_t(n) * 8 + h) * 8 + w) * 13 + c];
+              ref[((size_t(n) * out + i) * out + j) * 13 + c] = sum / ((h1 - h0) * (w1 - w0));
+            }
+      EXPECT_LT(rel_l2(dy.download(), ref), tolerance(p)) << precision_name(p) << " out " << out;
+    }
+  }
+}

@@ -1,0 +1,57 @@
+// The host references the GPU kernels are checked against, checked themselves against values
+// worked out by hand (so a wrong formula in a reference cannot pass the GPU tests silently).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/lrn.h"
+#include "kernels/pointwise.h"
+#include "kernels/se.h"
+
+using namespace cnnbench;
+
+TEST(KernelRefs, Activations) {
+  EXPECT_EQ(act_ref(Act::ReLU, -1.0), 0.0);
+  EXPECT_EQ(act_ref(Act::ReLU, 2.5), 2.5);
+  EXPECT_EQ(act_ref(Act::None, -3.0), -3.0);
+  EXPECT_DOUBLE_EQ(act_ref(Act::Sigmoid, 0.0), 0.5);
+  EXPECT_DOUBLE_EQ(act_ref(Act::SiLU, 0.0), 0.0);
+  EXPECT_DOUBLE_EQ(act_ref(Act::SiLU, 1.0), 1.0 / (1.0 + std::exp(-1.0)));
+  EXPECT_DOUBLE_EQ(act_ref(Act::SiLU, -2.0), -2.0 / (1.0 + std::exp(2.0)));
+  EXPECT_STREQ(act_name(Act::SiLU), "silu");
+}
+
+TEST(KernelRefs, LrnDividesAlphaBySizeAndClipsTheWindow) {
+  // One pixel, channels 1, 2, 3; alpha / size = 1, beta = 1, k = 1.
+  LrnSpec s;
+  s.x = {1, 3, 1, 1};
+  s.size = 3, s.alpha = 3.0, s.beta = 1.0, s.k = 1.0;
+  const std::vector<double> y = lrn_reference({1, 2, 3}, s);
+  EXPECT_DOUBLE_EQ(y[0], 1.0 / (1 + 1 + 4));      // window {0, 1}
+  EXPECT_DOUBLE_EQ(y[1], 2.0 / (1 + 1 + 4 + 9));  // window {0, 1, 2}
+  EXPECT_DOUBLE_EQ(y[2], 3.0 / (1 + 4 + 9));      // window {1, 2}
+  // An even size takes one more channel above than below: window(0) = {0, 1, 2} for size 4.
+  s.size = 4, s.alpha = 4.0, s.beta = 0.5, s.k = 2.0;
+  const std::vector<double> z = lrn_reference({1, 2, 3}, s);
+  EXPECT_DOUBLE_EQ(z[0], 1.0 / std::sqrt(2 + 1 + 4 + 9));
+}
+
+TEST(KernelRefs, SqueezeExcitationGatesEachChannelByItsImage) {
+  // Two pixels, two channels: pooled = (2, 4). fc1 = [1, 0.5], so the hidden unit is
+  // silu(2 + 2) = silu(4); fc2 has zero weights and biases (0, ln 3): gates 1/2 and 3/4.
+  SeSpec s;
+  s.x = {1, 2, 1, 2};
+  s.squeeze = 1;
+  const std::vector<float> x = {1, 3, 3, 5};  // NHWC: pixel 0 = (1, 3), pixel 1 = (3, 5)
+  const std::vector<double> y =
+      se_reference(x, {1.0f, 0.5f}, {0.0f}, {0.0f, 0.0f}, {0.0f, float(std::log(3.0))}, s);
+  EXPECT_NEAR(y[0], 0.5, 1e-12);
+  EXPECT_NEAR(y[1], 3 * 0.75, 1e-6);
+  EXPECT_NEAR(y[2], 1.5, 1e-12);
+  EXPECT_NEAR(y[3], 5 * 0.75, 1e-6);
+  // With fc2 reading the hidden unit, the gate depends on it: sigmoid(silu(4)).
+  const std::vector<double> g = se_reference(x, {1.0f, 0.5f}, {0.0f}, {1.0f, 0.0f}, {0, 0}, s);
+  const double h = 4.0 / (1.0 + std::exp(-4.0));
+  EXPECT_NEAR(g[0], 1.0 / (1.0 + std::exp(-h)), 1e-7);
+  EXPECT_NEAR(g[1], 1.5, 1e-7);
+}
