@@ -228,22 +228,12 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
 
   // 2. Buffers and their lifetimes (in emission steps): a buffer lives from the first write of
   // any value in it to the last read of any.
-  const int steps = int(order.size());
-  std::vector<int> def(nodes.size(), -1), last(nodes.size(), -1);
-  auto touch_def = [&](int root, int s) { def[root] = def[root] < 0 ? s : std::min(def[root], s); };
-  touch_def(g.input_id(), 0);
-  for (int s = 0; s < steps; ++s) {
-    const OpGroup& grp = groups[order[s]];
-    touch_def(view(grp.anchor).root, s);
-    for (int v : grp.in) last[view(v).root] = std::max(last[view(v).root], s);
-  }
-  last[g.input_id()] = steps;           // the input persists across replays
-  last[view(g.output()).root] = steps;  // and so does the output
+  const Lifetimes life = buffer_lifetimes(g, sched);
   std::vector<int> buffer(nodes.size(), -1);
   for (size_t id = 0; id < nodes.size(); ++id) {
-    if (sched.view[id].root != int(id) || def[id] < 0) continue;
+    if (life.first[id] < 0) continue;
     const size_t bytes = size_t(batched(nodes[id].out, N).numel()) * esize;
-    buffer[id] = arena_.add_activation(bytes, def[id], std::max(last[id], def[id]));
+    buffer[id] = arena_.add_activation(bytes, life.first[id], life.last[id]);
   }
   input_buf_ = buffer[g.input_id()];
   output_buf_ = buffer[view(g.output()).root];

@@ -160,4 +160,32 @@ Schedule schedule_ops(const Graph& g) {
   return out;
 }
 
+Lifetimes buffer_lifetimes(const Graph& g, const Schedule& s) {
+  const size_t count = g.nodes().size();
+  Lifetimes l;
+  l.steps = int(s.order.size());
+  l.first.assign(count, -1);
+  l.last.assign(count, -1);
+  auto root = [&](int id) { return s.view[alias_source(g, id)].root; };
+  auto write = [&](int r, int step) {
+    l.first[r] = l.first[r] < 0 ? step : std::min(l.first[r], step);
+  };
+  write(root(g.input_id()), 0);
+  for (int step = 0; step < l.steps; ++step) {
+    const OpGroup& grp = s.groups[s.order[step]];
+    write(root(grp.anchor), step);
+    for (int v : grp.in) l.last[root(v)] = std::max(l.last[root(v)], step);
+  }
+  l.last[root(g.input_id())] = l.steps;
+  l.last[root(g.output())] = l.steps;
+  for (size_t id = 0; id < count; ++id) {
+    if (s.view[id].root != int(id) || l.first[id] < 0) {
+      l.first[id] = l.last[id] = -1;
+      continue;
+    }
+    l.last[id] = std::max(l.last[id], l.first[id]);
+  }
+  return l;
+}
+
 }  // namespace cnnbench

@@ -52,4 +52,13 @@ Schedule schedule_ops(const Graph& g);
 // The value a node stands for once aliases are seen through (Flatten, an identity adaptive pool).
 int alias_source(const Graph& g, int id);
 
+// When each buffer is live, in emission steps: a root's buffer from the first write of any value
+// placed in it to the last read of any (the input from step 0 and the output to `steps`, as both
+// persist across replays). -1 for nodes that own no buffer.
+struct Lifetimes {
+  std::vector<int> first, last;
+  int steps = 0;
+};
+Lifetimes buffer_lifetimes(const Graph& g, const Schedule& s);
+
 }  // namespace cnnbench

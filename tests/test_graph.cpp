@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "harness/arena.h"
 #include "harness/check.h"
 #include "networks/registry.h"
 #include "networks/resnet.h"
@@ -314,4 +315,53 @@ TEST(Zoo, ConcatSlicesTileTheirBuffer) {
   const Schedule sa = schedule_ops(aux);
   for (const OpGroup& grp : sa.groups)
     EXPECT_EQ(aux.node(grp.head).name.rfind("AuxLogits", 0), std::string::npos);
+}
+
+// Every buffer of every network is live whenever an op reads or writes a value placed in it, and
+// the arena's plan of those lifetimes (batch 8, fp16) never lets two live buffers share bytes.
+TEST(Zoo, BuffersAreLiveWhereverTheyAreUsedAndNeverShareBytesWhileLive) {
+  for (const NetworkInfo& info : network_registry()) {
+    SCOPED_TRACE(info.name);
+    const Graph g = build_network(info.name);
+    const Schedule s = schedule_ops(g);
+    const Lifetimes l = buffer_lifetimes(g, s);
+    auto root = [&](int id) { return s.view[alias_source(g, id)].root; };
+    for (int step = 0; step < l.steps; ++step) {
+      const OpGroup& grp = s.groups[s.order[step]];
+      std::vector<int> used = grp.in;
+      used.push_back(grp.anchor);
+      for (int v : used) {
+        const int r = root(v);
+        ASSERT_GE(r, 0);
+        EXPECT_LE(l.first[r], step) << g.node(v).name;
+        EXPECT_GE(l.last[r], step) << g.node(v).name;
+      }
+    }
+    EXPECT_EQ(l.last[root(g.output())], l.steps);
+    // Slices stay inside their root's channels.
+    for (size_t id = 0; id < g.nodes().size(); ++id) {
+      const ValueView v = s.view[id];
+      if (v.root < 0) continue;
+      EXPECT_LE(v.offset + g.node(int(id)).out.c, v.ld);
+      EXPECT_EQ(v.ld, g.node(v.root).out.c);
+    }
+    Arena a;
+    std::vector<int> ids(g.nodes().size(), -1);
+    for (size_t id = 0; id < g.nodes().size(); ++id)
+      if (l.first[id] >= 0)
+        ids[id] =
+            a.add_activation(size_t(g.node(int(id)).out.numel()) * 8 * 2, l.first[id], l.last[id]);
+    a.plan();
+    for (size_t i = 0; i < ids.size(); ++i)
+      for (size_t j = i + 1; j < ids.size(); ++j) {
+        if (ids[i] < 0 || ids[j] < 0) continue;
+        if (l.last[i] < l.first[j] || l.last[j] < l.first[i]) continue;  // never live together
+        const size_t bi = size_t(g.node(int(i)).out.numel()) * 16,
+                     bj = size_t(g.node(int(j)).out.numel()) * 16;
+        const size_t oi = a.offset(ids[i]), oj = a.offset(ids[j]);
+        EXPECT_TRUE(oi + bi <= oj || oj + bj <= oi)
+            << g.node(int(i)).name << " / " << g.node(int(j)).name;
+      }
+    EXPECT_LT(a.bytes(MemKind::Activations), a.activations_unplanned_bytes());
+  }
 }
