@@ -8,6 +8,22 @@ namespace cnnbench {
 
 namespace {
 
+// Where output element i (NHWC) sits: its image, row, column, channel, and row index.
+struct OutPos {
+  int n, h, w, c;
+  int64_t row;
+};
+__device__ __forceinline__ OutPos out_pos(int64_t i, const Dims& out) {
+  OutPos p;
+  p.c = int(i % out.c);
+  p.row = i / out.c;
+  p.w = int(p.row % out.w);
+  const int64_t r = p.row / out.w;
+  p.h = int(r % out.h);
+  p.n = int(r / out.h);
+  return p;
+}
+
 // One thread per output element; consecutive threads take consecutive channels (coalesced).
 // Rows of x and y are ld_x / ld_y elements apart (a slice of a concat buffer when wider than C).
 template <typename T, bool kMax>
@@ -16,13 +32,9 @@ __global__ void pool_kernel(const T* x, T* y, Dims in, Dims out, int k, int s, i
   const int64_t total = int64_t(out.n) * out.c * out.h * out.w;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
-    const int c = int(i % out.c);
-    const int64_t row = i / out.c;
-    int64_t r = row;
-    const int ow = int(r % out.w);
-    r /= out.w;
-    const int oh = int(r % out.h);
-    const int n = int(r / out.h);
+    const OutPos o = out_pos(i, out);
+    const int c = o.c, ow = o.w, oh = o.h, n = o.n;
+    const int64_t row = o.row;
     const int h0 = oh * s - p, w0 = ow * s - p;
     float acc = kMax ? -FLT_MAX : 0.0f;
     int count = 0;
@@ -66,13 +78,9 @@ __global__ void adaptive_avgpool_kernel(const T* x, T* y, Dims in, Dims out, int
   const int64_t total = int64_t(out.n) * out.c * out.h * out.w;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
-    const int c = int(i % out.c);
-    const int64_t row = i / out.c;
-    int64_t r = row;
-    const int ow = int(r % out.w);
-    r /= out.w;
-    const int oh = int(r % out.h);
-    const int n = int(r / out.h);
+    const OutPos o = out_pos(i, out);
+    const int c = o.c, ow = o.w, oh = o.h, n = o.n;
+    const int64_t row = o.row;
     const int h0 = oh * in.h / out.h, h1 = ((oh + 1) * in.h + out.h - 1) / out.h;
     const int w0 = ow * in.w / out.w, w1 = ((ow + 1) * in.w + out.w - 1) / out.w;
     float acc = 0.0f;
