@@ -346,8 +346,8 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
                        : n.name;
     void* y = ptr(grp.anchor);
     const Dims out = batched(nodes[grp.anchor].out, N);
-    auto packed = [&](int node) {
-      if (ld_of(node) != nodes[node].out.c)
+    auto packed = [&](int node) {  // through aliases: a flatten's C is its input's C*H*W
+      if (ld_of(node) != nodes[alias_source(g, node)].out.c)
         throw std::logic_error("compile: " + name + " reads a concat slice");
     };
     for (int v : grp.in)
