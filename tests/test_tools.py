@@ -266,6 +266,13 @@ class TableAndCheckTest(TempFiles):
         self.assertEqual(rc, 1)
         self.assertIn("batch 1:", out)
 
+    def test_batch1_ratio_is_a_setting(self):
+        gb, pt = self.files({1: 1400, 8: 9000}, {1: 1000, 8: 7000})  # 1.4x: enough for 1.3x
+        rc, out = self.run_main("--cnnbench", gb, "--pytorch", pt, "--check", "--batch1-ratio", "1.3")
+        self.assertEqual(rc, 0, out)
+        rc, _ = self.run_main("--cnnbench", gb, "--pytorch", pt, "--check", "--batch1-ratio", "1.45")
+        self.assertEqual(rc, 1)
+
     def test_check_fails_when_slower_at_a_larger_batch(self):
         gb, pt = self.files({1: 2000, 32: 13000}, {1: 1000, 32: 13500})
         rc, out = self.run_main("--cnnbench", gb, "--pytorch", pt, "--check")

@@ -73,7 +73,12 @@ for step in ${*:-sweep peer tests crosscheck}; do
         --models alexnet,vgg16,inception_v3,resnet50,resnet152,efficientnet_b0,efficientnet_b4 \
         --batches 1,8,32,128,256 --modes graph --reps 3 --out "$OUT/zoo_pytorch.json" \
         >"$OUT/zoo_pytorch.log" 2>&1
-      echo "zoo_peer rc=$?" ;;
+      echo "zoo_peer rc=$?"
+      for net in alexnet vgg16 inception_v3 resnet50 resnet152 efficientnet_b0 efficientnet_b4; do
+        python3 tools/compare_pytorch.py --cnnbench "$OUT/zoo.json" --pytorch "$OUT/zoo_pytorch.json" \
+          --network $net --precision fp16 --out-md "$OUT/compare_${net}_fp16.md" --check \
+          --batch1-ratio 1.3 | tail -3
+      done ;;
   esac
 done
 (cd "$OUT" && tar czf session.tgz --remove-files $(ls | grep -v '^session.tgz$'))
