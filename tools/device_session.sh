@@ -8,7 +8,7 @@
 #   tests       the GPU tests (TEST_TIMEOUT, 150 s)
 #   crosscheck  torchvision vs cnnbench_infer on the same weights, with per-layer checks
 #   diagnose    tools/diagnose_graph.sh
-#   zoo_tests   the zoo's GPU suites: GpuKernels, GpuNetwork.MixedOps*, GpuZoo (ZOO_TEST_TIMEOUT, 300 s)
+#   zoo_tests   the zoo's GPU suites: GpuKernels, GpuNetwork.MixedOps*, GpuZoo (ZOO_TEST_TIMEOUT, 420 s)
 #   zoo_cross   fp32 logits against torchvision for AlexNet, VGG-16, Inception-v3, ResNet-152,
 #               EfficientNet-B0 and B4 (relative L2 below 1e-4), batch 2
 #   zoo_sweep   configs/zoo_speed.yaml: fp16 at batch 1, 8, 32, 128, 256 (ZOO_SWEEP_TIMEOUT, 420 s)
@@ -52,7 +52,7 @@ for step in ${*:-sweep peer tests crosscheck}; do
     diagnose)
       bash tools/diagnose_graph.sh "$CUDNN" 2>&1 | tee "$OUT/diagnose.log" ;;
     zoo_tests)
-      timeout "${ZOO_TEST_TIMEOUT:-300}" $B/tests/test_gpu \
+      timeout "${ZOO_TEST_TIMEOUT:-420}" $B/tests/test_gpu \
         --gtest_filter='GpuKernels.*:GpuNetwork.MixedOps*:GpuZoo.*' >"$OUT/zoo_tests.log" 2>&1
       echo "zoo_tests rc=$?"
       grep -E "Failure|FAILED|PASSED|mixed ops|Which is|differs" "$OUT/zoo_tests.log" | head -40 ;;
