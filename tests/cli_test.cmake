@@ -19,6 +19,19 @@ expect_failure("missing config" "nope.yaml" ${BENCH} --config=nope.yaml)
 expect_failure("missing weights" "missing.safetensors" ${BENCH} --weights=missing.safetensors)
 expect_failure("infer unknown network" "unknown network 'resnet51'" ${INFER} --network=resnet51 --output=x.safetensors)
 
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/badnet.yaml "benchmarks:\n  - network: vgg-17\n    precisions: [fp16]\n    batches: [1]\n")
+expect_failure("config unknown network" "vgg-17.*vgg16" ${BENCH} --config=${CMAKE_CURRENT_BINARY_DIR}/badnet.yaml)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/classes.yaml "benchmarks:\n  - network: ResNet-50\n    precisions: [fp16]\n    batches: [1]\n    num_classes: 0\n")
+expect_failure("config num_classes 0" "num_classes" ${BENCH} --config=${CMAKE_CURRENT_BINARY_DIR}/classes.yaml)
+expect_failure("infer tiny input" "too small for inception_v3" ${INFER} --network=inception-v3 --input_size=64 --output=x.safetensors)
+
+# --list needs no GPU: every network with its parameter count.
+execute_process(COMMAND ${BENCH} --list RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "inception_bn +224 +11295240" OR NOT out MATCHES "efficientnet_b7 +600 +66347960")
+  message(FATAL_ERROR "--list: rc ${rc}\n${out}${err}")
+endif()
+message(STATUS "ok: --list")
+
 execute_process(COMMAND nvidia-smi -L RESULT_VARIABLE has_gpu OUTPUT_QUIET ERROR_QUIET)
 if(NOT has_gpu EQUAL 0)
   expect_failure("no device" "no CUDA device: " ${BENCH})
