@@ -485,7 +485,7 @@ void ConvOp::epilogue(void* y, int ld, cudaStream_t stream) {
   RowLayout l;
   l.rows = int64_t(spec_.y.n) * spec_.y.h * spec_.y.w;
   l.channels = spec_.y.c;
-  l.ld_y = l.ld_x = l.ld_z = ld;
+  l.ld_y = l.ld_x = ld;
   l.ld_z = spec_.y.c;  // the residual is always packed
   launch_epilogue(storage_type(spec_.precision), y, y, nullptr, buf_.bias, buf_.z, spec_.act, l,
                   stream);
