@@ -366,9 +366,14 @@ TEST(GpuNetwork, ResNet50EveryLayerMatchesHostRecompute) {
 
 // Every network of the zoo at batch 1 and 2 in every precision (heuristic engines): finite and
 // non-zero outputs, the same on a second replay, and graph replay equal to eager execution.
-TEST(GpuZoo, EveryNetworkFiniteDeterministicGraphEqualsEager) {
+// One test per network, so that gtest's sharding (GTEST_TOTAL_SHARDS) can spread them over
+// processes sharing the GPU.
+class GpuZoo : public testing::TestWithParam<std::string> {};
+
+TEST_P(GpuZoo, FiniteDeterministicGraphEqualsEager) {
   GpuContext ctx;
-  for (const NetworkInfo& info : network_registry()) {
+  {
+    const NetworkInfo& info = find_network(GetParam());
     const Graph g = build_network(info.name);
     const HostWeights w = random_weights(g, 17);
     for (Precision p : {Precision::FP32, Precision::TF32, Precision::FP16, Precision::BF16})
@@ -398,3 +403,12 @@ TEST(GpuZoo, EveryNetworkFiniteDeterministicGraphEqualsEager) {
       }
   }
 }
+
+static std::vector<std::string> zoo_names() {
+  std::vector<std::string> names;
+  for (const NetworkInfo& info : network_registry()) names.push_back(info.name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, GpuZoo, testing::ValuesIn(zoo_names()),
+                         [](const testing::TestParamInfo<std::string>& i) { return i.param; });

@@ -13,7 +13,15 @@
 #               EfficientNet-B0 and B4 (relative L2 below 1e-4), batch 2
 #   zoo_sweep   configs/zoo_speed.yaml: fp16 at batch 1, 8, 32, 128, 256 (ZOO_SWEEP_TIMEOUT, 420 s)
 #   zoo_peer    PyTorch's CUDA-graph replay, fp16 channels_last, same networks and batches
+#   checks      correctness only, in parallel processes sharing the GPU (no timing): the zoo's
+#               GPU suites in 6 shards, GpuKernels/GpuOps/MixedOps, the same suites for the
+#               patched kernels in .carry/patched (when there), fp32 and fp16 cross-checks of all
+#               16 torchvision networks (4 at a time) and tools/diagnose_graph.sh
+# SESSION_BUDGET (570 s) bounds the whole call: every step's limit is cut to what is left, so the
+# archive is always written.
 set -u
+END=$((SECONDS + ${SESSION_BUDGET:-570}))
+lim() { local t=$1 r=$((END - SECONDS - 15)); ((r < t)) && t=$r; ((t < 5)) && t=5; echo $t; }
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 B=build/release
@@ -24,25 +32,25 @@ for step in ${*:-sweep peer tests crosscheck}; do
   echo "=== $step $(date +%T)"
   case $step in
     sweep)
-      timeout "${SWEEP_TIMEOUT:-330}" $B/cnnbench --config="${SWEEP_CONFIG:-configs/default.yaml}" \
+      timeout "$(lim ${SWEEP_TIMEOUT:-330})" $B/cnnbench --config="${SWEEP_CONFIG:-configs/default.yaml}" \
         --benchmark_out="$OUT/cnnbench.json" ${SWEEP_ARGS:-} >"$OUT/cnnbench.log" 2>&1
       echo "sweep rc=$? medians=$(grep -c manual_time_median "$OUT/cnnbench.log")"
       grep -E "ERROR OCCURRED" "$OUT/cnnbench.log" | cut -c1-180 | sort -u | head -10 ;;
     peer)
-      PYTHONUNBUFFERED=1 timeout "${PEER_TIMEOUT:-100}" python3 tools/pytorch_baseline.py \
+      PYTHONUNBUFFERED=1 timeout "$(lim ${PEER_TIMEOUT:-100})" python3 tools/pytorch_baseline.py \
         --out "$OUT/pytorch.json" >"$OUT/pytorch.log" 2>&1
       echo "peer rc=$?"
       python3 tools/compare_pytorch.py --cnnbench "$OUT/cnnbench.json" --pytorch "$OUT/pytorch.json" \
         --out-md "$OUT/compare_resnet50_fp16.md" --check | tail -16 ;;
     tests)
-      timeout "${TEST_TIMEOUT:-150}" $B/tests/test_gpu >"$OUT/gpu_tests.log" 2>&1
+      timeout "$(lim ${TEST_TIMEOUT:-150})" $B/tests/test_gpu >"$OUT/gpu_tests.log" 2>&1
       echo "tests rc=$?"
       grep -E "Failure|FAILED|PASSED|worst|rel_l2|resnet50 " "$OUT/gpu_tests.log" | head -40 ;;
     crosscheck)
       for c in "fp32 4 heuristic" "tf32 4 heuristic" "fp16 4 heuristic" "bf16 4 heuristic" \
                "fp16 32 autotune"; do
         set -- $c
-        timeout 60 python3 tools/crosscheck_torchvision.py --binary $B/cnnbench_infer --precision "$1" \
+        timeout "$(lim 60)" python3 tools/crosscheck_torchvision.py --binary $B/cnnbench_infer --precision "$1" \
           --batch "$2" --extra="--engine $3 --verify=128" --out "$OUT/crosscheck_$1_b$2_$3.json" \
           >"$OUT/crosscheck_$1_b$2_$3.log" 2>&1
         echo "$c rc=$?"
@@ -52,30 +60,60 @@ for step in ${*:-sweep peer tests crosscheck}; do
     diagnose)
       bash tools/diagnose_graph.sh "$CUDNN" 2>&1 | tee "$OUT/diagnose.log" ;;
     zoo_tests)
-      timeout "${ZOO_TEST_TIMEOUT:-420}" $B/tests/test_gpu \
+      timeout "$(lim ${ZOO_TEST_TIMEOUT:-420})" $B/tests/test_gpu \
         --gtest_filter='GpuKernels.*:GpuNetwork.MixedOps*:GpuZoo.*' >"$OUT/zoo_tests.log" 2>&1
       echo "zoo_tests rc=$?"
       grep -E "Failure|FAILED|PASSED|mixed ops|Which is|differs" "$OUT/zoo_tests.log" | head -40 ;;
     zoo_cross)
       for net in alexnet vgg16 inception_v3 resnet152 efficientnet_b0 efficientnet_b4; do
-        timeout 90 python3 tools/crosscheck_torchvision.py --binary $B/cnnbench_infer \
+        timeout "$(lim 90)" python3 tools/crosscheck_torchvision.py --binary $B/cnnbench_infer \
           --network $net --precision fp32 --batch 2 --extra="--verify=64" \
           --out "$OUT/crosscheck_${net}_fp32.json" >"$OUT/crosscheck_${net}_fp32.log" 2>&1
         echo "$net rc=$? $(grep -E 'rel L2 error' "$OUT/crosscheck_${net}_fp32.log" | head -1)"
       done ;;
     zoo_sweep)
-      timeout "${ZOO_SWEEP_TIMEOUT:-420}" $B/cnnbench --config=configs/zoo_speed.yaml \
-        --benchmark_out="$OUT/zoo.json" >"$OUT/zoo.log" 2>&1
-      echo "zoo_sweep rc=$? medians=$(grep -c manual_time_median "$OUT/zoo.log")"
-      grep -E "ERROR OCCURRED" "$OUT/zoo.log" | cut -c1-180 | sort -u | head -10 ;;
+      # One process per network, each with its own JSON, so a cut-off loses one network only.
+      for net in ${ZOO_NETS:-alexnet vgg16 inception_bn inception_v3 resnet50 resnet152 efficientnet_b0 efficientnet_b4}; do
+        timeout "$(lim ${ZOO_NET_TIMEOUT:-90})" ${ZOO_BIN:-$B/cnnbench} --config=configs/zoo_speed.yaml \
+          --benchmark_filter="^$net/" --benchmark_out="$OUT/zoo_$net.json" >"$OUT/zoo_$net.log" 2>&1
+        echo "zoo_sweep $net rc=$? medians=$(grep -c manual_time_median "$OUT/zoo_$net.log") $(date +%T)"
+        grep -E "ERROR OCCURRED" "$OUT/zoo_$net.log" | cut -c1-180 | sort -u | head -5
+      done ;;
+    checks)
+      t=$(lim ${CHECKS_TIMEOUT:-300})
+      for i in 0 1 2 3 4 5; do
+        GTEST_TOTAL_SHARDS=6 GTEST_SHARD_INDEX=$i timeout "$t" $B/tests/test_gpu \
+          --gtest_filter='GpuZoo.*' >"$OUT/zoo_tests_$i.log" 2>&1 &
+      done
+      timeout "$t" $B/tests/test_gpu --gtest_filter='GpuKernels.*:GpuOps.*:GpuNetwork.MixedOps*' \
+        >"$OUT/kernel_tests.log" 2>&1 &
+      if [ -x .carry/patched/test_gpu ]; then
+        timeout "$t" .carry/patched/test_gpu --gtest_filter='GpuKernels.*:GpuOps.*:GpuNetwork.MixedOps*' \
+          >"$OUT/kernel_tests_patched.log" 2>&1 &
+      fi
+      timeout "$t" bash tools/diagnose_graph.sh "$CUDNN" >"$OUT/diagnose.log" 2>&1 &
+      nets="alexnet vgg16 vgg16_bn vgg19 vgg19_bn inception_v3 resnet50 resnet152"
+      nets="$nets $(echo efficientnet_b{0..7})"
+      for p in fp32 fp16; do for n in $nets; do echo "$n $p"; done; done |
+        timeout "$t" xargs -P 4 -L 1 bash -c 'timeout 150 python3 tools/crosscheck_torchvision.py \
+          --binary '"$B"'/cnnbench_infer --network $0 --precision $1 --batch 2 --extra="--verify=32" \
+          --out "'"$OUT"'/crosscheck_$0_$1.json" >"'"$OUT"'/crosscheck_$0_$1.log" 2>&1;
+          echo "cross $0 $1 rc=$? $(grep -E "rel L2 error" "'"$OUT"'/crosscheck_$0_$1.log" | head -1)"' &
+      wait
+      echo "checks done $(date +%T)"
+      for f in "$OUT"/zoo_tests_*.log "$OUT"/kernel_tests*.log; do
+        echo "--- $(basename $f): $(grep -E '^\[  (PASSED|FAILED) ' $f | tr '\n' ' ')"
+        grep -E "Failure|Which is|differs|^\[  FAILED  \].*\(" "$f" | cut -c1-200 | head -8
+      done
+      grep -E "^===|differs|exceed|graph replay" "$OUT/diagnose.log" | cut -c1-160 | head -40 ;;
     zoo_peer)
-      PYTHONUNBUFFERED=1 timeout "${ZOO_PEER_TIMEOUT:-240}" python3 tools/pytorch_baseline.py \
+      PYTHONUNBUFFERED=1 timeout "$(lim ${ZOO_PEER_TIMEOUT:-240})" python3 tools/pytorch_baseline.py \
         --models alexnet,vgg16,inception_v3,resnet50,resnet152,efficientnet_b0,efficientnet_b4 \
         --batches 1,8,32,128,256 --modes graph --reps 3 --out "$OUT/zoo_pytorch.json" \
         >"$OUT/zoo_pytorch.log" 2>&1
       echo "zoo_peer rc=$?"
       for net in alexnet vgg16 inception_v3 resnet50 resnet152 efficientnet_b0 efficientnet_b4; do
-        python3 tools/compare_pytorch.py --cnnbench "$OUT/zoo.json" --pytorch "$OUT/zoo_pytorch.json" \
+        python3 tools/compare_pytorch.py --cnnbench "$OUT/zoo_$net.json" --pytorch "$OUT/zoo_pytorch.json" \
           --network $net --precision fp16 --out-md "$OUT/compare_${net}_fp16.md" --check \
           --batch1-ratio 1.3 | tail -3
       done ;;
