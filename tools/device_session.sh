@@ -4,7 +4,8 @@
 # Binaries come prebuilt in build/release (tools/build.sh); libraries the machine lacks
 # (Debian's libbenchmark and yaml-cpp) in .carry/lib. CUDNN selects the cuDNN build.
 #   sweep       configs/default.yaml (SWEEP_CONFIG), JSON + layer table (SWEEP_TIMEOUT, 330 s)
-#   peer        PyTorch eager and CUDA-graph baseline on the same card (PEER_TIMEOUT, 100 s)
+#   peer        PyTorch eager and CUDA-graph baseline on the same card (PEER_TIMEOUT, 100 s), compared
+#               with cnnbench.json, or zoo_resnet50.json where no sweep ran
 #   tests       the GPU tests (TEST_TIMEOUT, 150 s)
 #   crosscheck  torchvision vs cnnbench_infer on the same weights, with per-layer checks
 #   diagnose    tools/diagnose_graph.sh
@@ -12,7 +13,7 @@
 #   zoo_cross   fp32 logits against torchvision for AlexNet, VGG-16, Inception-v3, ResNet-152,
 #               EfficientNet-B0 and B4 (relative L2 below 1e-4), batch 2
 #   zoo_sweep   configs/zoo_speed.yaml: fp16 at batch 1, 8, 32, 128, 256 (ZOO_SWEEP_TIMEOUT, 420 s)
-#   zoo_peer    PyTorch's CUDA-graph replay, fp16 channels_last, same networks and batches
+#   zoo_peer    PyTorch's CUDA-graph replay, fp16 channels_last, the torchvision nets of ZOO_NETS
 #   checks      correctness only, in parallel processes sharing the GPU (no timing): the zoo's
 #               GPU suites in 6 shards, GpuKernels/GpuOps/MixedOps, the same suites for the
 #               patched kernels in .carry/patched (when there), fp32 and fp16 cross-checks of all
@@ -40,7 +41,8 @@ for step in ${*:-sweep peer tests crosscheck}; do
       PYTHONUNBUFFERED=1 timeout "$(lim ${PEER_TIMEOUT:-100})" python3 tools/pytorch_baseline.py \
         --out "$OUT/pytorch.json" >"$OUT/pytorch.log" 2>&1
       echo "peer rc=$?"
-      python3 tools/compare_pytorch.py --cnnbench "$OUT/cnnbench.json" --pytorch "$OUT/pytorch.json" \
+      cb=$OUT/cnnbench.json; [ -f "$cb" ] || cb=$OUT/zoo_resnet50.json
+      python3 tools/compare_pytorch.py --cnnbench "$cb" --pytorch "$OUT/pytorch.json" \
         --out-md "$OUT/compare_resnet50_fp16.md" --check | tail -16 ;;
     tests)
       timeout "$(lim ${TEST_TIMEOUT:-150})" $B/tests/test_gpu >"$OUT/gpu_tests.log" 2>&1
@@ -107,12 +109,15 @@ for step in ${*:-sweep peer tests crosscheck}; do
       done
       grep -E "^===|differs|exceed|graph replay" "$OUT/diagnose.log" | cut -c1-160 | head -40 ;;
     zoo_peer)
+      # The torchvision networks among ZOO_NETS (inception_bn has no PyTorch peer), each compared
+      # with its zoo_<net>.json from a zoo_sweep earlier in the same call.
+      tv=$(for n in ${ZOO_NETS:-alexnet vgg16 inception_v3 resnet50 resnet152 efficientnet_b0 efficientnet_b4}; do
+        [ "$n" != inception_bn ] && echo -n "$n,"; done)
       PYTHONUNBUFFERED=1 timeout "$(lim ${ZOO_PEER_TIMEOUT:-240})" python3 tools/pytorch_baseline.py \
-        --models alexnet,vgg16,inception_v3,resnet50,resnet152,efficientnet_b0,efficientnet_b4 \
-        --batches 1,8,32,128,256 --modes graph --reps 3 --out "$OUT/zoo_pytorch.json" \
+        --models "${tv%,}" --batches 1,8,32,128,256 --modes graph --reps 3 --out "$OUT/zoo_pytorch.json" \
         >"$OUT/zoo_pytorch.log" 2>&1
       echo "zoo_peer rc=$?"
-      for net in alexnet vgg16 inception_v3 resnet50 resnet152 efficientnet_b0 efficientnet_b4; do
+      for net in ${tv//,/ }; do
         python3 tools/compare_pytorch.py --cnnbench "$OUT/zoo_$net.json" --pytorch "$OUT/zoo_pytorch.json" \
           --network $net --precision fp16 --out-md "$OUT/compare_${net}_fp16.md" --check \
           --batch1-ratio 1.3 | tail -3
