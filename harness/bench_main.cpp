@@ -27,6 +27,9 @@ const char* kUsage =
   --eager       also time op-by-op launches beside graph replays
   --layers_out  where to write the per-layer engine table (JSON)
   --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
+  --graph_edges=auto|captured|full  the CUDA graph's programmatic (PDL) edges: kept, or made
+                       full-completion dependencies; auto makes them full only where the graph
+                       as captured departs from the eager forward (default)
   --list        print the networks (name, input size, parameters, GMACs) and exit
 )";
 
@@ -49,6 +52,7 @@ struct Options {
   std::string weights_path;
   std::string layers_out;
   bool share_plans = true;
+  GraphEdges graph_edges = GraphEdges::Auto;
 };
 
 class Session {
@@ -65,6 +69,7 @@ class Session {
     if (!ctx_) {
       ctx_ = std::make_unique<GpuContext>();
       ctx_->share_plans = opt_.share_plans;
+      ctx_->graph_edges = opt_.graph_edges;
     }
     const Graph& g = graph(job);
     CompileOptions c;
@@ -143,6 +148,10 @@ class Session {
                     {"ops", m.op_count()},
                     {"graph_nodes", p.runner->graph_nodes()},
                     {"graph_vs_eager_rel_l2", p.runner->graph_vs_eager()},
+                    {"graph_edges", p.runner->edges().total},
+                    {"programmatic_edges", p.runner->edges().programmatic},
+                    {"edges_made_full", p.runner->edges_made_full()},
+                    {"captured_vs_eager_rel_l2", p.runner->captured_vs_eager()},
                     {"arena",
                      {{"weights_bytes", a.bytes(MemKind::Weights)},
                       {"activations_bytes", a.bytes(MemKind::Activations)},
@@ -259,6 +268,8 @@ int run(int argc_in, char** argv_in) {
       if (v != "true" && v != "false")
         throw UserError("--share_plans takes true or false, not '" + v + "'");
       opt.share_plans = v == "true";
+    } else if (take_flag(i, argc, argv, "graph_edges", &v)) {
+      opt.graph_edges = parse_graph_edges(v);
     } else if (take_flag(i, argc, argv, "eager", nullptr)) {
       eager = true;
     } else {
@@ -290,6 +301,7 @@ int run(int argc_in, char** argv_in) {
   benchmark::AddCustomContext("config", config_path);
   benchmark::AddCustomContext("engine_choice", engine_mode_name(opt.engine));
   benchmark::AddCustomContext("share_plans", opt.share_plans ? "true" : "false");
+  benchmark::AddCustomContext("graph_edges", graph_edges_name(opt.graph_edges));
   benchmark::AddCustomContext("weights", opt.weights_path.empty()
                                              ? "random, seed " + std::to_string(opt.config.seed)
                                              : opt.weights_path);

@@ -19,6 +19,9 @@ const char* kUsage =
                       [--weights=FILE] [--input=FILE] --output=FILE [--engine=heuristic|autotune]
                       [--eager] [--seed=N] [--input_size=N] [--num_classes=N] [--verify[=SAMPLES]]
   --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
+  --graph_edges=auto|captured|full  keep the CUDA graph's programmatic (PDL) edges, make them
+                       full-completion dependencies, or (auto) only where the graph departs
+                       from eager
   --bisect_graph       capture the first k ops for k = 1.. and report where the graph replay
                        first parts from eager execution
   --verify  also recompute SAMPLES (default 512) outputs of every conv and linear layer on the
@@ -29,7 +32,7 @@ const char* kUsage =
 int run(int argc, char** argv) {
   std::string network, precision = "fp32", batch_s = "1", weights_path, input_path, output_path,
                        engine = "heuristic", seed_s = "0", size_s = "0", verify_s, share_s = "true",
-                       classes_s = "1000";
+                       classes_s = "1000", edges_s = "auto";
   bool bisect = false;
   bool eager = false;
   for (int i = 1; i < argc; ++i) {
@@ -57,6 +60,7 @@ int run(int argc, char** argv) {
     }
     if (take_flag(i, argc, argv, "verify", &verify_s)) continue;
     if (take_flag(i, argc, argv, "share_plans", &share_s)) continue;
+    if (take_flag(i, argc, argv, "graph_edges", &edges_s)) continue;
     if (take_flag(i, argc, argv, "bisect_graph", nullptr)) {
       bisect = true;
       continue;
@@ -100,8 +104,10 @@ int run(int argc, char** argv) {
   require_cuda_device();
   if (share_s != "true" && share_s != "false")
     throw UserError("--share_plans takes true or false, not '" + share_s + "'");
+  const GraphEdges edges = parse_graph_edges(edges_s);
   GpuContext ctx;
   ctx.share_plans = share_s == "true";
+  ctx.graph_edges = edges;
   CompileOptions opt;
   opt.precision = parse_precision(precision);
   opt.batch = batch;
@@ -117,6 +123,16 @@ int run(int argc, char** argv) {
   Runner runner(model, ctx);
   runner.launch(!eager);
   runner.sync();
+  if (!eager)
+    std::fprintf(stderr,
+                 "cnnbench_infer: graph of %zu nodes, %zu edges, %zu programmatic, %zu made full "
+                 "(graph_edges=%s%s)\n",
+                 runner.graph_nodes(), runner.edges().total, runner.edges().programmatic,
+                 runner.edges_made_full(), graph_edges_name(edges),
+                 runner.captured_vs_eager() >= 0 ? (", as captured it departed from eager by " +
+                                                    std::to_string(runner.captured_vs_eager()))
+                                                       .c_str()
+                                                 : "");
   const std::vector<float> out = model.output();
   const Dims od = model.output_dims();
   save_safetensors(

@@ -54,6 +54,26 @@ Runner::~Runner() {
   if (stop_) cudaEventDestroy(stop_);
 }
 
+void Runner::instantiate() {
+  if (exec_) cudaGraphExecDestroy(exec_), exec_ = nullptr;
+  CNN_CHECK_CUDA(cudaGraphInstantiate(&exec_, graph_, 0));
+  CNN_CHECK_CUDA(cudaGraphUpload(exec_, ctx_.stream));
+}
+
+double Runner::replay_error(const std::vector<float>& eager) {
+  const Arena& arena = model_.arena();
+  double worst = 0;
+  for (int i = 0; i < 3; ++i) {
+    if (arena.workspace())
+      CNN_CHECK_CUDA(
+          cudaMemsetAsync(arena.workspace(), 0x7F, arena.workspace_bytes(), ctx_.stream));
+    CNN_CHECK_CUDA(cudaGraphLaunch(exec_, ctx_.stream));
+    const double e = relative_l2(model_.output(), eager);
+    if (!(e <= worst)) worst = e;  // NaN sticks
+  }
+  return worst;
+}
+
 void Runner::capture() {
   if (exec_) return;
   // One eager forward first: libraries that initialize lazily on first use do so outside the
@@ -71,19 +91,25 @@ void Runner::capture() {
   }
   CNN_CHECK_CUDA(cudaStreamEndCapture(ctx_.stream, &graph_));
   CNN_CHECK_CUDA(cudaGraphGetNodes(graph_, nullptr, &graph_nodes_));
-  CNN_CHECK_CUDA(cudaGraphInstantiate(&exec_, graph_, 0));
-  CNN_CHECK_CUDA(cudaGraphUpload(exec_, ctx_.stream));
+  edges_ = count_edges(graph_);
+  if (ctx_.graph_edges == GraphEdges::Full) edges_made_full_ = make_edges_full(graph_);
+  instantiate();
   // Replayed on a dirty workspace, the graph must give the eager output.
-  const Arena& arena = model_.arena();
-  if (arena.workspace())
-    CNN_CHECK_CUDA(cudaMemsetAsync(arena.workspace(), 0x7F, arena.workspace_bytes(), ctx_.stream));
-  CNN_CHECK_CUDA(cudaGraphLaunch(exec_, ctx_.stream));
-  const std::vector<float> replayed = model_.output();
-  graph_vs_eager_ = relative_l2(replayed, eager);
+  graph_vs_eager_ = replay_error(eager);
+  if (!(graph_vs_eager_ <= 1e-3) && ctx_.graph_edges == GraphEdges::Auto &&
+      edges_.programmatic > 0) {
+    captured_vs_eager_ = graph_vs_eager_;
+    edges_made_full_ = make_edges_full(graph_);
+    instantiate();
+    graph_vs_eager_ = replay_error(eager);
+  }
   if (!(graph_vs_eager_ <= 1e-3))
     throw LibraryError("CUDA graph", 0,
                        "the graph replay differs from the eager forward (relative L2 " +
-                           std::to_string(graph_vs_eager_) + ")",
+                           std::to_string(graph_vs_eager_) + ", " +
+                           std::to_string(edges_.programmatic) + " programmatic edges of " +
+                           std::to_string(edges_.total) + ", " + std::to_string(edges_made_full_) +
+                           " made full)",
                        "Runner::capture", __FILE__, __LINE__);
 }
 

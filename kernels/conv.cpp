@@ -443,14 +443,20 @@ bool ConvOp::execute(const BackendDesc& plan, const BackendDesc& vp, bool fused,
 bool ConvOp::graph_safe(GpuContext& ctx, const BackendDesc& plan, bool fused,
                         const TuneScratch& scratch) {
   const DType t = storage_type(spec_.precision);
-  const size_t count = y_span() / dtype_size(t);
-  // The first and the last million elements of y's span are compared (all of it when smaller).
-  const size_t window = std::min<size_t>(count, 1 << 20);
-  const char* last = static_cast<const char*>(buf_.y) + (count - window) * dtype_size(t);
+  // The first and the last rows of y, about a million elements each (all of y when smaller),
+  // and of each row only the channels this conv writes: the rest of a concat buffer's row
+  // belongs to other layers and may hold anything, NaN included.
+  const size_t rows = size_t(spec_.y.n) * spec_.y.h * spec_.y.w;
+  const size_t ld = size_t(spec_.ldy()), c = size_t(spec_.y.c);
+  const size_t window = std::min<size_t>(rows, std::max<size_t>(1, (size_t(1) << 20) / ld));
   auto read = [&] {
-    std::vector<float> v = download(buf_.y, window, t);
-    const std::vector<float> tail = download(last, window, t);
-    v.insert(v.end(), tail.begin(), tail.end());
+    std::vector<float> v;
+    for (size_t first : {size_t(0), rows - window}) {
+      const char* p = static_cast<const char*>(buf_.y) + first * ld * dtype_size(t);
+      const std::vector<float> span = download(p, (window - 1) * ld + c, t);
+      for (size_t r = 0; r < window; ++r)
+        v.insert(v.end(), span.begin() + r * ld, span.begin() + r * ld + c);
+    }
     return v;
   };
   BackendDesc vp = variant_pack(target_buffers(), fused, spec_.residual, scratch.ptr);

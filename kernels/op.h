@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/graph_edges.h"
 #include "kernels/tensor.h"
 
 namespace cnnbench {
@@ -51,6 +52,9 @@ struct GpuContext {
   // false: a layer of an already tuned shape still takes that engine and its knobs, but in an
   // execution plan of its own.
   bool share_plans = true;
+  // The captured graph's dependency edges: as captured, all full, or full only where the graph
+  // as captured does not reproduce the eager forward.
+  GraphEdges graph_edges = GraphEdges::Auto;
 };
 
 // Scratch memory an op may use while choosing its engine (autotune), before the arena's

@@ -532,6 +532,7 @@ std::vector<std::pair<std::string, double>> Model::graph_prefix_check() {
     CNN_CHECK_CUDA(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
     for (size_t i = 0; i < k; ++i) ops_[i]->run(ctx_.stream);
     CNN_CHECK_CUDA(cudaStreamEndCapture(ctx_.stream, &g));
+    if (ctx_.graph_edges == GraphEdges::Full) make_edges_full(g);
     CNN_CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
     if (arena_.workspace())
       CNN_CHECK_CUDA(

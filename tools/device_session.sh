@@ -17,7 +17,8 @@
 #   checks      correctness only, in parallel processes sharing the GPU (no timing): the zoo's
 #               GPU suites in 6 shards, GpuKernels/GpuOps/MixedOps, the same suites for the
 #               patched kernels in .carry/patched (when there), fp32 and fp16 cross-checks of all
-#               16 torchvision networks (4 at a time) and tools/diagnose_graph.sh
+#               16 torchvision networks (4 at a time; CHECKS_CROSS=0 skips them) and
+#               tools/diagnose_graph.sh
 # SESSION_BUDGET (570 s) bounds the whole call: every step's limit is cut to what is left, so the
 # archive is always written.
 set -u
@@ -63,7 +64,7 @@ for step in ${*:-sweep peer tests crosscheck}; do
       bash tools/diagnose_graph.sh "$CUDNN" 2>&1 | tee "$OUT/diagnose.log" ;;
     zoo_tests)
       timeout "$(lim ${ZOO_TEST_TIMEOUT:-420})" $B/tests/test_gpu \
-        --gtest_filter='GpuKernels.*:GpuNetwork.MixedOps*:GpuZoo.*' >"$OUT/zoo_tests.log" 2>&1
+        --gtest_filter='GpuKernels.*:GpuNetwork.MixedOps*:Zoo/GpuZoo.*' >"$OUT/zoo_tests.log" 2>&1
       echo "zoo_tests rc=$?"
       grep -E "Failure|FAILED|PASSED|mixed ops|Which is|differs" "$OUT/zoo_tests.log" | head -40 ;;
     zoo_cross)
@@ -85,7 +86,7 @@ for step in ${*:-sweep peer tests crosscheck}; do
       t=$(lim ${CHECKS_TIMEOUT:-300})
       for i in 0 1 2 3 4 5; do
         GTEST_TOTAL_SHARDS=6 GTEST_SHARD_INDEX=$i timeout "$t" $B/tests/test_gpu \
-          --gtest_filter='GpuZoo.*' >"$OUT/zoo_tests_$i.log" 2>&1 &
+          --gtest_filter='Zoo/GpuZoo.*' >"$OUT/zoo_tests_$i.log" 2>&1 &
       done
       timeout "$t" $B/tests/test_gpu --gtest_filter='GpuKernels.*:GpuOps.*:GpuNetwork.MixedOps*' \
         >"$OUT/kernel_tests.log" 2>&1 &
@@ -94,9 +95,10 @@ for step in ${*:-sweep peer tests crosscheck}; do
           >"$OUT/kernel_tests_patched.log" 2>&1 &
       fi
       timeout "$t" bash tools/diagnose_graph.sh "$CUDNN" >"$OUT/diagnose.log" 2>&1 &
+      [ "${CHECKS_CROSS:-1}" = 1 ] || nets_skip=1
       nets="alexnet vgg16 vgg16_bn vgg19 vgg19_bn inception_v3 resnet50 resnet152"
       nets="$nets $(echo efficientnet_b{0..7})"
-      for p in fp32 fp16; do for n in $nets; do echo "$n $p"; done; done |
+      for p in fp32 fp16; do for n in $nets; do [ -z "${nets_skip:-}" ] && echo "$n $p"; done; done |
         timeout "$t" xargs -P 4 -L 1 bash -c 'timeout 150 python3 tools/crosscheck_torchvision.py \
           --binary '"$B"'/cnnbench_infer --network $0 --precision $1 --batch 2 --extra="--verify=32" \
           --out "'"$OUT"'/crosscheck_$0_$1.json" >"'"$OUT"'/crosscheck_$0_$1.log" 2>&1;

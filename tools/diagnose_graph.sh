@@ -7,15 +7,20 @@ set -u
 B=build/release
 CUDNN=${1:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib}
 export LD_LIBRARY_PATH=$CUDNN:$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-for c in "tf32 4 heuristic" "fp16 32 autotune" "bf16 8 autotune" "fp16 4 heuristic"; do
+# For each model: the graph as captured, with every programmatic (PDL) edge made a full
+# dependency, and with a plan per layer; then the bisection, as captured and with full edges.
+show() { grep -E "graph replay vs eager|graph of|exceed|refused|error|written|differs" | cut -c1-220 | head -${1:-4}; }
+for c in "tf32 4 heuristic" "fp16 32 autotune" "bf16 8 autotune" "fp16 16 autotune"; do
   set -- $c
-  for share in true false; do
-    echo "=== $1 batch $2 $3 share_plans=$share"
-    timeout 120 $B/cnnbench_infer --network=resnet50 --precision=$1 --batch=$2 --engine=$3 \
-      --share_plans=$share --verify=64 --output=/tmp/diag.safetensors 2>&1 |
-      grep -E "graph replay vs eager|exceed|refused|CUDA graph error|written" | head -4
+  for v in "captured true" "full true" "captured false"; do
+    set -- $c $v
+    echo "=== $1 batch $2 $3 graph_edges=$4 share_plans=$5"
+    timeout 100 $B/cnnbench_infer --network=resnet50 --precision=$1 --batch=$2 --engine=$3 \
+      --graph_edges=$4 --share_plans=$5 --verify=16 --output=/tmp/diag.safetensors 2>&1 | show 5
   done
-  echo "=== $1 batch $2 $3: bisect"
-  timeout 150 $B/cnnbench_infer --network=resnet50 --precision=$1 --batch=$2 --engine=$3 \
-    --bisect_graph --output=/tmp/diag.safetensors 2>&1 | grep -E "differs|error" | head -6
+  for e in captured full; do
+    echo "=== $1 batch $2 $3 graph_edges=$e: bisect"
+    timeout 100 $B/cnnbench_infer --network=resnet50 --precision=$1 --batch=$2 --engine=$3 \
+      --graph_edges=$e --bisect_graph --output=/tmp/diag.safetensors 2>&1 | show 3
+  done
 done

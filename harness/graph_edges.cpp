@@ -1,0 +1,70 @@
+#include "harness/graph_edges.h"
+
+#include <vector>
+
+#include "harness/check.h"
+
+namespace cnnbench {
+namespace {
+
+struct Edges {
+  std::vector<cudaGraphNode_t> from, to;
+  std::vector<cudaGraphEdgeData> data;
+};
+
+Edges edges_of(cudaGraph_t graph) {
+  size_t n = 0;
+  CNN_CHECK_CUDA(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &n));
+  Edges e;
+  e.from.resize(n), e.to.resize(n), e.data.resize(n);
+  if (n) CNN_CHECK_CUDA(cudaGraphGetEdges(graph, e.from.data(), e.to.data(), e.data.data(), &n));
+  return e;
+}
+
+bool plain(const cudaGraphEdgeData& d) {
+  return d.type == cudaGraphDependencyTypeDefault && d.from_port == 0 && d.to_port == 0;
+}
+
+}  // namespace
+
+GraphEdges parse_graph_edges(const std::string& s) {
+  if (s == "auto") return GraphEdges::Auto;
+  if (s == "captured") return GraphEdges::Captured;
+  if (s == "full") return GraphEdges::Full;
+  throw UserError("--graph_edges takes auto, captured or full, not '" + s + "'");
+}
+
+const char* graph_edges_name(GraphEdges e) {
+  switch (e) {
+    case GraphEdges::Auto:
+      return "auto";
+    case GraphEdges::Captured:
+      return "captured";
+    case GraphEdges::Full:
+      return "full";
+  }
+  return "?";
+}
+
+EdgeCounts count_edges(cudaGraph_t graph) {
+  const Edges e = edges_of(graph);
+  EdgeCounts c;
+  c.total = e.from.size();
+  for (const cudaGraphEdgeData& d : e.data) c.programmatic += !plain(d);
+  return c;
+}
+
+size_t make_edges_full(cudaGraph_t graph) {
+  const Edges e = edges_of(graph);
+  size_t replaced = 0;
+  for (size_t i = 0; i < e.from.size(); ++i) {
+    if (plain(e.data[i])) continue;
+    CNN_CHECK_CUDA(cudaGraphRemoveDependencies(graph, &e.from[i], &e.to[i], &e.data[i], 1));
+    cudaGraphEdgeData full{};
+    CNN_CHECK_CUDA(cudaGraphAddDependencies(graph, &e.from[i], &e.to[i], &full, 1));
+    ++replaced;
+  }
+  return replaced;
+}
+
+}  // namespace cnnbench
