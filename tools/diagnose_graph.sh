@@ -10,7 +10,7 @@ export LD_LIBRARY_PATH=$CUDNN:$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PAT
 # For each model: the graph as captured, with every programmatic (PDL) edge made a full
 # dependency, and with a plan per layer; then the bisection, as captured and with full edges.
 show() { grep -E "graph replay vs eager|graph of|exceed|refused|error|written|differs" | cut -c1-220 | head -${1:-4}; }
-for c in "tf32 4 heuristic" "fp16 32 autotune" "bf16 8 autotune" "fp16 16 autotune"; do
+for c in "tf32 4 heuristic" "fp16 16 autotune" "fp16 32 autotune"; do
   set -- $c
   for v in "captured true" "full true" "captured false"; do
     set -- $c $v
