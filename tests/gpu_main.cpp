@@ -12,5 +12,11 @@ int main(int argc, char** argv) {
     return 77;
   }
   testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  const int rc = RUN_ALL_TESTS();
+  // A filter that selects nothing is a mistake (a renamed suite), never a pass.
+  if (testing::UnitTest::GetInstance()->test_to_run_count() == 0) {
+    std::printf("FAILED: the filter selected no test\n");
+    return 1;
+  }
+  return rc;
 }

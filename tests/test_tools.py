@@ -724,3 +724,38 @@ class TorchToolsTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# --------------------------------------------------------------------------------------------
+class CrosscheckTableTest(TempFiles):
+    def run_table(self, *paths):
+        import crosscheck_table as ct
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            rc = ct.main(list(paths))
+        return rc, out.getvalue()
+
+    def result(self, name, net, p, err, thr):
+        return self.write(name, {"network": net, "precision": p, "batch": 2, "rel_l2": err,
+                                 "threshold": thr, "finite": True})
+
+    def test_rows_per_network_columns_per_precision(self):
+        a = self.result("a.json", "vgg16", "fp32", 2.1e-6, 1e-4)
+        b = self.result("b.json", "vgg16", "fp16", 9.6e-4, 2e-2)
+        c = self.result("c.json", "alexnet", "fp32", 5.0e-7, 1e-4)
+        rc, out = self.run_table(a, b, c)
+        self.assertEqual(rc, 0)
+        self.assertIn("| vgg16 | 2 | 2.10e-06 | 9.60e-04 |", out)
+        self.assertIn("| alexnet | 2 | 5.00e-07 | – |", out)
+
+    def test_an_error_over_its_threshold_fails(self):
+        a = self.result("a.json", "resnet50", "fp32", 3e-4, 1e-4)
+        rc, out = self.run_table(a)
+        self.assertEqual(rc, 1)
+        self.assertIn("3.00e-04 FAIL", out)
+
+    def test_a_file_that_is_not_a_result_is_an_error(self):
+        bad = self.write("bad.json", {"rows": []})
+        rc, _ = self.run_table(bad)
+        self.assertEqual(rc, 2)
