@@ -13,6 +13,7 @@
 #   zoo_cross   fp32 logits against torchvision for AlexNet, VGG-16, Inception-v3, ResNet-152,
 #               EfficientNet-B0 and B4 (relative L2 below 1e-4), batch 2
 #   zoo_sweep   configs/zoo_speed.yaml: fp16 at batch 1, 8, 32, 128, 256 (ZOO_SWEEP_TIMEOUT, 420 s)
+#   edges_ab    ResNet-50 fp16 at batch 1, 8, 64, 256 with --graph_edges=captured and =full
 #   zoo_peer    PyTorch's CUDA-graph replay, fp16 channels_last, the torchvision nets of ZOO_NETS
 #   checks      correctness only, in parallel processes sharing the GPU (no timing): the zoo's
 #               GPU suites in 6 shards, GpuKernels/GpuOps/MixedOps, the same suites for the
@@ -110,6 +111,15 @@ for step in ${*:-sweep peer tests crosscheck}; do
         grep -E "Failure|Which is|differs|^\[  FAILED  \].*\(" "$f" | cut -c1-200 | head -8
       done
       grep -E "^===|differs|exceed|graph replay" "$OUT/diagnose.log" | cut -c1-160 | head -40 ;;
+    edges_ab)
+      # ResNet-50 fp16 with the graph's programmatic edges as captured, then all made full.
+      for e in captured full; do
+        timeout "$(lim 60)" $B/cnnbench --config=configs/zoo_speed.yaml --graph_edges=$e \
+          --benchmark_filter='^resnet50/fp16/graph/batch:(1|8|64|256)/' \
+          --benchmark_out="$OUT/edges_$e.json" >"$OUT/edges_$e.log" 2>&1
+        echo "edges_ab $e rc=$? $(grep -E 'manual_time_median' "$OUT/edges_$e.log" | awk '{print $1, $NF}' | tr '\n' ' ')"
+        grep -E "ERROR OCCURRED" "$OUT/edges_$e.log" | cut -c1-200 | sort -u | head -4
+      done ;;
     zoo_peer)
       # The torchvision networks among ZOO_NETS (inception_bn has no PyTorch peer), each compared
       # with its zoo_<net>.json from a zoo_sweep earlier in the same call.
