@@ -117,7 +117,7 @@ for step in ${*:-sweep peer tests crosscheck}; do
         timeout "$(lim 60)" $B/cnnbench --config=configs/zoo_speed.yaml --graph_edges=$e \
           --benchmark_filter='^resnet50/fp16/graph/batch:(1|8|64|256)/' \
           --benchmark_out="$OUT/edges_$e.json" >"$OUT/edges_$e.log" 2>&1
-        echo "edges_ab $e rc=$? $(grep -E 'manual_time_median' "$OUT/edges_$e.log" | awk '{print $1, $NF}' | tr '\n' ' ')"
+        echo "edges_ab $e rc=$?"; grep -E 'manual_time_median' "$OUT/edges_$e.log" | cut -c1-150
         grep -E "ERROR OCCURRED" "$OUT/edges_$e.log" | cut -c1-200 | sort -u | head -4
       done ;;
     zoo_peer)
