@@ -27,9 +27,8 @@ const char* kUsage =
   --eager       also time op-by-op launches beside graph replays
   --layers_out  where to write the per-layer engine table (JSON)
   --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
-  --graph_edges=auto|captured|full  the CUDA graph's programmatic (PDL) edges: kept, or made
-                       full-completion dependencies; auto makes them full only where the graph
-                       as captured departs from the eager forward (default)
+  --graph_edges=captured|full  the CUDA graph's programmatic (PDL) edges: kept (default), or
+                       made full-completion dependencies
   --list        print the networks (name, input size, parameters, GMACs) and exit
 )";
 
@@ -52,7 +51,7 @@ struct Options {
   std::string weights_path;
   std::string layers_out;
   bool share_plans = true;
-  GraphEdges graph_edges = GraphEdges::Auto;
+  GraphEdges graph_edges = GraphEdges::Captured;
 };
 
 class Session {
@@ -137,7 +136,7 @@ class Session {
                         {"plan_reused", r.plan_reused},
                         {"rejected_plans", r.rejected}});
     const Arena& a = m.arena();
-    if (captured && !log_.empty() && log_.back()["model"] == p.key) log_.erase(log_.size() - 1);
+    if (!log_.empty() && log_.back()["model"] == p.key) log_.erase(log_.size() - 1);
     log_.push_back({{"model", p.key},
                     {"captured", captured},
                     {"network", g.name()},
@@ -151,7 +150,7 @@ class Session {
                     {"graph_edges", p.runner->edges().total},
                     {"programmatic_edges", p.runner->edges().programmatic},
                     {"edges_made_full", p.runner->edges_made_full()},
-                    {"captured_vs_eager_rel_l2", p.runner->captured_vs_eager()},
+                    {"graph_repairs", p.repairs},
                     {"arena",
                      {{"weights_bytes", a.bytes(MemKind::Weights)},
                       {"activations_bytes", a.bytes(MemKind::Activations)},

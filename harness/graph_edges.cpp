@@ -28,16 +28,13 @@ bool plain(const cudaGraphEdgeData& d) {
 }  // namespace
 
 GraphEdges parse_graph_edges(const std::string& s) {
-  if (s == "auto") return GraphEdges::Auto;
   if (s == "captured") return GraphEdges::Captured;
   if (s == "full") return GraphEdges::Full;
-  throw UserError("--graph_edges takes auto, captured or full, not '" + s + "'");
+  throw UserError("--graph_edges takes captured or full, not '" + s + "'");
 }
 
 const char* graph_edges_name(GraphEdges e) {
   switch (e) {
-    case GraphEdges::Auto:
-      return "auto";
     case GraphEdges::Captured:
       return "captured";
     case GraphEdges::Full:

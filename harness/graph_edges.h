@@ -12,7 +12,6 @@
 namespace cnnbench {
 
 enum class GraphEdges {
-  Auto,      // as captured; full edges only when the captured graph's replay departs from eager
   Captured,  // as captured
   Full,      // every edge a full-completion dependency
 };

@@ -19,9 +19,8 @@ const char* kUsage =
                       [--weights=FILE] [--input=FILE] --output=FILE [--engine=heuristic|autotune]
                       [--eager] [--seed=N] [--input_size=N] [--num_classes=N] [--verify[=SAMPLES]]
   --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
-  --graph_edges=auto|captured|full  keep the CUDA graph's programmatic (PDL) edges, make them
-                       full-completion dependencies, or (auto) only where the graph departs
-                       from eager
+  --graph_edges=captured|full  keep the CUDA graph's programmatic (PDL) edges (default), or make
+                       them full-completion dependencies
   --bisect_graph       capture the first k ops for k = 1.. and report where the graph replay
                        first parts from eager execution
   --verify  also recompute SAMPLES (default 512) outputs of every conv and linear layer on the
@@ -32,7 +31,7 @@ const char* kUsage =
 int run(int argc, char** argv) {
   std::string network, precision = "fp32", batch_s = "1", weights_path, input_path, output_path,
                        engine = "heuristic", seed_s = "0", size_s = "0", verify_s, share_s = "true",
-                       classes_s = "1000", edges_s = "auto";
+                       classes_s = "1000", edges_s = "captured";
   bool bisect = false;
   bool eager = false;
   for (int i = 1; i < argc; ++i) {
@@ -113,26 +112,36 @@ int run(int argc, char** argv) {
   opt.batch = batch;
   opt.engine = parse_engine_mode(engine);
   opt.input_seed = seed + 1;
-  Model model(ctx, g, w, opt);
-  if (!input.empty()) model.set_input(input);
+  auto make = [&] {
+    auto m = std::make_unique<Model>(ctx, g, w, opt);
+    if (!input.empty()) m->set_input(input);
+    return m;
+  };
   if (bisect) {
-    for (const auto& [name, err] : model.graph_prefix_check())
+    auto m = make();
+    for (const auto& [name, err] : m->graph_prefix_check())
       std::fprintf(stderr, "bisect %-24s graph vs eager rel_l2 %.2e%s\n", name.c_str(), err,
                    err > 1e-3 ? "  <- differs" : "");
   }
-  Runner runner(model, ctx);
+  std::unique_ptr<Model> model_p;
+  std::unique_ptr<Runner> runner_p;
+  std::vector<std::string> repairs;
+  if (eager) {
+    model_p = make();
+    runner_p = std::make_unique<Runner>(*model_p, ctx);
+  } else {
+    build_and_capture(ctx, make, model_p, runner_p, repairs);
+  }
+  Model& model = *model_p;
+  Runner& runner = *runner_p;
   runner.launch(!eager);
   runner.sync();
   if (!eager)
     std::fprintf(stderr,
                  "cnnbench_infer: graph of %zu nodes, %zu edges, %zu programmatic, %zu made full "
-                 "(graph_edges=%s%s)\n",
+                 "(graph_edges=%s), %zu engines banned for departing from eager\n",
                  runner.graph_nodes(), runner.edges().total, runner.edges().programmatic,
-                 runner.edges_made_full(), graph_edges_name(edges),
-                 runner.captured_vs_eager() >= 0 ? (", as captured it departed from eager by " +
-                                                    std::to_string(runner.captured_vs_eager()))
-                                                       .c_str()
-                                                 : "");
+                 runner.edges_made_full(), graph_edges_name(edges), repairs.size());
   const std::vector<float> out = model.output();
   const Dims od = model.output_dims();
   save_safetensors(

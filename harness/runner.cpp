@@ -96,21 +96,14 @@ void Runner::capture() {
   instantiate();
   // Replayed on a dirty workspace, the graph must give the eager output.
   graph_vs_eager_ = replay_error(eager);
-  if (!(graph_vs_eager_ <= 1e-3) && ctx_.graph_edges == GraphEdges::Auto &&
-      edges_.programmatic > 0) {
-    captured_vs_eager_ = graph_vs_eager_;
-    edges_made_full_ = make_edges_full(graph_);
-    instantiate();
-    graph_vs_eager_ = replay_error(eager);
-  }
   if (!(graph_vs_eager_ <= 1e-3))
-    throw LibraryError("CUDA graph", 0,
-                       "the graph replay differs from the eager forward (relative L2 " +
-                           std::to_string(graph_vs_eager_) + ", " +
-                           std::to_string(edges_.programmatic) + " programmatic edges of " +
-                           std::to_string(edges_.total) + ", " + std::to_string(edges_made_full_) +
-                           " made full)",
-                       "Runner::capture", __FILE__, __LINE__);
+    throw GraphMismatch("CUDA graph", 0,
+                        "the graph replay differs from the eager forward (relative L2 " +
+                            std::to_string(graph_vs_eager_) + ", " +
+                            std::to_string(edges_.programmatic) + " programmatic edges of " +
+                            std::to_string(edges_.total) + ", " + std::to_string(edges_made_full_) +
+                            " made full)",
+                        "Runner::capture", __FILE__, __LINE__);
 }
 
 void Runner::launch(bool use_graph) {

@@ -4,9 +4,15 @@
 
 #include <cuda_runtime.h>
 
+#include "harness/check.h"
 #include "networks/compile.h"
 
 namespace cnnbench {
+
+// The graph replay did not reproduce the eager forward.
+struct GraphMismatch : LibraryError {
+  using LibraryError::LibraryError;
+};
 
 class Runner {
  public:
@@ -23,9 +29,6 @@ class Runner {
   // The captured graph's edges, and how many programmatic ones were made full (all of them, or 0).
   EdgeCounts edges() const { return edges_; }
   size_t edges_made_full() const { return edges_made_full_; }
-  // Where the graph as captured departed from eager and its edges were then made full (auto),
-  // the relative L2 of the graph as captured; negative otherwise.
-  double captured_vs_eager() const { return captured_vs_eager_; }
   void launch(bool use_graph);  // enqueue one forward
   // Enqueues `count` forwards between two events and waits: their total device time in ms.
   double time_ms(bool use_graph, int count);
@@ -40,7 +43,6 @@ class Runner {
   double graph_vs_eager_ = 0;
   EdgeCounts edges_;
   size_t edges_made_full_ = 0;
-  double captured_vs_eager_ = -1;
   void instantiate();
   // The worst relative L2 of three replays, each on a dirty workspace, against `eager`.
   double replay_error(const std::vector<float>& eager);

@@ -11,16 +11,41 @@ void require_cuda_device() {
   if (cuda_device_count(&reason) == 0) throw UserError("no CUDA device: " + reason);
 }
 
+void build_and_capture(GpuContext& ctx, const std::function<std::unique_ptr<Model>()>& make,
+                       std::unique_ptr<Model>& model, std::unique_ptr<Runner>& runner,
+                       std::vector<std::string>& repairs, const std::function<void()>& built,
+                       int max_repairs) {
+  for (int round = 0;; ++round) {
+    runner.reset();
+    model.reset();  // the previous build's memory goes before the next is planned
+    model = make();
+    runner = std::make_unique<Runner>(*model, ctx);
+    if (built) built();
+    try {
+      runner->capture();
+      return;
+    } catch (const GraphMismatch&) {
+      if (round >= max_repairs) throw;
+      const std::string banned = model->ban_first_departing_engine();
+      if (banned.empty()) throw;
+      std::fprintf(stderr, "cnnbench: the CUDA graph departed from eager; banned %s, rebuilding\n",
+                   banned.c_str());
+      repairs.push_back(banned);
+    }
+  }
+}
+
 std::unique_ptr<Prepared> prepare_model(GpuContext& ctx, const Graph& g, const HostWeights& w,
                                         const CompileOptions& opt, double warmup_ms,
                                         const std::function<void(const Prepared&)>& built) {
   auto p = std::make_unique<Prepared>();
   p->key = g.name() + "/" + precision_name(opt.precision) + "/batch:" + std::to_string(opt.batch);
   p->peak.sample();
-  p->model = std::make_unique<Model>(ctx, g, w, opt);
-  p->runner = std::make_unique<Runner>(*p->model, ctx);
-  if (built) built(*p);
-  p->runner->capture();
+  build_and_capture(
+      ctx, [&] { return std::make_unique<Model>(ctx, g, w, opt); }, p->model, p->runner, p->repairs,
+      [&] {
+        if (built) built(*p);
+      });
   p->peak.sample();
   // Warm-up: at least three replays and at least warmup_ms of them.
   double spent = 0;

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "harness/device.h"
 #include "harness/runner.h"
@@ -21,8 +22,19 @@ struct Prepared {
   std::unique_ptr<Model> model;
   std::unique_ptr<Runner> runner;
   DevicePeak peak;
-  double single_forward_ms = 0;  // measured during warm-up (graph replay)
+  double single_forward_ms = 0;      // measured during warm-up (graph replay)
+  std::vector<std::string> repairs;  // engines banned because the whole graph departed from eager
 };
+
+// Builds a model with `make` and captures its CUDA graph. Where the replay departs from the eager
+// forward, the first layer whose prefix graph departs has its engine banned (GpuContext::banned),
+// and the model is rebuilt and captured again, at most `max_repairs` times; each ban is appended
+// to `repairs` ("layer3.0.conv3: eng4{k24=23}+rtc"). `built` runs after every build, before its
+// capture. Throws the last GraphMismatch where no ban cures it.
+void build_and_capture(GpuContext& ctx, const std::function<std::unique_ptr<Model>()>& make,
+                       std::unique_ptr<Model>& model, std::unique_ptr<Runner>& runner,
+                       std::vector<std::string>& repairs, const std::function<void()>& built = {},
+                       int max_repairs = 6);
 
 // Compiles, captures and warms up one model. warmup_ms: replays before timing, at least 3.
 // `built` is called once the model is compiled, before capture (so a model whose capture fails

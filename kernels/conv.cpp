@@ -303,6 +303,7 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
   const int align = pointer_alignment(buf_.y);
   const std::string key =
       spec_.signature() + ":a" + std::to_string(align) + ":" + engine_mode_name(mode);
+  plan_key_ = key;
   auto it = ctx.plans.find(key);
   if (it != ctx.plans.end()) {
     plan_ = it->second;
@@ -333,7 +334,8 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
       std::shared_ptr<OpGraph> graph;
     };
     std::vector<Timed> timed;
-    std::vector<std::string> unsafe;
+    std::vector<std::string> unsafe = ctx.banned[key];
+    for (const std::string& tag : unsafe) entry->rejected.push_back(tag + " (whole graph)");
     for (bool staged : strided ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
       const size_t stage = staged ? stage_bytes() : 0;
       if (stage >= scratch.bytes)
@@ -409,6 +411,14 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
   // Until the arena's workspace exists, run on the tuning scratch (autotune runs layer by layer).
   variant_pack_ = variant_pack(target_buffers(), plan_->fused, spec_.residual,
                                static_cast<char*>(scratch.ptr) + (staged_ ? stage_bytes() : 0));
+}
+
+std::string ConvOp::ban_engine(GpuContext& ctx) {
+  if (!plan_) return "";
+  const std::string tag = plan_->engine.tag();
+  ctx.banned[plan_key_].push_back(tag);
+  ctx.plans.erase(plan_key_);
+  return tag;
 }
 
 ConvBuffers ConvOp::target_buffers() const {

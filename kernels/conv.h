@@ -52,6 +52,7 @@ class ConvOp : public Op {
   void run(cudaStream_t stream) override;
   double verify(int samples, uint64_t seed) const override;
   bool fused() const;
+  std::string ban_engine(GpuContext& ctx) override;
 
  private:
   void epilogue(void* y, int ld, cudaStream_t stream);
@@ -67,6 +68,7 @@ class ConvOp : public Op {
   ConvBuffers buf_;
   cudnnHandle_t handle_ = nullptr;
   std::shared_ptr<PlanCacheEntry> plan_;
+  std::string plan_key_;  // ctx.plans' key of this layer's shape, alignment and engine mode
   BackendDesc own_plan_;  // this layer's own plan of the shared engine (share_plans off)
   const BackendDesc& plan() const;
   BackendDesc variant_pack_;

@@ -54,7 +54,10 @@ struct GpuContext {
   bool share_plans = true;
   // The captured graph's dependency edges: as captured, all full, or full only where the graph
   // as captured does not reproduce the eager forward.
-  GraphEdges graph_edges = GraphEdges::Auto;
+  GraphEdges graph_edges = GraphEdges::Captured;
+  // Engines banned per plan key after a whole-graph replay departed from eager at a layer that
+  // ran them (see prepare_model): a rebuilt layer of that key picks among the others.
+  std::map<std::string, std::vector<std::string>> banned;
 };
 
 // Scratch memory an op may use while choosing its engine (autotune), before the arena's
@@ -82,6 +85,12 @@ class Op {
     return -1;
   }
   const LayerRecord& record() const { return record_; }
+  // Bans the engine this op runs for every later build of ops like it (ctx.banned) and forgets
+  // its cached plan: the engine's tag, or "" where the op has no engine to choose.
+  virtual std::string ban_engine(GpuContext& ctx) {
+    (void)ctx;
+    return "";
+  }
   // The buffer the op writes, for poisoning before checks: output_bytes() from output() when
   // packed; rows of out_row_bytes_ every out_pitch_ bytes when the op writes a concat slice.
   void* output() const { return out_; }

@@ -518,8 +518,24 @@ std::vector<std::pair<std::string, double>> Model::verify_layers(int samples, ui
   return out;
 }
 
+std::string Model::ban_first_departing_engine() {
+  const auto prefixes = graph_prefix_check(true);
+  if (prefixes.empty()) return "";
+  const auto& [index, err] = prefixes.back();
+  if (err <= 1e-3) return "";
+  const std::string tag = ops_[index]->ban_engine(ctx_);
+  return tag.empty() ? "" : ops_[index]->record().name + ": " + tag;
+}
+
 std::vector<std::pair<std::string, double>> Model::graph_prefix_check() {
   std::vector<std::pair<std::string, double>> out;
+  for (const auto& [index, err] : graph_prefix_check(false))
+    out.push_back({ops_[index]->record().name, err});
+  return out;
+}
+
+std::vector<std::pair<size_t, double>> Model::graph_prefix_check(bool stop_at_first) {
+  std::vector<std::pair<size_t, double>> out;
   const DType t = storage_type(opt_.precision);
   for (size_t k = 1; k <= ops_.size(); ++k) {
     Op& last = *ops_[k - 1];
@@ -542,7 +558,9 @@ std::vector<std::pair<std::string, double>> Model::graph_prefix_check() {
     const std::vector<float> replayed = download(last.output(), count, t);
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(g);
-    out.push_back({last.record().name, relative_l2(replayed, eager)});
+    const double err = relative_l2(replayed, eager);
+    out.push_back({k - 1, err});
+    if (stop_at_first && !(err <= 1e-3)) break;
   }
   return out;
 }

@@ -44,6 +44,10 @@ class Model {
   // first k ops eagerly, then the same k ops captured as one graph (on a dirty workspace), and
   // compares op k's output: (layer name, relative L2 between the two).
   std::vector<std::pair<std::string, double>> graph_prefix_check();
+  // The first op whose prefix graph departs from eager (relative L2 above 1e-3, or not finite)
+  // bans its engine (Op::ban_engine): "layer: engine", or "" where none departs or the op has
+  // no engine to ban. The model must then be rebuilt.
+  std::string ban_first_departing_engine();
 
   // Host float NCHW in, as PyTorch holds it; converted to NHWC in the storage type.
   void set_input(const std::vector<float>& nchw);
@@ -61,6 +65,8 @@ class Model {
   size_t op_count() const { return ops_.size(); }
 
  private:
+  // (op index, relative L2) per prefix; with stop_at_first, up to the first that departs.
+  std::vector<std::pair<size_t, double>> graph_prefix_check(bool stop_at_first);
   GpuContext& ctx_;
   CompileOptions opt_;
   Arena arena_;

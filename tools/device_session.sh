@@ -79,27 +79,36 @@ for step in ${*:-sweep peer tests crosscheck}; do
       # One process per network, each with its own JSON, so a cut-off loses one network only.
       for net in ${ZOO_NETS:-alexnet vgg16 inception_bn inception_v3 resnet50 resnet152 efficientnet_b0 efficientnet_b4}; do
         timeout "$(lim ${ZOO_NET_TIMEOUT:-90})" ${ZOO_BIN:-$B/cnnbench} --config=configs/zoo_speed.yaml \
-          --benchmark_filter="^$net/" --benchmark_out="$OUT/zoo_$net.json" >"$OUT/zoo_$net.log" 2>&1
+          --benchmark_filter="^$net/fp16/graph/batch:${ZOO_BATCHES:-[0-9]+}/" \
+          --benchmark_out="$OUT/zoo_$net.json" >"$OUT/zoo_$net.log" 2>&1
         echo "zoo_sweep $net rc=$? medians=$(grep -c manual_time_median "$OUT/zoo_$net.log") $(date +%T)"
         grep -E "ERROR OCCURRED" "$OUT/zoo_$net.log" | cut -c1-180 | sort -u | head -5
       done ;;
     checks)
       t=$(lim ${CHECKS_TIMEOUT:-300})
-      for i in 0 1 2 3 4 5; do
-        GTEST_TOTAL_SHARDS=6 GTEST_SHARD_INDEX=$i timeout "$t" $B/tests/test_gpu \
-          --gtest_filter='Zoo/GpuZoo.*' >"$OUT/zoo_tests_$i.log" 2>&1 &
-      done
+      # CHECKS_ZOO: the zoo networks to test (default all, in 6 shards), one process each.
+      if [ -n "${CHECKS_ZOO:-}" ]; then
+        for n in $CHECKS_ZOO; do
+          timeout "$t" $B/tests/test_gpu --gtest_filter="Zoo/GpuZoo.*/$n" >"$OUT/zoo_tests_$n.log" 2>&1 &
+        done
+      else
+        for i in 0 1 2 3 4 5; do
+          GTEST_TOTAL_SHARDS=6 GTEST_SHARD_INDEX=$i timeout "$t" $B/tests/test_gpu \
+            --gtest_filter='Zoo/GpuZoo.*' >"$OUT/zoo_tests_$i.log" 2>&1 &
+        done
+      fi
       timeout "$t" $B/tests/test_gpu --gtest_filter='GpuKernels.*:GpuOps.*:GpuNetwork.MixedOps*' \
         >"$OUT/kernel_tests.log" 2>&1 &
       if [ -x .carry/patched/test_gpu ]; then
         timeout "$t" .carry/patched/test_gpu --gtest_filter='GpuKernels.*:GpuOps.*:GpuNetwork.MixedOps*' \
           >"$OUT/kernel_tests_patched.log" 2>&1 &
       fi
-      timeout "$t" bash tools/diagnose_graph.sh "$CUDNN" >"$OUT/diagnose.log" 2>&1 &
+      timeout "$t" bash tools/diagnose_graph.sh "$CUDNN" ${DIAG_QUICK:+quick} >"$OUT/diagnose.log" 2>&1 &
       [ "${CHECKS_CROSS:-1}" = 1 ] || nets_skip=1
       nets="alexnet vgg16 vgg16_bn vgg19 vgg19_bn inception_v3 resnet50 resnet152"
       nets="$nets $(echo efficientnet_b{0..7})"
-      for p in fp32 fp16; do for n in $nets; do [ -z "${nets_skip:-}" ] && echo "$n $p"; done; done |
+      [ -n "${nets_skip:-}" ] && nets=""
+      for p in fp32 fp16; do for n in $nets; do echo "$n $p"; done; done | grep . |
         timeout "$t" xargs -P 4 -L 1 bash -c 'timeout 150 python3 tools/crosscheck_torchvision.py \
           --binary '"$B"'/cnnbench_infer --network $0 --precision $1 --batch 2 --extra="--verify=32" \
           --out "'"$OUT"'/crosscheck_$0_$1.json" >"'"$OUT"'/crosscheck_$0_$1.log" 2>&1;
@@ -110,7 +119,7 @@ for step in ${*:-sweep peer tests crosscheck}; do
         echo "--- $(basename $f): $(grep -E '^\[  (PASSED|FAILED) ' $f | tr '\n' ' ')"
         grep -E "Failure|Which is|differs|^\[  FAILED  \].*\(" "$f" | cut -c1-200 | head -8
       done
-      grep -E "^===|differs|exceed|graph replay" "$OUT/diagnose.log" | cut -c1-160 | head -40 ;;
+      grep -vE "^\s*$" "$OUT/diagnose.log" | cut -c1-200 | head -60 ;;
     edges_ab)
       # ResNet-50 fp16 with the graph's programmatic edges as captured, then all made full.
       for e in captured full; do
@@ -126,7 +135,7 @@ for step in ${*:-sweep peer tests crosscheck}; do
       tv=$(for n in ${ZOO_NETS:-alexnet vgg16 inception_v3 resnet50 resnet152 efficientnet_b0 efficientnet_b4}; do
         [ "$n" != inception_bn ] && echo -n "$n,"; done)
       PYTHONUNBUFFERED=1 timeout "$(lim ${ZOO_PEER_TIMEOUT:-240})" python3 tools/pytorch_baseline.py \
-        --models "${tv%,}" --batches 1,8,32,128,256 --modes graph --reps 3 --out "$OUT/zoo_pytorch.json" \
+        --models "${tv%,}" --batches ${ZOO_PEER_BATCHES:-1,8,32,128,256} --modes graph --reps 3 --out "$OUT/zoo_pytorch.json" \
         >"$OUT/zoo_pytorch.log" 2>&1
       echo "zoo_peer rc=$?"
       for net in ${tv//,/ }; do
