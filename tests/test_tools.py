@@ -759,3 +759,46 @@ class CrosscheckTableTest(TempFiles):
         bad = self.write("bad.json", {"rows": []})
         rc, _ = self.run_table(bad)
         self.assertEqual(rc, 2)
+
+
+# --------------------------------------------------------------------------------------------
+class ZooTableTest(TempFiles):
+    def run_table(self, *argv):
+        import zoo_table as zt
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            rc = zt.main(list(argv))
+        return rc, out.getvalue()
+
+    def test_pairs_merge_per_network_and_each_ratio_is_checked(self):
+        a = self.gb([gb_entry("vgg16", "fp16", "graph", 1, 4000.0),
+                     gb_entry("vgg16", "fp16", "graph", 8, 9000.0)], "a.json")
+        pa = self.pt([pt_row("fp16cl_graph", 1, 2000.0, model="vgg16"),
+                      pt_row("fp16cl_graph", 8, 10000.0, model="vgg16"),
+                      pt_row("fp16cl_graph", 32, 12000.0, model="vgg16")], "pa.json")
+        b = self.gb([gb_entry("vgg16", "fp16", "graph", 32, 13000.0)], "b.json")
+        pb = self.pt([pt_row("fp16cl_graph", 32, 12500.0, model="vgg16")], "pb.json")
+        rc, out = self.run_table("--pair", a, pa, "--pair", b, pb)
+        self.assertEqual(rc, 1)  # batch 8 is below PyTorch
+        self.assertIn("| vgg16 | 1 | 4,000 | 2,000 | 2.00x | ok |", out)
+        self.assertIn("| vgg16 | 8 | 9,000 | 10,000 | 0.90x | FAIL: below 1x |", out)
+        # batch 32 comes from the second pair, beside that pair's PyTorch figure
+        self.assertIn("| vgg16 | 32 | 13,000 | 12,500 | 1.04x | ok |", out)
+
+    def test_batch1_needs_its_ratio_and_a_missing_or_failed_run_fails(self):
+        a = self.gb([gb_entry("alexnet", "fp16", "graph", 1, 1200.0),
+                     gb_entry("alexnet", "fp16", "graph", 8, 0, error="graph differs")], "a.json")
+        pa = self.pt([pt_row("fp16cl_graph", 1, 1000.0, model="alexnet"),
+                      pt_row("fp16cl_graph", 8, 5000.0, model="alexnet"),
+                      pt_row("fp16cl_graph", 256, 9000.0, model="alexnet")], "pa.json")
+        rc, out = self.run_table("--pair", a, pa)
+        self.assertEqual(rc, 1)
+        self.assertIn("| alexnet | 1 | 1,200 | 1,000 | 1.20x | FAIL: below 1.3x |", out)
+        self.assertIn("| alexnet | 8 | error | 5,000 | – | FAIL: error |", out)
+        self.assertIn("| alexnet | 256 | – | 9,000 | – | FAIL: not measured |", out)
+
+    def test_unreadable_input_is_exit_2(self):
+        rc, _ = self.run_table("--pair", os.path.join(self.dir, "none.json"),
+                               os.path.join(self.dir, "none2.json"))
+        self.assertEqual(rc, 2)
