@@ -12,3 +12,4 @@ for c in call1 call2; do
   python3 tools/compare_pytorch.py --cnnbench $R/$c/zoo_resnet50.json --pytorch $R/$c/pytorch.json \
     --out-md $R/compare_resnet50_fp16_$c.md >/dev/null
 done
+python3 tools/seed_table.py --cnnbench results/2026-12-03_h200/call1/zoo_alexnet.json --cnnbench results/2026-12-03_h200/call1/zoo_vgg16.json --cnnbench results/2026-12-03_h200/call2/zoo_inception_bn.json --cnnbench results/2026-12-03_h200/call2/zoo_inception_v3.json --cnnbench results/2026-12-03_h200/call2/zoo_resnet50.json --cnnbench results/2026-12-03_h200/call2/zoo_resnet152.json --batches 1,2,4,8,16,32 --readme README.md
