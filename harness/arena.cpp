@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "harness/check.h"
+#include "harness/offsets.h"
 
 namespace cnnbench {
 
@@ -64,31 +65,16 @@ void Arena::plan() {
     if (b.kind == MemKind::Weights) b.offset = weights_bytes_, weights_bytes_ += b.bytes;
 
   // Activations: largest first, each at the lowest offset that overlaps no already placed buffer
-  // whose lifetime intersects its own.
-  std::vector<int> order;
+  // whose lifetime intersects its own (harness/offsets.h).
+  std::vector<int> ids;
+  std::vector<LiveBuffer> live;
   for (int i = 0; i < int(buffers_.size()); ++i)
-    if (buffers_[i].kind == MemKind::Activations) order.push_back(i);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return buffers_[a].bytes > buffers_[b].bytes; });
-  std::vector<int> placed;
-  activations_bytes_ = 0;
-  for (int i : order) {
-    Buffer& b = buffers_[i];
-    std::vector<std::pair<size_t, size_t>> busy;  // [begin, end) of conflicting buffers
-    for (int j : placed) {
-      const Buffer& o = buffers_[j];
-      if (o.first <= b.last && b.first <= o.last) busy.push_back({o.offset, o.offset + o.bytes});
+    if (buffers_[i].kind == MemKind::Activations) {
+      ids.push_back(i);
+      live.push_back({buffers_[i].bytes, buffers_[i].first, buffers_[i].last});
     }
-    std::sort(busy.begin(), busy.end());
-    size_t offset = 0;
-    for (const auto& r : busy) {
-      if (offset + b.bytes <= r.first) break;
-      offset = std::max(offset, r.second);
-    }
-    b.offset = offset;
-    activations_bytes_ = std::max(activations_bytes_, offset + b.bytes);
-    placed.push_back(i);
-  }
+  const std::vector<size_t> offsets = plan_offsets(live, &activations_bytes_);
+  for (size_t k = 0; k < ids.size(); ++k) buffers_[ids[k]].offset = offsets[k];
   planned_ = true;
 }
 

@@ -18,10 +18,18 @@
 namespace cnnbench {
 namespace {
 
-const std::vector<std::string> kTopKeys{"seed",   "repetitions",    "min_time_s", "warmup_ms",
-                                        "engine", "autotune_top_k", "modes",      "benchmarks"};
-const std::vector<std::string> kEntryKeys{"network",    "precisions",  "batches",
-                                          "input_size", "num_classes", "modes"};
+const std::vector<std::string> kTrainKeys{"optimizer", "lr", "momentum", "weight_decay",
+                                          "epoch_images"};
+std::vector<std::string> with_train_keys(std::vector<std::string> keys) {
+  keys.insert(keys.end(), kTrainKeys.begin(), kTrainKeys.end());
+  return keys;
+}
+const std::vector<std::string> kTopKeys =
+    with_train_keys({"seed", "repetitions", "min_time_s", "warmup_ms", "engine", "autotune_top_k",
+                     "modes", "benchmarks"});
+const std::vector<std::string> kEntryKeys =
+    with_train_keys({"network", "precisions", "batches", "input_size", "num_classes", "modes"});
+const std::vector<std::string> kOptimizers{"sgd", "adam"};
 const std::vector<std::string> kEngines{"heuristic", "autotune"};
 
 std::string join(const std::vector<std::string>& words) {
@@ -138,8 +146,30 @@ class Parser {
     return out;
   }
 
-  BenchmarkEntry entry(const YAML::Node& n, size_t index,
-                       const std::vector<std::string>& modes) const {
+  // The training settings of map `k` over `s`.
+  TrainSettings train_settings(std::map<std::string, YAML::Node>& k, TrainSettings s) const {
+    if (k.count("optimizer"))
+      s.optimizer = word(k["optimizer"], "'optimizer' is", kOptimizers, "optimizer");
+    if (k.count("lr")) s.lr = number(k["lr"], "'lr' is", false);
+    if (k.count("momentum")) {
+      const YAML::Node& m = k["momentum"];
+      s.momentum = number(m, "'momentum' is", true);
+      if (s.momentum >= 1)
+        fail(m, "'momentum' is " + shown(m) + ", but it must be a number >= 0 and < 1");
+    }
+    if (k.count("weight_decay"))
+      s.weight_decay = number(k["weight_decay"], "'weight_decay' is", true);
+    if (k.count("epoch_images"))
+      s.epoch_images = integer(k["epoch_images"], "'epoch_images' is", 1);
+    if (s.optimizer == "adam" && k.count("momentum"))
+      fail(k["momentum"],
+           "'momentum' is for sgd, but 'optimizer' is adam (whose betas are 0.9, "
+           "0.999)");
+    return s;
+  }
+
+  BenchmarkEntry entry(const YAML::Node& n, size_t index, const std::vector<std::string>& modes,
+                       const TrainSettings& train) const {
     const std::string what = "in benchmarks entry " + std::to_string(index + 1);
     if (!n.IsMap())
       fail(n, "benchmarks entry " + std::to_string(index + 1) + " is " + shown(n) +
@@ -176,6 +206,24 @@ class Parser {
     if (k.count("num_classes"))
       e.num_classes = int(integer(k["num_classes"], "'num_classes' is", 1));
     e.modes = k.count("modes") ? words(k["modes"], "modes", schema_.modes, "mode") : modes;
+    e.train = train_settings(k, train);
+    if (!e.trains()) {
+      for (const std::string& key : kTrainKeys)
+        if (k.count(key))
+          fail(k[key], "'" + key + "' is set " + what + ", but its modes (" + join(e.modes) +
+                           ") have no 'train'");
+      e.train = TrainSettings{};
+      return e;
+    }
+    const std::string entry_n = "benchmarks entry " + std::to_string(index + 1);
+    if (e.train.optimizer.empty())
+      fail(n,
+           entry_n + " trains but no 'optimizer' is set (sgd or adam), here or at the top level");
+    if (e.train.lr == 0)
+      fail(n, entry_n +
+                  " trains but no 'lr' is set (the learning rate, a number > 0), here or at " +
+                  "the top level");
+    if (e.train.optimizer == "adam") e.train.momentum = 0;  // a top-level default for sgd entries
     return e;
   }
 
@@ -213,13 +261,14 @@ class Parser {
     if (k.count("autotune_top_k"))
       c.autotune_top_k = integer(k["autotune_top_k"], "'autotune_top_k' is", 1);
     if (k.count("modes")) c.modes = words(k["modes"], "modes", schema_.modes, "mode");
+    const TrainSettings train = train_settings(k, TrainSettings{});
     if (!k.count("benchmarks"))
       throw UserError("config '" + source_ + "' has no 'benchmarks' list of networks to run.");
     const YAML::Node& list = k["benchmarks"];
     if (!list.IsSequence() || list.size() == 0)
       fail(list, "'benchmarks' is " + shown(list) + ", but it must be a non-empty list of entries");
     for (const YAML::Node& item : list)
-      c.benchmarks.push_back(entry(item, c.benchmarks.size(), c.modes));
+      c.benchmarks.push_back(entry(item, c.benchmarks.size(), c.modes, train));
     return c;
   }
 
@@ -229,6 +278,10 @@ class Parser {
 };
 
 }  // namespace
+
+bool BenchmarkEntry::trains() const {
+  return std::find(modes.begin(), modes.end(), "train") != modes.end();
+}
 
 SweepConfig parse_config_text(const std::string& text, const std::string& source,
                               const ConfigSchema& schema) {

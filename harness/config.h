@@ -6,18 +6,27 @@
 //   warmup_ms: 50                # untimed graph replays before timing, at least this long
 //   engine: autotune             # heuristic | autotune
 //   autotune_top_k: 8            # candidates timed per layer when engine is autotune
-//   modes: [graph]               # graph | eager (eager launches op by op)
-//   benchmarks:
+//   modes: [graph]               # graph | eager (eager launches op by op) | train (one SGD/Adam
+//   step) benchmarks:
 //     - network: resnet50
 //       precisions: [fp16, bf16, tf32, fp32]
 //       batches: [1, 2, 4, 8, 16, 32, 64, 128, 256]
 //       input_size: 224          # optional; the network's default otherwise
 //       num_classes: 1000        # optional; the classifier's width
 //
+// With `train` among the modes, the training step's settings (at the top level as defaults, or in
+// the entry):
+//   optimizer: sgd               # sgd | adam (torch.optim's; Adam with betas 0.9, 0.999, eps 1e-8)
+//   lr: 0.1                      # > 0
+//   momentum: 0.9                # sgd only, 0 <= momentum < 1 (default 0: no momentum buffer)
+//   weight_decay: 1e-4           # >= 0, L2 added to the gradient as torch.optim does (default 0)
+//   epoch_images: 1281167        # images per epoch, for the time per epoch (default: ImageNet-1k)
+// optimizer and lr have no default. An entry that gives a training setting must train.
+//
 // Top-level keys other than `benchmarks` are defaults; an entry of `benchmarks` may override
-// `modes`. Any problem throws UserError with one sentence naming the file, the key (and line where
-// yaml-cpp gives one), the bad value and what would be valid; an unknown key suggests the nearest
-// valid one ("unknown key 'batchs' ... did you mean 'batches'?").
+// `modes` and the training settings. Any problem throws UserError with one sentence naming the
+// file, the key (and line where yaml-cpp gives one), the bad value and what would be valid; an
+// unknown key suggests the nearest valid one ("unknown key 'batchs' ... did you mean 'batches'?").
 #pragma once
 
 #include <cstdint>
@@ -39,7 +48,16 @@ struct ConfigSchema {
   // Accepted spellings, lower case without '-', '_' or ' ', to the canonical name.
   std::map<std::string, std::string> aliases;
   std::vector<std::string> precisions{"fp32", "tf32", "fp16", "bf16"};
-  std::vector<std::string> modes{"graph", "eager"};
+  std::vector<std::string> modes{"graph", "eager", "train"};
+};
+
+// The training step of a `train` mode.
+struct TrainSettings {
+  std::string optimizer;  // "sgd" or "adam"; empty where no entry trains
+  double lr = 0;
+  double momentum = 0;
+  double weight_decay = 0;
+  int epoch_images = 1281167;  // ImageNet-1k's training set
 };
 
 struct BenchmarkEntry {
@@ -49,6 +67,8 @@ struct BenchmarkEntry {
   int input_size = 0;  // resolved: the network default when the config leaves it out
   int num_classes = 1000;
   std::vector<std::string> modes;
+  TrainSettings train;  // set where modes holds "train"
+  bool trains() const;
 };
 
 struct SweepConfig {
@@ -60,7 +80,7 @@ struct SweepConfig {
   std::string engine = "autotune";
   int autotune_top_k = 8;
   std::vector<std::string> modes{"graph"};
-  std::vector<BenchmarkEntry> benchmarks;
+  std::vector<BenchmarkEntry> benchmarks;  // each with the top-level training settings merged in
 };
 
 SweepConfig parse_config_file(const std::string& path, const ConfigSchema& schema);

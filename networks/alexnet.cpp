@@ -16,9 +16,9 @@ Graph alexnet(int input_size, int num_classes) {
   x = g.relu(g.conv(x, "features.10", 256, 3, 1, 1, true));
   x = g.maxpool(x, 3, 2, 0, "features.12");
   x = g.flatten(g.adaptive_avgpool(x, 6, 6, "avgpool"));
-  // classifier: Dropout (0, 3: none at inference), Linear + ReLU (1/2, 4/5), Linear (6).
-  x = g.relu(g.linear(x, "classifier.1", 4096));
-  x = g.relu(g.linear(x, "classifier.4", 4096));
+  // classifier: Dropout 0.5 (0, 3), Linear + ReLU (1/2, 4/5), Linear (6).
+  x = g.relu(g.linear(g.dropout(x, 0.5, "classifier.0"), "classifier.1", 4096));
+  x = g.relu(g.linear(g.dropout(x, 0.5, "classifier.3"), "classifier.4", 4096));
   g.set_output(g.linear(x, "classifier.6", num_classes));
   return g;
 }
@@ -36,8 +36,8 @@ Graph alexnet_lrn(int input_size, int num_classes) {
   x = g.relu(g.conv(x, "conv4", 384, 3, 1, 1, true));
   x = g.relu(g.conv(x, "conv5", 256, 3, 1, 1, true));
   x = g.flatten(g.maxpool(x, 3, 2, 0, "pool3"));
-  x = g.relu(g.linear(x, "fc1", 4096));  // dropouts are identities at inference
-  x = g.relu(g.linear(x, "fc2", 4096));
+  x = g.dropout(g.relu(g.linear(x, "fc1", 4096)), 0.5, "dropout1");
+  x = g.dropout(g.relu(g.linear(x, "fc2", 4096)), 0.5, "dropout2");
   g.set_output(g.linear(x, "fc3", num_classes));
   return g;
 }

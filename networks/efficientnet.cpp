@@ -16,12 +16,13 @@ namespace {
 struct Variant {
   double width, depth;
   int resolution;
-  double bn_eps;
+  double bn_eps, dropout;
 };
-// The paper's resolutions; torchvision's BatchNorm eps (1e-3 from B5 on).
-const Variant kVariants[8] = {{1.0, 1.0, 224, 1e-5}, {1.0, 1.1, 240, 1e-5}, {1.1, 1.2, 260, 1e-5},
-                              {1.2, 1.4, 300, 1e-5}, {1.4, 1.8, 380, 1e-5}, {1.6, 2.2, 456, 1e-3},
-                              {1.8, 2.6, 528, 1e-3}, {2.0, 3.1, 600, 1e-3}};
+// The paper's resolutions; torchvision's BatchNorm eps (1e-3 from B5 on) and classifier dropout.
+const Variant kVariants[8] = {{1.0, 1.0, 224, 1e-5, 0.2}, {1.0, 1.1, 240, 1e-5, 0.2},
+                              {1.1, 1.2, 260, 1e-5, 0.3}, {1.2, 1.4, 300, 1e-5, 0.3},
+                              {1.4, 1.8, 380, 1e-5, 0.4}, {1.6, 2.2, 456, 1e-3, 0.4},
+                              {1.8, 2.6, 528, 1e-3, 0.5}, {2.0, 3.1, 600, 1e-3, 0.5}};
 
 struct Stage {
   int expand, kernel, stride, in, out, repeats;
@@ -64,7 +65,8 @@ int mbconv(Graph& g, int x, const std::string& p, int in, int out, int expand, i
   s = g.sigmoid(g.conv(s, se + ".fc2", expanded, 1, 1, 0, true));
   y = g.scale(y, s);
   y = conv_bn(g, y, p + ".block." + std::to_string(k++), out, 1, 1, 1, false, eps);
-  // Stochastic depth is the identity at inference.
+  // Stochastic depth is the identity at inference (and not modelled for training yet: it would
+  // sit between the projection's BatchNorm and the add, where inference fuses them).
   return stride == 1 && in == out ? g.add(y, x) : y;
 }
 
@@ -95,7 +97,7 @@ Graph efficientnet(int variant, int input_size, int num_classes) {
   }
   x = conv_bn(g, x, "features.8", 4 * channels, 1, 1, 1, true, v.bn_eps);
   x = g.flatten(g.global_avgpool(x, "avgpool"));
-  g.set_output(g.linear(x, "classifier.1", num_classes));  // classifier.0: Dropout
+  g.set_output(g.linear(g.dropout(x, v.dropout, "classifier.0"), "classifier.1", num_classes));
   return g;
 }
 

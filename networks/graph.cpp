@@ -40,6 +40,8 @@ const char* op_kind_name(OpKind k) {
       return "lrn";
     case OpKind::AdaptiveAvgPool:
       return "adaptive_avgpool";
+    case OpKind::Dropout:
+      return "dropout";
   }
   return "?";
 }
@@ -210,6 +212,17 @@ int Graph::adaptive_avgpool(int x, int out_h, int out_w, const std::string& name
   return push(n);
 }
 
+int Graph::dropout(int x, double p, const std::string& name) {
+  if (!(p >= 0 && p < 1)) throw std::logic_error("dropout: p must be in [0, 1)");
+  Node n;
+  n.kind = OpKind::Dropout;
+  n.name = name;
+  n.inputs = {x};
+  n.out = node(x).out;
+  n.dropout_p = p;
+  return push(n);
+}
+
 int Graph::add(int a, int b) {
   const Dims da = node(a).out, db = node(b).out;
   if (da.c != db.c || da.h != db.h || da.w != db.w) throw std::logic_error("add: shape mismatch");
@@ -291,16 +304,19 @@ int64_t Graph::num_parameters() const {
   return total;
 }
 
+int64_t Graph::node_macs(int id) const {
+  const Node& n = node(id);
+  if (n.kind == OpKind::Conv) {
+    const int cin = node(n.inputs[0]).out.c;
+    return n.out.numel() * int64_t(cin / n.groups) * n.kernel * n.kernel_w;
+  }
+  if (n.kind == OpKind::Linear) return int64_t(node(n.inputs[0]).out.c) * n.out.c;
+  return 0;
+}
+
 int64_t Graph::macs() const {
   int64_t total = 0;
-  for (const Node& n : nodes_) {
-    if (n.kind == OpKind::Conv) {
-      const int cin = node(n.inputs[0]).out.c;
-      total += n.out.numel() * int64_t(cin / n.groups) * n.kernel * n.kernel_w;
-    } else if (n.kind == OpKind::Linear) {
-      total += int64_t(node(n.inputs[0]).out.c) * n.out.c;
-    }
-  }
+  for (int id = 0; id < int(nodes_.size()); ++id) total += node_macs(id);
   return total;
 }
 

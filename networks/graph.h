@@ -30,6 +30,7 @@ enum class OpKind {
   Scale,            // x * gate, gate [C, 1, 1] per image (squeeze-excitation)
   LRN,              // cross-channel local response normalization
   AdaptiveAvgPool,  // to out.h x out.w, PyTorch's bins
+  Dropout,          // training: y = x * mask / (1 - p); the identity at inference
 };
 const char* op_kind_name(OpKind k);
 
@@ -65,6 +66,7 @@ struct Node {
   // LRN: y = x / (lrn_k + lrn_alpha / lrn_size * sum of squares over lrn_size channels)^lrn_beta
   int lrn_size = 5;
   double lrn_alpha = 1e-4, lrn_beta = 0.75, lrn_k = 2.0;
+  double dropout_p = 0;  // Dropout: the probability of zeroing an element
   // Parameters by role, indices into Graph::params(): conv and linear [weight, bias?]; BatchNorm
   // [weight (gamma), bias (beta), running mean, running var, num_batches_tracked (torch only)].
   std::vector<int> params;
@@ -96,6 +98,9 @@ class Graph {
   int scale(int x, int gate);  // x [C,H,W] times gate [C,1,1]
   int lrn(int x, int size, double alpha, double beta, double k, const std::string& name = "");
   int adaptive_avgpool(int x, int out_h, int out_w, const std::string& name = "");
+  // Dropout with probability p (torchvision's nn.Dropout): no parameters, the identity at
+  // inference, so the inference schedule sees through it like a flatten.
+  int dropout(int x, double p, const std::string& name = "");
   // conv (no bias) -> BatchNorm -> optional ReLU, named like torchvision's modules.
   int conv_bn(int x, const std::string& conv_name, const std::string& bn_name, int out_channels,
               int kernel, int stride, int pad, bool relu_after, double eps = 1e-5);
@@ -109,8 +114,9 @@ class Graph {
   int output() const { return output_; }
   int input_id() const { return input_; }
 
-  int64_t num_parameters() const;  // trainable only, as sum(p.numel() for p in parameters())
-  int64_t macs() const;            // conv + linear multiply-accumulates for one image
+  int64_t num_parameters() const;   // trainable only, as sum(p.numel() for p in parameters())
+  int64_t macs() const;             // conv + linear multiply-accumulates for one image
+  int64_t node_macs(int id) const;  // one node's share of macs() (0 but for conv and linear)
   // Consumers of each node.
   std::vector<std::vector<int>> consumers() const;
 

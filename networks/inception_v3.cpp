@@ -125,7 +125,7 @@ Graph inception_v3(int input_size, int num_classes, bool aux) {
   x = inception_d(g, x, "Mixed_7a");
   x = inception_e(g, x, "Mixed_7b");
   x = inception_e(g, x, "Mixed_7c");
-  x = g.flatten(g.adaptive_avgpool(x, 1, 1, "avgpool"));  // Dropout: none at inference
+  x = g.flatten(g.dropout(g.adaptive_avgpool(x, 1, 1, "avgpool"), 0.5, "dropout"));
   g.set_output(g.linear(x, "fc", num_classes));
   return g;
 }

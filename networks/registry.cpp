@@ -22,6 +22,9 @@ Graph efficientnet_of(int size, int classes) {
 Graph inception_v3_inference(int size, int classes) {
   return inception_v3(size, classes, false);
 }
+Graph inception_v3_training(int size, int classes) {
+  return inception_v3(size, classes, true);
+}
 Graph resnet50_of(int size, int classes) {
   return build_resnet("resnet50", {3, 4, 6, 3}, size, classes);
 }
@@ -66,7 +69,8 @@ const std::vector<NetworkInfo>& network_registry() {
        "torchvision inception_v3 (no AuxLogits, no transform_input)",
        {299, 75},
        &inception_v3_inference,
-       {"AuxLogits."}},
+       {"AuxLogits."},
+       &inception_v3_training},
       {"resnet50", {}, "torchvision resnet50 (v1.5)", {224, 32}, &resnet50_of, {}},
       {"resnet152", {}, "torchvision resnet152 (v1.5)", {224, 32}, &resnet152_of, {}},
       {"efficientnet_b0", {}, "torchvision efficientnet_b0", {224, 32}, &efficientnet_of<0>, {}},
@@ -94,7 +98,8 @@ const NetworkInfo& find_network(const std::string& name) {
                   " (case, '-' and '_' do not matter: resnet-50 is resnet50)");
 }
 
-Graph build_network(const std::string& name, int input_size, int num_classes) {
+namespace {
+const NetworkInfo& checked(const std::string& name, int& input_size, int num_classes) {
   const NetworkInfo& info = find_network(name);
   if (input_size == 0) input_size = info.limits.default_input_size;
   if (input_size < info.limits.min_input_size)
@@ -103,7 +108,17 @@ Graph build_network(const std::string& name, int input_size, int num_classes) {
   if (num_classes < 1)
     throw UserError("num_classes " + std::to_string(num_classes) + " for " + info.name +
                     " must be at least 1");
-  return info.build(input_size, num_classes);
+  return info;
+}
+}  // namespace
+
+Graph build_network(const std::string& name, int input_size, int num_classes) {
+  return checked(name, input_size, num_classes).build(input_size, num_classes);
+}
+
+Graph build_training_network(const std::string& name, int input_size, int num_classes) {
+  const NetworkInfo& info = checked(name, input_size, num_classes);
+  return (info.build_training ? info.build_training : info.build)(input_size, num_classes);
 }
 
 ConfigSchema config_schema() {

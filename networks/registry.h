@@ -18,6 +18,8 @@ struct NetworkInfo {
   // state_dict entries that a checkpoint may hold but inference never reads (Inception-v3's
   // AuxLogits): accepted and ignored by the weights loader.
   std::vector<std::string> training_only_prefixes;
+  // The graph a training step runs, where it is not `build` (Inception-v3 with AuxLogits).
+  Graph (*build_training)(int input_size, int num_classes) = nullptr;
 };
 
 const std::vector<NetworkInfo>& network_registry();
@@ -26,6 +28,8 @@ const std::vector<NetworkInfo>& network_registry();
 const NetworkInfo& find_network(const std::string& name);
 // 0: the network's default input size.
 Graph build_network(const std::string& name, int input_size = 0, int num_classes = 1000);
+// The same for training: with the heads that only training runs.
+Graph build_training_network(const std::string& name, int input_size = 0, int num_classes = 1000);
 ConfigSchema config_schema();
 // `cnnbench --list`: one row per network with its input size, parameters and GMACs.
 std::string network_table();

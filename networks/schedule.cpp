@@ -8,7 +8,7 @@ namespace cnnbench {
 namespace {
 
 bool is_alias(const Node& n, const Graph& g) {
-  if (n.kind == OpKind::Flatten) return true;
+  if (n.kind == OpKind::Flatten || n.kind == OpKind::Dropout) return true;  // views at inference
   if (n.kind == OpKind::AdaptiveAvgPool) {
     const Dims in = g.node(n.inputs[0]).out;
     return in.h == n.out.h && in.w == n.out.w;

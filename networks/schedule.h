@@ -11,9 +11,9 @@ namespace cnnbench {
 // A conv absorbs the BatchNorm, residual add and activation (ReLU, SiLU or sigmoid) that follow
 // it (each the sole consumer of the node before); a linear, BatchNorm or add absorbs a following
 // activation; squeeze-excitation (global pool -> 1x1 conv -> SiLU -> 1x1 conv -> sigmoid ->
-// scale of the pool's input) is one op; pooling and LRN stand alone. Flatten, an adaptive pool
-// to the size it already has, and a concat all of whose inputs are written into its slices are
-// no op at all.
+// scale of the pool's input) is one op; pooling and LRN stand alone. Flatten, Dropout (the
+// identity at inference), an adaptive pool to the size it already has, and a concat all of whose
+// inputs are written into its slices are no op at all.
 struct OpGroup {
   OpKind kind = OpKind::Input;
   int head = -1;                 // the conv / linear / pool / standalone node
@@ -49,7 +49,8 @@ struct Schedule {
 // output does not depend on (Inception-v3's AuxLogits at inference) are left out.
 Schedule schedule_ops(const Graph& g);
 
-// The value a node stands for once aliases are seen through (Flatten, an identity adaptive pool).
+// The value a node stands for once aliases are seen through (Flatten, Dropout, an identity
+// adaptive pool).
 int alias_source(const Graph& g, int id);
 
 // When each buffer is live, in emission steps: a root's buffer from the first write of any value

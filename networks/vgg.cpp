@@ -29,8 +29,8 @@ Graph vgg(int depth, bool batchnorm, int input_size, int num_classes) {
     x = g.relu(x), ++i;
   }
   x = g.flatten(g.adaptive_avgpool(x, 7, 7, "avgpool"));
-  x = g.relu(g.linear(x, "classifier.0", 4096));  // Dropout at 2 and 5
-  x = g.relu(g.linear(x, "classifier.3", 4096));
+  x = g.dropout(g.relu(g.linear(x, "classifier.0", 4096)), 0.5, "classifier.2");
+  x = g.dropout(g.relu(g.linear(x, "classifier.3", 4096)), 0.5, "classifier.5");
   g.set_output(g.linear(x, "classifier.6", num_classes));
   return g;
 }

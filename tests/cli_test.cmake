@@ -23,6 +23,8 @@ file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/badnet.yaml "benchmarks:\n  - network: vg
 expect_failure("config unknown network" "vgg-17.*vgg16" ${BENCH} --config=${CMAKE_CURRENT_BINARY_DIR}/badnet.yaml)
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/classes.yaml "benchmarks:\n  - network: ResNet-50\n    precisions: [fp16]\n    batches: [1]\n    num_classes: 0\n")
 expect_failure("config num_classes 0" "num_classes" ${BENCH} --config=${CMAKE_CURRENT_BINARY_DIR}/classes.yaml)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/train_lr.yaml "benchmarks:\n  - network: resnet50\n    precisions: [fp16]\n    batches: [1]\n    modes: [train]\n    optimizer: sgd\n    lr: 0\n")
+expect_failure("config train lr 0" "'lr' is '0', but it must be a number > 0" ${BENCH} --config=${CMAKE_CURRENT_BINARY_DIR}/train_lr.yaml)
 expect_failure("infer tiny input" "too small for inception_v3" ${INFER} --network=inception-v3 --input_size=64 --output=x.safetensors)
 
 # --list needs no GPU: every network with its parameter count.
@@ -35,4 +37,7 @@ message(STATUS "ok: --list")
 execute_process(COMMAND nvidia-smi -L RESULT_VARIABLE has_gpu OUTPUT_QUIET ERROR_QUIET)
 if(NOT has_gpu EQUAL 0)
   expect_failure("no device" "no CUDA device: " ${BENCH})
+  # The training configs get as far as the device: they parse against the real registry.
+  expect_failure("train config, no device" "no CUDA device: " ${BENCH} --config=configs/train.yaml)
+  expect_failure("tiny imagenet config, no device" "no CUDA device: " ${BENCH} --config=configs/train_tiny_imagenet.yaml)
 endif()

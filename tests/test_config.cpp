@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/check.h"
+#include "networks/registry.h"
 
 namespace cnnbench {
 namespace {
@@ -213,6 +214,112 @@ TEST(Config, Numbers) {
     EXPECT_THAT(msg, HasSubstr(expected)) << line;
   }
   EXPECT_DOUBLE_EQ(parse("warmup_ms: 0\nmin_time_s: 1e-3\n" + entry("")).min_time_s, 1e-3);
+}
+
+// modes: [train] and the training step's settings: top-level defaults, entry overrides.
+TEST(Config, Train) {
+  SweepConfig c = parse(R"(
+optimizer: sgd
+lr: 0.1
+momentum: 0.9
+weight_decay: 1e-4
+benchmarks:
+  - network: resnet50
+    precisions: [fp16]
+    batches: [32, 64]
+    modes: [train, graph]
+  - network: resnet152
+    precisions: [fp16]
+    batches: [32]
+    modes: [train]
+    optimizer: adam
+    lr: 1e-3
+    epoch_images: 100000
+  - network: resnet50
+    precisions: [fp32]
+    batches: [1]
+)");
+  ASSERT_EQ(c.benchmarks.size(), 3u);
+  const BenchmarkEntry& a = c.benchmarks[0];
+  EXPECT_TRUE(a.trains());
+  EXPECT_EQ(a.modes, (std::vector<std::string>{"train", "graph"}));
+  EXPECT_EQ(a.train.optimizer, "sgd");
+  EXPECT_DOUBLE_EQ(a.train.lr, 0.1);
+  EXPECT_DOUBLE_EQ(a.train.momentum, 0.9);
+  EXPECT_DOUBLE_EQ(a.train.weight_decay, 1e-4);
+  EXPECT_EQ(a.train.epoch_images, 1281167);  // ImageNet-1k by default
+  const BenchmarkEntry& b = c.benchmarks[1];
+  EXPECT_EQ(b.train.optimizer, "adam");
+  EXPECT_DOUBLE_EQ(b.train.lr, 1e-3);
+  EXPECT_DOUBLE_EQ(b.train.momentum, 0);  // the top-level momentum is sgd's
+  EXPECT_DOUBLE_EQ(b.train.weight_decay, 1e-4);
+  EXPECT_EQ(b.train.epoch_images, 100000);
+  // An inference entry carries no training settings, whatever the defaults.
+  EXPECT_FALSE(c.benchmarks[2].trains());
+  EXPECT_TRUE(c.benchmarks[2].train.optimizer.empty());
+}
+
+TEST(Config, TrainBadValues) {
+  const std::string train = "    modes: [train]\n    optimizer: sgd\n";
+  const std::pair<std::string, std::vector<std::string>> bad[] = {
+      {"    modes: [train]\n    optimizer: rmsprop\n    lr: 0.1\n",
+       {"'optimizer' is 'rmsprop'", "sgd, adam"}},
+      {train + "    lr: 0\n", {"'lr' is '0'", "number > 0"}},
+      {train + "    lr: fast\n", {"'lr' is 'fast'", "number > 0"}},
+      {train + "    lr: 0.1\n    momentum: 1\n", {"'momentum' is '1'", ">= 0 and < 1"}},
+      {train + "    lr: 0.1\n    momentum: -0.5\n", {"'momentum' is '-0.5'", ">= 0"}},
+      {train + "    lr: 0.1\n    weight_decay: -1e-4\n", {"'weight_decay' is '-1e-4'", ">= 0"}},
+      {train + "    lr: 0.1\n    epoch_images: 0\n", {"'epoch_images' is '0'", "integer >= 1"}},
+      {train + "    lr: 0.1\n    epoch_images: 1.5e5\n", {"'epoch_images'", "integer >= 1"}},
+      {"    modes: [train]\n    lr: 0.1\n", {"benchmarks entry 1 trains", "no 'optimizer'"}},
+      {train, {"benchmarks entry 1 trains", "no 'lr'"}},
+      {"    modes: [train]\n    optimizer: adam\n    lr: 0.1\n    momentum: 0.9\n",
+       {"'momentum' is for sgd", "adam"}},
+      {"    lr: 0.1\n", {"'lr' is set in benchmarks entry 1", "(graph) have no 'train'"}},
+      {train + "    lr: 0.1\n    optimiser: adam\n", {"unknown key 'optimiser'", "'optimizer'"}},
+  };
+  for (const auto& [extra, expected] : bad) {
+    const std::string msg = error_of(entry(extra));
+    EXPECT_THAT(msg, HasSubstr("'sweep.yaml' line")) << extra;
+    for (const std::string& e : expected) EXPECT_THAT(msg, HasSubstr(e)) << extra;
+  }
+  // At the top level: momentum with adam, and a bad value, name their key.
+  EXPECT_THAT(error_of("optimizer: adam\nmomentum: 0.9\n" + entry("")),
+              HasSubstr("'sweep.yaml' line 2: 'momentum' is for sgd"));
+  EXPECT_THAT(error_of("lr: -1\n" + entry("")), HasSubstr("'lr' is '-1'"));
+  // Top-level settings that no entry uses are defaults, not errors.
+  EXPECT_FALSE(parse("optimizer: sgd\nlr: 0.1\n" + entry("")).benchmarks[0].trains());
+}
+
+// The training configs of the repository parse against the real registry.
+TEST(Config, TrainingConfigsOfTheRepository) {
+  const std::string dir = std::string(CNNBENCH_TEST_DATA) + "/../../configs/";
+  const SweepConfig tiny = parse_config_file(dir + "train_tiny_imagenet.yaml", config_schema());
+  ASSERT_EQ(tiny.benchmarks.size(), 1u);
+  const BenchmarkEntry& e = tiny.benchmarks[0];
+  EXPECT_EQ(e.network, "efficientnet_b0");
+  EXPECT_EQ(e.input_size, 64);
+  EXPECT_EQ(e.num_classes, 200);
+  EXPECT_EQ(e.modes, std::vector<std::string>{"train"});
+  EXPECT_EQ(e.precisions, std::vector<std::string>{"fp16"});
+  EXPECT_EQ(e.batches, (std::vector<int>{64, 256}));
+  EXPECT_EQ(e.train.optimizer, "adam");
+  EXPECT_DOUBLE_EQ(e.train.lr, 0.001);
+  EXPECT_EQ(e.train.epoch_images, 100000);
+
+  const SweepConfig t = parse_config_file(dir + "train.yaml", config_schema());
+  ASSERT_EQ(t.benchmarks.size(), 2u);
+  EXPECT_EQ(t.benchmarks[0].network, "resnet50");
+  EXPECT_EQ(t.benchmarks[1].network, "efficientnet_b0");
+  for (const BenchmarkEntry& b : t.benchmarks) {
+    EXPECT_TRUE(b.trains());
+    EXPECT_EQ(b.precisions, std::vector<std::string>{"fp16"});
+    EXPECT_EQ(b.batches, (std::vector<int>{32, 64, 256}));
+    EXPECT_EQ(b.train.optimizer, "sgd");
+    EXPECT_DOUBLE_EQ(b.train.lr, 0.1);
+    EXPECT_DOUBLE_EQ(b.train.momentum, 0.9);
+    EXPECT_DOUBLE_EQ(b.train.weight_decay, 1e-4);
+  }
 }
 
 TEST(Config, NearestWord) {

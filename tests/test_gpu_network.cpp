@@ -169,6 +169,7 @@ std::vector<double> interpret(const Graph& g, const HostWeights& w, const std::v
               }
         break;
       case OpKind::Flatten:
+      case OpKind::Dropout:  // the identity at inference
         y = a;
         break;
       case OpKind::Linear: {

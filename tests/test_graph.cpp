@@ -215,6 +215,48 @@ TEST(Zoo, DefaultSizesAndShapes) {
   EXPECT_THROW(build_network("vgg16", 224, 0), UserError);
 }
 
+// torchvision's (and MXNet's) Dropout modules are nodes of their own: no parameters, so the
+// counts above are unchanged, and the identity at inference.
+TEST(Zoo, DropoutSitsWhereTheReferenceModelsPutIt) {
+  struct Want {
+    const char* network;
+    std::vector<std::string> names;
+    double p;
+  };
+  const Want want[] = {
+      {"alexnet", {"classifier.0", "classifier.3"}, 0.5},
+      {"alexnet_lrn", {"dropout1", "dropout2"}, 0.5},
+      {"vgg16", {"classifier.2", "classifier.5"}, 0.5},
+      {"vgg19_bn", {"classifier.2", "classifier.5"}, 0.5},
+      {"inception_v3", {"dropout"}, 0.5},
+      {"efficientnet_b0", {"classifier.0"}, 0.2},
+      {"efficientnet_b3", {"classifier.0"}, 0.3},
+      {"efficientnet_b4", {"classifier.0"}, 0.4},
+      {"efficientnet_b7", {"classifier.0"}, 0.5},
+      {"resnet50", {}, 0},
+      {"inception_bn", {}, 0},
+  };
+  for (const Want& w : want) {
+    SCOPED_TRACE(w.network);
+    const Graph g = build_network(w.network);
+    const auto consumers = g.consumers();
+    std::vector<std::string> names;
+    for (size_t id = 0; id < g.nodes().size(); ++id) {
+      const Node& n = g.node(int(id));
+      if (n.kind != OpKind::Dropout) continue;
+      names.push_back(n.name);
+      EXPECT_DOUBLE_EQ(n.dropout_p, w.p);
+      EXPECT_TRUE(n.params.empty());
+      // Every dropout feeds a classifier layer (through a flatten for Inception-v3).
+      ASSERT_EQ(consumers[id].size(), 1u);
+      int c = consumers[id][0];
+      if (g.node(c).kind == OpKind::Flatten) c = g.consumers()[c][0];
+      EXPECT_EQ(g.node(c).kind, OpKind::Linear) << n.name;
+    }
+    EXPECT_EQ(names, w.names);
+  }
+}
+
 TEST(Zoo, EfficientNetSqueezeWidthComesFromTheBlockInput) {
   // features.2.0 of B0: 16 -> 24, expanded 96, squeeze max(1, 16 / 4) = 4 (not 96 / 4).
   const Graph g = efficientnet(0);

@@ -5,6 +5,7 @@
 
 #include "networks/resnet.h"
 #include "networks/schedule.h"
+#include "networks/zoo.h"
 
 using namespace cnnbench;
 
@@ -59,6 +60,34 @@ TEST(Schedule, EveryInputIsProducedBeforeItIsRead) {
     // The classifier, which makes the network's output, runs last.
     EXPECT_EQ(produced_at[source(g.output())], int(s.order.size()) - 1);
   }
+}
+
+// Dropout is the identity at inference: no op of its own, and the linear after it reads the
+// value before it (AlexNet: the flattened pool, then each ReLU'd hidden layer).
+TEST(Schedule, DropoutIsNoOpAtInference) {
+  for (const Graph& g : {alexnet(), vgg(16, false), inception_v3(), efficientnet(0)}) {
+    SCOPED_TRACE(g.name());
+    const Schedule s = schedule_ops(g);
+    int linears = 0;
+    for (const OpGroup& grp : s.groups) {
+      EXPECT_NE(g.node(grp.head).kind, OpKind::Dropout);
+      EXPECT_NE(g.node(grp.anchor).kind, OpKind::Dropout);
+      if (grp.kind != OpKind::Linear) continue;
+      ++linears;
+      const int src = alias_source(g, grp.in[0]);
+      EXPECT_NE(g.node(src).kind, OpKind::Dropout);
+      EXPECT_NE(g.node(src).kind, OpKind::Flatten);
+      EXPECT_GE(s.view[src].root, 0);
+    }
+    EXPECT_EQ(linears,
+              g.name().rfind("efficientnet", 0) == 0 || g.name() == "inception_v3" ? 1 : 3);
+    for (size_t id = 0; id < g.nodes().size(); ++id)
+      if (g.node(int(id)).kind == OpKind::Dropout) EXPECT_EQ(s.view[id].root, -1);
+  }
+  // AlexNet's fused classifier is still linear+relu, linear+relu, linear.
+  const auto c = count_ops(alexnet(), schedule_ops(alexnet()));
+  EXPECT_EQ(c.at("linear+relu"), 2);
+  EXPECT_EQ(c.at("linear"), 1);
 }
 
 TEST(Schedule, ResidualIsTheShortcutNotTheMainPath) {
