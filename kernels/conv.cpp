@@ -12,10 +12,6 @@
 
 namespace cnnbench {
 
-namespace {
-struct OpGraph;
-}  // namespace
-
 struct PlanCacheEntry {
   std::shared_ptr<OpGraph> graph;  // kept alive: the engine config refers to it
   BackendDesc config;              // to build further plans of the same engine
@@ -63,11 +59,15 @@ BackendDesc pointwise_op(const BackendDesc& pw, const BackendDesc& x, const Back
   return op;
 }
 
+}  // namespace
+
 // The operation graph: the conv alone (fused == false) or with the whole epilogue.
 struct OpGraph {
   std::deque<BackendDesc> keep;  // descriptors the graph refers to (stable addresses)
   BackendDesc graph;
 };
+
+namespace {
 
 cudnnPointwiseMode_t act_mode(Act a) {
   switch (a) {
@@ -308,9 +308,21 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
   if (it != ctx.plans.end()) {
     plan_ = it->second;
     record_.plan_reused = true;
-    if (!ctx.share_plans) {  // the same engine and knobs, in an execution plan of this layer's own
-      std::string why;
-      own_plan_ = try_plan(ctx.cudnn, plan_->config, &why);
+    if (!ctx.share_plans) {
+      // The same engine and knobs, in an execution plan of this layer's own, built from a config
+      // that heuristics give afresh for an operation graph of this layer's own: cuDNN builds no
+      // second plan from a config whose engine it has compiled at run time (NVRTC fails).
+      const bool staged = plan_->staged;
+      own_graph_ = std::make_shared<OpGraph>(build_graph(
+          ctx.cudnn, spec_, plan_->fused, staged ? 0 : spec_.ldy(), staged ? 16 : align));
+      const std::string want = plan_->engine.tag();
+      std::string why = "heuristics no longer offer it";
+      for (cudnnBackendHeurMode_t m : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+        for (BackendDesc& cfg : heuristic_configs(own_graph_->graph, m)) {
+          if (own_plan_.get() || engine_info(cfg).tag() != want) continue;
+          own_plan_ = try_plan(ctx.cudnn, cfg, &why);
+        }
+      }
       if (!own_plan_.get())
         throw LibraryError("cuDNN", CUDNN_STATUS_NOT_SUPPORTED,
                            "rebuilding " + plan_->engine.tag() + " for " + spec_.name + ": " + why,

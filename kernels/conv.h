@@ -12,6 +12,8 @@
 
 namespace cnnbench {
 
+struct OpGraph;  // a cuDNN operation graph and the descriptors it refers to (conv.cpp)
+
 struct ConvSpec {
   std::string name;
   Dims x, y;  // batch included
@@ -69,6 +71,7 @@ class ConvOp : public Op {
   cudnnHandle_t handle_ = nullptr;
   std::shared_ptr<PlanCacheEntry> plan_;
   std::string plan_key_;  // ctx.plans' key of this layer's shape, alignment and engine mode
+  std::shared_ptr<OpGraph> own_graph_;  // the operation graph own_plan_ was built for
   BackendDesc own_plan_;  // this layer's own plan of the shared engine (share_plans off)
   const BackendDesc& plan() const;
   BackendDesc variant_pack_;

@@ -52,8 +52,7 @@ struct GpuContext {
   // false: a layer of an already tuned shape still takes that engine and its knobs, but in an
   // execution plan of its own.
   bool share_plans = true;
-  // The captured graph's dependency edges: as captured, all full, or full only where the graph
-  // as captured does not reproduce the eager forward.
+  // The captured graph's dependency edges: as captured, or all made full-completion ones.
   GraphEdges graph_edges = GraphEdges::Captured;
   // Engines banned per plan key after a whole-graph replay departed from eager at a layer that
   // ran them (see prepare_model): a rebuilt layer of that key picks among the others.
