@@ -27,6 +27,7 @@ const char* kUsage =
   --eager       also time op-by-op launches beside graph replays
   --layers_out  where to write the per-layer engine table (JSON)
   --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
+  --exclude_engines=eng4,eng8{k24=0}  cuDNN engines never to use: a name takes any knobs
   --graph_edges=captured|full  the CUDA graph's programmatic (PDL) edges: kept (default), or
                        made full-completion dependencies
   --list        print the networks (name, input size, parameters, GMACs) and exit
@@ -53,6 +54,7 @@ struct Options {
   std::string layers_out;
   bool share_plans = true;
   GraphEdges graph_edges = GraphEdges::Captured;
+  std::vector<std::string> exclude_engines;
 };
 
 class Session {
@@ -70,6 +72,7 @@ class Session {
       ctx_ = std::make_unique<GpuContext>();
       ctx_->share_plans = opt_.share_plans;
       ctx_->graph_edges = opt_.graph_edges;
+      ctx_->excluded = opt_.exclude_engines;
     }
     const Graph& g = graph(job);
     CompileOptions c;
@@ -276,6 +279,8 @@ int run(int argc_in, char** argv_in) {
       opt.share_plans = v == "true";
     } else if (take_flag(i, argc, argv, "graph_edges", &v)) {
       opt.graph_edges = parse_graph_edges(v);
+    } else if (take_flag(i, argc, argv, "exclude_engines", &v)) {
+      opt.exclude_engines = parse_engine_list(v);
     } else if (take_flag(i, argc, argv, "eager", nullptr)) {
       eager = true;
     } else {
@@ -308,6 +313,9 @@ int run(int argc_in, char** argv_in) {
   benchmark::AddCustomContext("engine_choice", engine_mode_name(opt.engine));
   benchmark::AddCustomContext("share_plans", opt.share_plans ? "true" : "false");
   benchmark::AddCustomContext("graph_edges", graph_edges_name(opt.graph_edges));
+  std::string excluded;
+  for (const std::string& e : opt.exclude_engines) excluded += (excluded.empty() ? "" : ",") + e;
+  benchmark::AddCustomContext("exclude_engines", excluded.empty() ? "none" : excluded);
   benchmark::AddCustomContext("weights", opt.weights_path.empty()
                                              ? "random, seed " + std::to_string(opt.config.seed)
                                              : opt.weights_path);

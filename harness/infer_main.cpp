@@ -19,6 +19,7 @@ const char* kUsage =
                       [--weights=FILE] [--input=FILE] --output=FILE [--engine=heuristic|autotune]
                       [--eager] [--seed=N] [--input_size=N] [--num_classes=N] [--verify[=SAMPLES]]
   --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
+  --exclude_engines=eng4,...  cuDNN engines never to use (a name takes any knobs)
   --graph_edges=captured|full  keep the CUDA graph's programmatic (PDL) edges (default), or make
                        them full-completion dependencies
   --bisect_graph       capture the first k ops for k = 1.. and report where the graph replay
@@ -31,7 +32,7 @@ const char* kUsage =
 int run(int argc, char** argv) {
   std::string network, precision = "fp32", batch_s = "1", weights_path, input_path, output_path,
                        engine = "heuristic", seed_s = "0", size_s = "0", verify_s, share_s = "true",
-                       classes_s = "1000", edges_s = "captured";
+                       classes_s = "1000", edges_s = "captured", exclude_s;
   bool bisect = false;
   bool eager = false;
   for (int i = 1; i < argc; ++i) {
@@ -60,6 +61,7 @@ int run(int argc, char** argv) {
     if (take_flag(i, argc, argv, "verify", &verify_s)) continue;
     if (take_flag(i, argc, argv, "share_plans", &share_s)) continue;
     if (take_flag(i, argc, argv, "graph_edges", &edges_s)) continue;
+    if (take_flag(i, argc, argv, "exclude_engines", &exclude_s)) continue;
     if (take_flag(i, argc, argv, "bisect_graph", nullptr)) {
       bisect = true;
       continue;
@@ -107,6 +109,7 @@ int run(int argc, char** argv) {
   GpuContext ctx;
   ctx.share_plans = share_s == "true";
   ctx.graph_edges = edges;
+  ctx.excluded = parse_engine_list(exclude_s);
   CompileOptions opt;
   opt.precision = parse_precision(precision);
   opt.batch = batch;

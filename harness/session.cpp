@@ -1,5 +1,6 @@
 #include "harness/session.h"
 
+#include <cctype>
 #include <cstdio>
 
 #include "harness/check.h"
@@ -70,6 +71,30 @@ int run_main(const char* program, int (*body)(int, char**), int argc, char** arg
     std::fprintf(stderr, "%s: %s\n", program, e.what());
     return 1;
   }
+}
+
+std::vector<std::string> parse_engine_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < s.size()) {
+    // Commas inside a tag's knob braces do not split it.
+    size_t end = start;
+    int depth = 0;
+    while (end < s.size() && (s[end] != ',' || depth > 0)) {
+      depth += s[end] == '{' ? 1 : s[end] == '}' ? -1 : 0;
+      ++end;
+    }
+    const std::string item = s.substr(start, end - start);
+    if (item.size() < 4 || item.compare(0, 3, "eng") != 0 ||
+        !std::isdigit(static_cast<unsigned char>(item[3])))
+      throw UserError(
+          "--exclude_engines takes cuDNN engine names like eng4 or tags like "
+          "eng8{k24=0}, not '" +
+          item + "'");
+    out.push_back(item);
+    start = end + 1;
+  }
+  return out;
 }
 
 bool take_flag(int& i, int argc, char** argv, const std::string& name, std::string* value) {

@@ -186,7 +186,8 @@ struct Candidate {
 // (NVRTC takes 0.3 to 1 s for each, against milliseconds for a precompiled engine).
 constexpr int kMaxCompiled = 1;
 std::vector<Candidate> candidates(cudnnHandle_t h, const OpGraph& g, Precision p, size_t limit,
-                                  size_t max_workspace, const std::vector<std::string>& skip) {
+                                  size_t max_workspace, const std::vector<std::string>& skip,
+                                  const std::vector<std::string>& excluded) {
   std::vector<Candidate> out;
   int compiled = 0;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
@@ -195,6 +196,7 @@ std::vector<Candidate> candidates(cudnnHandle_t h, const OpGraph& g, Precision p
       EngineInfo info = engine_info(cfg);
       if (!engine_fits_precision(info, p)) continue;
       if (std::find(skip.begin(), skip.end(), info.tag()) != skip.end()) continue;
+      if (engine_excluded(info.tag(), excluded)) continue;
       const bool rtc = info.has_behavior(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
       if (rtc && compiled >= kMaxCompiled) continue;
       const std::string tag = info.tag();
@@ -254,6 +256,15 @@ std::string ConvSpec::signature() const {
 std::string ConvSpec::op_name() const {
   return std::string("conv+bias") + (residual ? "+add" : "") +
          (act != Act::None ? std::string("+") + act_name(act) : "");
+}
+
+bool engine_excluded(const std::string& tag, const std::vector<std::string>& excluded) {
+  for (const std::string& e : excluded) {
+    // "eng4" excludes eng4 with any knobs, not eng41.
+    if (tag.compare(0, e.size(), e) != 0) continue;
+    if (tag.size() == e.size() || tag[e.size()] == '{' || tag[e.size()] == '+') return true;
+  }
+  return false;
 }
 
 bool engine_fits_precision(const EngineInfo& e, Precision p) {
@@ -362,7 +373,8 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
         timed.clear();
         for (bool fused : {true, false}) {
           auto g = std::make_shared<OpGraph>(build_graph(ctx.cudnn, spec_, fused, ld, y_align));
-          for (Candidate& c : candidates(ctx.cudnn, *g, spec_.precision, limit, ws.bytes, unsafe)) {
+          for (Candidate& c :
+               candidates(ctx.cudnn, *g, spec_.precision, limit, ws.bytes, unsafe, ctx.excluded)) {
             ++entry->candidates;
             double us = 0;
             if (tune) {

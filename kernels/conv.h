@@ -45,6 +45,10 @@ struct ConvBuffers {
 // accumulation.
 bool engine_fits_precision(const EngineInfo& e, Precision p);
 
+// Whether an engine tag ("eng4{k24=23}+rtc") is one of `excluded`, each an engine name ("eng4",
+// any knobs) or a whole tag.
+bool engine_excluded(const std::string& tag, const std::vector<std::string>& excluded);
+
 class ConvOp : public Op {
  public:
   ConvOp(const ConvSpec& spec, const ConvBuffers& buffers);

@@ -57,6 +57,8 @@ struct GpuContext {
   // Engines banned per plan key after a whole-graph replay departed from eager at a layer that
   // ran them (see prepare_model): a rebuilt layer of that key picks among the others.
   std::map<std::string, std::vector<std::string>> banned;
+  // Engines the user excluded (--exclude_engines): names ("eng4") or whole tags.
+  std::vector<std::string> excluded;
 };
 
 // Scratch memory an op may use while choosing its engine (autotune), before the arena's

@@ -14,6 +14,7 @@ endfunction()
 
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/typo.yaml "benchmarks:\n  - network: resnet50\n    precisions: [fp16]\n    batchs: [1]\n")
 expect_failure("unknown flag" "unknown flag '--bogus'" ${BENCH} --bogus)
+expect_failure("bad engine list" "--exclude_engines takes cuDNN engine names" ${BENCH} --exclude_engines=cudnn4)
 expect_failure("bad graph edges" "--graph_edges takes captured or full, not 'auto'" ${BENCH} --graph_edges=auto)
 expect_failure("config typo" "batchs.*batches" ${BENCH} --config=${CMAKE_CURRENT_BINARY_DIR}/typo.yaml)
 expect_failure("missing config" "nope.yaml" ${BENCH} --config=nope.yaml)

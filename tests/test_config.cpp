@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "harness/check.h"
+#include "harness/session.h"
+#include "kernels/conv.h"
 #include "networks/registry.h"
 
 namespace cnnbench {
@@ -334,3 +336,18 @@ TEST(Config, NearestWord) {
 
 }  // namespace
 }  // namespace cnnbench
+
+TEST(EngineExclusion, NamesTakeAnyKnobsButNotLongerNumbers) {
+  using namespace cnnbench;
+  const std::vector<std::string> ex = parse_engine_list("eng4,eng8{k24=0,k2=1}");
+  ASSERT_EQ(ex.size(), 2u);
+  EXPECT_EQ(ex[1], "eng8{k24=0,k2=1}");  // the comma inside the knobs does not split it
+  EXPECT_TRUE(engine_excluded("eng4{k24=23}+rtc", ex));
+  EXPECT_TRUE(engine_excluded("eng4", ex));
+  EXPECT_FALSE(engine_excluded("eng41{k2=5,k13=1}", ex));
+  EXPECT_TRUE(engine_excluded("eng8{k24=0,k2=1}", ex));
+  EXPECT_FALSE(engine_excluded("eng8{k24=1}", ex));
+  EXPECT_TRUE(parse_engine_list("").empty());
+  EXPECT_THROW(parse_engine_list("eng4,cudnn"), UserError);
+  EXPECT_THROW(parse_engine_list("eng"), UserError);
+}
