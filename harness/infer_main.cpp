@@ -102,14 +102,16 @@ int run(int argc, char** argv) {
     input = f.to_float("input");
   }
 
-  require_cuda_device();
+  // Every flag is checked before the device is looked at, so a typo is named on any host.
   if (share_s != "true" && share_s != "false")
     throw UserError("--share_plans takes true or false, not '" + share_s + "'");
   const GraphEdges edges = parse_graph_edges(edges_s);
+  const std::vector<std::string> excluded = parse_engine_list(exclude_s);
+  require_cuda_device();
   GpuContext ctx;
   ctx.share_plans = share_s == "true";
   ctx.graph_edges = edges;
-  ctx.excluded = parse_engine_list(exclude_s);
+  ctx.excluded = excluded;
   CompileOptions opt;
   opt.precision = parse_precision(precision);
   opt.batch = batch;
