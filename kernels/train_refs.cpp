@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 namespace cnnbench {
 
@@ -45,6 +46,19 @@ XentRef softmax_xent_ref(const RefVec& logits, const std::vector<int>& labels, i
   return r;
 }
 
+namespace {
+// Channel c's mean and sum of squared deviations over the rows of an NHWC [rows, channels] x.
+std::pair<double, double> channel_stats(const RefVec& x, int channels, int c) {
+  const size_t rows = x.size() / channels;
+  double s = 0, ss = 0;
+  for (size_t i = 0; i < rows; ++i) s += x[i * channels + c];
+  const double mean = s / rows;
+  for (size_t i = 0; i < rows; ++i)
+    ss += (x[i * channels + c] - mean) * (x[i * channels + c] - mean);
+  return {mean, ss};
+}
+}  // namespace
+
 BnRef bn_forward_train_ref(const RefVec& x, int channels, const RefVec& gamma, const RefVec& beta,
                            double eps) {
   const size_t rows = x.size() / channels;
@@ -53,11 +67,7 @@ BnRef bn_forward_train_ref(const RefVec& x, int channels, const RefVec& gamma, c
   r.invstd.assign(channels, 0.0);
   r.y.resize(x.size());
   for (int c = 0; c < channels; ++c) {
-    double s = 0, ss = 0;
-    for (size_t i = 0; i < rows; ++i) s += x[i * channels + c];
-    const double mean = s / rows;
-    for (size_t i = 0; i < rows; ++i)
-      ss += (x[i * channels + c] - mean) * (x[i * channels + c] - mean);
+    const auto [mean, ss] = channel_stats(x, channels, c);
     r.mean[c] = mean;
     r.invstd[c] = 1.0 / std::sqrt(ss / rows + eps);
     for (size_t i = 0; i < rows; ++i)
@@ -93,11 +103,7 @@ void bn_running_update_ref(RefVec& running_mean, RefVec& running_var, const RefV
                            double momentum) {
   const size_t rows = x.size() / channels;
   for (int c = 0; c < channels; ++c) {
-    double s = 0, ss = 0;
-    for (size_t i = 0; i < rows; ++i) s += x[i * channels + c];
-    const double mean = s / rows;
-    for (size_t i = 0; i < rows; ++i)
-      ss += (x[i * channels + c] - mean) * (x[i * channels + c] - mean);
+    const auto [mean, ss] = channel_stats(x, channels, c);
     running_mean[c] = (1 - momentum) * running_mean[c] + momentum * mean;
     running_var[c] = (1 - momentum) * running_var[c] + momentum * ss / double(rows - 1);
   }
