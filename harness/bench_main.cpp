@@ -28,6 +28,8 @@ const char* kUsage =
   --layers_out  where to write the per-layer engine table (JSON)
   --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
   --exclude_engines=eng4,eng8{k24=0}  cuDNN engines never to use: a name takes any knobs
+  --build_threads=N  host threads that build cuDNN plans (NVRTC compiles) ahead of tuning;
+                       default the host's cores, at most 16; 1 builds them one by one
   --graph_edges=captured|full  the CUDA graph's programmatic (PDL) edges: kept (default), or
                        made full-completion dependencies
   --list        print the networks (name, input size, parameters, GMACs) and exit
@@ -55,6 +57,7 @@ struct Options {
   bool share_plans = true;
   GraphEdges graph_edges = GraphEdges::Captured;
   std::vector<std::string> exclude_engines;
+  int build_threads = default_build_threads();
 };
 
 class Session {
@@ -73,6 +76,7 @@ class Session {
       ctx_->share_plans = opt_.share_plans;
       ctx_->graph_edges = opt_.graph_edges;
       ctx_->excluded = opt_.exclude_engines;
+      ctx_->build_threads = opt_.build_threads;
     }
     const Graph& g = graph(job);
     CompileOptions c;
@@ -281,6 +285,8 @@ int run(int argc_in, char** argv_in) {
       opt.graph_edges = parse_graph_edges(v);
     } else if (take_flag(i, argc, argv, "exclude_engines", &v)) {
       opt.exclude_engines = parse_engine_list(v);
+    } else if (take_flag(i, argc, argv, "build_threads", &v)) {
+      opt.build_threads = parse_build_threads(v);
     } else if (take_flag(i, argc, argv, "eager", nullptr)) {
       eager = true;
     } else {
@@ -316,6 +322,7 @@ int run(int argc_in, char** argv_in) {
   std::string excluded;
   for (const std::string& e : opt.exclude_engines) excluded += (excluded.empty() ? "" : ",") + e;
   benchmark::AddCustomContext("exclude_engines", excluded.empty() ? "none" : excluded);
+  benchmark::AddCustomContext("build_threads", std::to_string(opt.build_threads));
   benchmark::AddCustomContext("weights", opt.weights_path.empty()
                                              ? "random, seed " + std::to_string(opt.config.seed)
                                              : opt.weights_path);

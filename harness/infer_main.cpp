@@ -20,8 +20,12 @@ const char* kUsage =
                       [--eager] [--seed=N] [--input_size=N] [--num_classes=N] [--verify[=SAMPLES]]
   --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
   --exclude_engines=eng4,...  cuDNN engines never to use (a name takes any knobs)
+  --build_threads=N    host threads that build cuDNN plans ahead of tuning (default: the
+                       host's cores, at most 16; 1: one by one)
   --graph_edges=captured|full  keep the CUDA graph's programmatic (PDL) edges (default), or make
                        them full-completion dependencies
+  --max_repairs=N      rebuilds, each banning the engine of the first layer where the graph
+                       replay departs from eager, before giving up (default 6; 0: none)
   --bisect_graph       capture the first k ops for k = 1.. and report where the graph replay
                        first parts from eager execution
   --verify  also recompute SAMPLES (default 512) outputs of every conv and linear layer on the
@@ -32,7 +36,8 @@ const char* kUsage =
 int run(int argc, char** argv) {
   std::string network, precision = "fp32", batch_s = "1", weights_path, input_path, output_path,
                        engine = "heuristic", seed_s = "0", size_s = "0", verify_s, share_s = "true",
-                       classes_s = "1000", edges_s = "captured", exclude_s;
+                       classes_s = "1000", edges_s = "captured", exclude_s,
+                       threads_s = std::to_string(default_build_threads()), repairs_s = "6";
   bool bisect = false;
   bool eager = false;
   for (int i = 1; i < argc; ++i) {
@@ -62,6 +67,8 @@ int run(int argc, char** argv) {
     if (take_flag(i, argc, argv, "share_plans", &share_s)) continue;
     if (take_flag(i, argc, argv, "graph_edges", &edges_s)) continue;
     if (take_flag(i, argc, argv, "exclude_engines", &exclude_s)) continue;
+    if (take_flag(i, argc, argv, "build_threads", &threads_s)) continue;
+    if (take_flag(i, argc, argv, "max_repairs", &repairs_s)) continue;
     if (take_flag(i, argc, argv, "bisect_graph", nullptr)) {
       bisect = true;
       continue;
@@ -107,11 +114,14 @@ int run(int argc, char** argv) {
     throw UserError("--share_plans takes true or false, not '" + share_s + "'");
   const GraphEdges edges = parse_graph_edges(edges_s);
   const std::vector<std::string> excluded = parse_engine_list(exclude_s);
+  const int build_threads = parse_build_threads(threads_s);
+  const int max_repairs = int(to_int(repairs_s, "max_repairs"));
   require_cuda_device();
   GpuContext ctx;
   ctx.share_plans = share_s == "true";
   ctx.graph_edges = edges;
   ctx.excluded = excluded;
+  ctx.build_threads = build_threads;
   CompileOptions opt;
   opt.precision = parse_precision(precision);
   opt.batch = batch;
@@ -135,7 +145,7 @@ int run(int argc, char** argv) {
     model_p = make();
     runner_p = std::make_unique<Runner>(*model_p, ctx);
   } else {
-    build_and_capture(ctx, make, model_p, runner_p, repairs);
+    build_and_capture(ctx, make, model_p, runner_p, repairs, nullptr, max_repairs);
   }
   Model& model = *model_p;
   Runner& runner = *runner_p;

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <string>
 
 #include "harness/check.h"
 
@@ -71,6 +72,20 @@ int run_main(const char* program, int (*body)(int, char**), int argc, char** arg
     std::fprintf(stderr, "%s: %s\n", program, e.what());
     return 1;
   }
+}
+
+int parse_build_threads(const std::string& s) {
+  size_t used = 0;
+  int n = 0;
+  try {
+    n = std::stoi(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != s.size() || s.empty() || n < 1 || n > 64)
+    throw UserError("--build_threads takes a whole number of threads from 1 to 64, not '" + s +
+                    "'");
+  return n;
 }
 
 std::vector<std::string> parse_engine_list(const std::string& s) {

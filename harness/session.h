@@ -47,6 +47,9 @@ std::unique_ptr<Prepared> prepare_model(GpuContext& ctx, const Graph& g, const H
 // other error (a library's) one line and exit status 1.
 int run_main(const char* program, int (*body)(int, char**), int argc, char** argv);
 
+// --build_threads: 1 to 64; UserError otherwise.
+int parse_build_threads(const std::string& s);
+
 // "eng4,eng8{k24=0}" -> {"eng4", "eng8{k24=0}"} (--exclude_engines); an empty string gives none.
 // Each item must be an engine name (eng<N>) or a whole tag; otherwise UserError.
 std::vector<std::string> parse_engine_list(const std::string& s);

@@ -1,9 +1,12 @@
 #include "kernels/conv.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include "harness/check.h"
@@ -16,6 +19,7 @@ struct PlanCacheEntry {
   std::shared_ptr<OpGraph> graph;  // kept alive: the engine config refers to it
   BackendDesc config;              // to build further plans of the same engine
   BackendDesc plan;
+  cudnnHandle_t handle = nullptr;     // the handle the plan was built on, and runs on
   std::vector<std::string> rejected;  // plans whose graph replay disagreed with a direct run
   bool fused = true;
   bool staged = false;  // writes a packed staging buffer, copied into the strided slice
@@ -178,7 +182,8 @@ struct Candidate {
   BackendDesc plan;
   EngineInfo engine;
   size_t workspace = 0;
-  BackendDesc config;  // the engine config the plan was built from
+  BackendDesc config;              // the engine config the plan was built from
+  cudnnHandle_t handle = nullptr;  // the handle it was built on
 };
 
 // Engine configs from heuristics mode A, then the fallback list, that fit the precision and
@@ -209,7 +214,7 @@ std::vector<Candidate> candidates(cudnnHandle_t h, const OpGraph& g, Precision p
       const size_t ws = size_t(plan.get_i64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
       if (ws > max_workspace) continue;
       compiled += rtc;
-      out.push_back({std::move(plan), std::move(info), ws, std::move(cfg)});
+      out.push_back({std::move(plan), std::move(info), ws, std::move(cfg), h});
     }
   }
   return out;
@@ -242,7 +247,17 @@ double time_us(F&& run, cudaStream_t stream) {
   return times[kReps / 2] * 1000.0;
 }
 
+std::string prefetch_key(const std::string& plan_key, bool fused) {
+  return plan_key + (fused ? ":fused" : ":conv");
+}
+
 }  // namespace
+
+// Candidate plans built ahead of prepare() on a helper thread (prefetch_conv_plans).
+struct PrefetchedCandidates {
+  std::shared_ptr<OpGraph> graph;
+  std::vector<Candidate> candidates;
+};
 
 std::string ConvSpec::signature() const {
   return std::string("conv:") + precision_name(precision) + ":" + x.str() + ":" + y.str() + ":k" +
@@ -308,12 +323,84 @@ bool ConvOp::fused() const {
   return plan_ && plan_->fused;
 }
 
+std::string ConvOp::plan_key(EngineMode mode) const {
+  return spec_.signature() + ":a" + std::to_string(pointer_alignment(buf_.y)) + ":" +
+         engine_mode_name(mode);
+}
+
+static size_t candidate_limit(EngineMode mode, int top_k) {
+  return mode == EngineMode::Autotune ? size_t(std::max(top_k, 1)) : 1;
+}
+
+std::shared_ptr<PrefetchedCandidates> ConvOp::build_candidates(
+    cudnnHandle_t handle, bool fused, size_t limit, size_t max_workspace,
+    const std::vector<std::string>& skip, const std::vector<std::string>& excluded) const {
+  auto out = std::make_shared<PrefetchedCandidates>();
+  out->graph = std::make_shared<OpGraph>(
+      build_graph(handle, spec_, fused, spec_.ldy(), pointer_alignment(buf_.y)));
+  out->candidates =
+      candidates(handle, *out->graph, spec_.precision, limit, max_workspace, skip, excluded);
+  return out;
+}
+
+void prefetch_conv_plans(GpuContext& ctx, const std::vector<const ConvOp*>& convs, EngineMode mode,
+                         int top_k, size_t max_workspace) {
+  if (ctx.build_threads <= 1) return;
+  struct Job {
+    const ConvOp* op;
+    std::string key;
+    bool fused;
+    std::vector<std::string> skip;
+    std::shared_ptr<PrefetchedCandidates> out;
+  };
+  std::vector<Job> jobs;
+  std::set<std::string> seen;
+  for (const ConvOp* op : convs) {
+    const std::string key = op->plan_key(mode);
+    if (ctx.plans.count(key) || !seen.insert(key).second) continue;
+    auto banned = ctx.banned.find(key);
+    const std::vector<std::string> skip =
+        banned == ctx.banned.end() ? std::vector<std::string>() : banned->second;
+    // Heuristics take the conv alone only where the fused graph has no engine: rare, so left
+    // to prepare(). Autotune times both.
+    jobs.push_back({op, key, true, skip, nullptr});
+    if (mode == EngineMode::Autotune) jobs.push_back({op, key, false, skip, nullptr});
+  }
+  if (jobs.size() < 2) return;
+  const size_t threads = std::min(size_t(ctx.build_threads), jobs.size());
+  while (ctx.helper_cudnn.size() < threads) {
+    cudnnHandle_t h = nullptr;
+    CNN_CHECK_CUDNN(cudnnCreate(&h));
+    ctx.helper_cudnn.push_back(h);
+    CNN_CHECK_CUDNN(cudnnSetStream(h, ctx.stream));
+  }
+  int device = 0;
+  CNN_CHECK_CUDA(cudaGetDevice(&device));
+  const size_t limit = candidate_limit(mode, top_k);
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      if (cudaSetDevice(device) != cudaSuccess) return;
+      for (size_t i; (i = next++) < jobs.size();) {
+        try {
+          jobs[i].out = jobs[i].op->build_candidates(ctx.helper_cudnn[t], jobs[i].fused, limit,
+                                                     max_workspace, jobs[i].skip, ctx.excluded);
+        } catch (...) {
+          jobs[i].out.reset();  // prepare() builds it on the main thread instead
+        }
+      }
+    });
+  for (std::thread& t : pool) t.join();
+  for (Job& j : jobs)
+    if (j.out) ctx.prefetched[prefetch_key(j.key, j.fused)] = std::move(j.out);
+}
+
 void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) {
   handle_ = ctx.cudnn;
   const bool strided = spec_.ldy() != spec_.y.c;
   const int align = pointer_alignment(buf_.y);
-  const std::string key =
-      spec_.signature() + ":a" + std::to_string(align) + ":" + engine_mode_name(mode);
+  const std::string key = plan_key(mode);
   plan_key_ = key;
   auto it = ctx.plans.find(key);
   if (it != ctx.plans.end()) {
@@ -343,7 +430,7 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
     const auto t0 = std::chrono::steady_clock::now();
     auto entry = std::make_shared<PlanCacheEntry>();
     const bool tune = mode == EngineMode::Autotune;
-    const size_t limit = tune ? size_t(std::max(top_k, 1)) : 1;
+    const size_t limit = candidate_limit(mode, top_k);
     // Heuristics take the fused graph where any engine builds it. Autotune times the fused
     // graph's candidates and the conv alone followed by our epilogue kernel, and keeps the
     // fastest: a run-time-compiled fusion is not always faster than a tuned conv plus one pass.
@@ -372,14 +459,25 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
       for (int attempt = 0; attempt < 8 && !entry->plan.get(); ++attempt) {
         timed.clear();
         for (bool fused : {true, false}) {
-          auto g = std::make_shared<OpGraph>(build_graph(ctx.cudnn, spec_, fused, ld, y_align));
-          for (Candidate& c :
-               candidates(ctx.cudnn, *g, spec_.precision, limit, ws.bytes, unsafe, ctx.excluded)) {
+          // Built ahead on a helper thread (the first attempt, packed output), or here.
+          std::shared_ptr<OpGraph> g;
+          std::vector<Candidate> cs;
+          auto pre = ctx.prefetched.find(prefetch_key(key, fused));
+          if (attempt == 0 && !staged && pre != ctx.prefetched.end()) {
+            g = pre->second->graph;
+            cs = std::move(pre->second->candidates);
+            ctx.prefetched.erase(pre);
+          } else {
+            g = std::make_shared<OpGraph>(build_graph(ctx.cudnn, spec_, fused, ld, y_align));
+            cs = candidates(ctx.cudnn, *g, spec_.precision, limit, ws.bytes, unsafe, ctx.excluded);
+          }
+          for (Candidate& c : cs) {
             ++entry->candidates;
             double us = 0;
             if (tune) {
               BackendDesc vp = variant_pack(target_buffers(), fused, spec_.residual, ws.ptr);
-              us = time_us([&] { return execute(c.plan, vp, fused, ctx.stream); }, ctx.stream);
+              us = time_us([&] { return execute(c.handle, c.plan, vp, fused, ctx.stream); },
+                           ctx.stream);
               if (us < 0) continue;
             }
             timed.push_back({std::move(c), fused, us, g});
@@ -390,12 +488,13 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
         std::stable_sort(timed.begin(), timed.end(),
                          [](const Timed& a, const Timed& b) { return a.us < b.us; });
         for (Timed& t : timed) {
-          if (!graph_safe(ctx, t.c.plan, t.fused, ws)) {
+          if (!graph_safe(ctx, t.c.handle, t.c.plan, t.fused, ws)) {
             unsafe.push_back(t.c.engine.tag());
             entry->rejected.push_back(t.c.engine.tag());
             continue;
           }
           entry->plan = std::move(t.c.plan);
+          entry->handle = t.c.handle;
           entry->config = std::move(t.c.config);
           entry->graph = t.graph;
           entry->engine = t.c.engine;
@@ -417,6 +516,9 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
     ctx.plans[key] = entry;
     plan_ = entry;
   }
+  // A layer's own plan (share_plans off) is built on the context's handle; a shared one runs on
+  // the handle it was built on.
+  handle_ = own_plan_.get() ? ctx.cudnn : plan_->handle;
   staged_ = plan_->staged;
   stage_ = scratch.ptr;
   record_.fused = plan_->fused;
@@ -466,15 +568,15 @@ void ConvOp::bind_workspace(void* workspace, size_t bytes) {
                                static_cast<char*>(workspace) + (staged_ ? stage_bytes() : 0));
 }
 
-bool ConvOp::execute(const BackendDesc& plan, const BackendDesc& vp, bool fused,
-                     cudaStream_t stream) {
-  if (cudnnBackendExecute(handle_, plan.get(), vp.get()) != CUDNN_STATUS_SUCCESS) return false;
+bool ConvOp::execute(cudnnHandle_t handle, const BackendDesc& plan, const BackendDesc& vp,
+                     bool fused, cudaStream_t stream) {
+  if (cudnnBackendExecute(handle, plan.get(), vp.get()) != CUDNN_STATUS_SUCCESS) return false;
   if (!fused) epilogue(target_buffers().y, staged_ ? spec_.y.c : spec_.ldy(), stream);
   if (staged_) unstage(stream);
   return true;
 }
 
-bool ConvOp::graph_safe(GpuContext& ctx, const BackendDesc& plan, bool fused,
+bool ConvOp::graph_safe(GpuContext& ctx, cudnnHandle_t handle, const BackendDesc& plan, bool fused,
                         const TuneScratch& scratch) {
   const DType t = storage_type(spec_.precision);
   // The first and the last rows of y, about a million elements each (all of y when smaller),
@@ -494,13 +596,13 @@ bool ConvOp::graph_safe(GpuContext& ctx, const BackendDesc& plan, bool fused,
     return v;
   };
   BackendDesc vp = variant_pack(target_buffers(), fused, spec_.residual, scratch.ptr);
-  if (!execute(plan, vp, fused, ctx.stream)) return false;
+  if (!execute(handle, plan, vp, fused, ctx.stream)) return false;
   const std::vector<float> direct = read();
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   bool ok = cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
   if (ok) {
-    const bool ran = execute(plan, vp, fused, ctx.stream);
+    const bool ran = execute(handle, plan, vp, fused, ctx.stream);
     ok = cudaStreamEndCapture(ctx.stream, &graph) == cudaSuccess && ran &&
          cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
   }

@@ -13,6 +13,7 @@
 namespace cnnbench {
 
 struct OpGraph;  // a cuDNN operation graph and the descriptors it refers to (conv.cpp)
+struct PrefetchedCandidates;
 
 struct ConvSpec {
   std::string name;
@@ -59,6 +60,13 @@ class ConvOp : public Op {
   double verify(int samples, uint64_t seed) const override;
   bool fused() const;
   std::string ban_engine(GpuContext& ctx) override;
+  // The key of this layer's plan in ctx.plans: shape, output alignment and engine mode.
+  std::string plan_key(EngineMode mode) const;
+  // The candidate plans prepare() would build for the packed output, built on `handle`: safe to
+  // call from several threads at once, each with a handle of its own.
+  std::shared_ptr<PrefetchedCandidates> build_candidates(
+      cudnnHandle_t handle, bool fused, size_t limit, size_t max_workspace,
+      const std::vector<std::string>& skip, const std::vector<std::string>& excluded) const;
 
  private:
   void epilogue(void* y, int ld, cudaStream_t stream);
@@ -66,10 +74,12 @@ class ConvOp : public Op {
   ConvBuffers target_buffers() const;  // buf_, with y the staging buffer when staged
   // Bytes from y's first element to one past its last (the span of a strided slice).
   size_t y_span() const;
-  bool execute(const BackendDesc& plan, const BackendDesc& vp, bool fused, cudaStream_t stream);
+  bool execute(cudnnHandle_t handle, const BackendDesc& plan, const BackendDesc& vp, bool fused,
+               cudaStream_t stream);
   // Runs a plan directly, then captured in a CUDA graph and replayed on a dirty workspace and a
   // poisoned output: true when both give the same output.
-  bool graph_safe(GpuContext& ctx, const BackendDesc& plan, bool fused, const TuneScratch& scratch);
+  bool graph_safe(GpuContext& ctx, cudnnHandle_t handle, const BackendDesc& plan, bool fused,
+                  const TuneScratch& scratch);
   ConvSpec spec_;
   ConvBuffers buf_;
   cudnnHandle_t handle_ = nullptr;
@@ -85,5 +95,12 @@ class ConvOp : public Op {
   void* stage_ = nullptr;
   size_t stage_bytes() const;
 };
+
+// Builds the candidate plans of every conv whose shape has no plan yet on ctx.build_threads host
+// threads, each with a cuDNN handle of its own (ctx.helper_cudnn), into ctx.prefetched: NVRTC
+// compiles the run-time-compiled engines in parallel, and prepare() then only times and checks.
+// A build that fails there is left to prepare(). Nothing is done with fewer than two threads.
+void prefetch_conv_plans(GpuContext& ctx, const std::vector<const ConvOp*>& convs, EngineMode mode,
+                         int top_k, size_t max_workspace);
 
 }  // namespace cnnbench

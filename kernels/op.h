@@ -36,7 +36,11 @@ struct LayerRecord {
   std::vector<std::string> rejected;
 };
 
-struct PlanCacheEntry;  // defined by the conv op
+// The default of --build_threads: the host's cores, at most 16.
+int default_build_threads();
+
+struct PlanCacheEntry;        // defined by the conv op
+struct PrefetchedCandidates;  // likewise
 
 // Handles and the stream, shared by all ops of a process.
 struct GpuContext {
@@ -59,6 +63,11 @@ struct GpuContext {
   std::map<std::string, std::vector<std::string>> banned;
   // Engines the user excluded (--exclude_engines): names ("eng4") or whole tags.
   std::vector<std::string> excluded;
+  // Host threads that build conv plans ahead of tuning (--build_threads; 1: none), their cuDNN
+  // handles, and what they built, by plan key (prefetch_conv_plans).
+  int build_threads = default_build_threads();
+  std::vector<cudnnHandle_t> helper_cudnn;
+  std::map<std::string, std::shared_ptr<PrefetchedCandidates>> prefetched;
 };
 
 // Scratch memory an op may use while choosing its engine (autotune), before the arena's

@@ -462,12 +462,18 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
   scratch.bytes = opt.tune_scratch_bytes;
   CNN_CHECK_CUDA(cudaMalloc(&scratch.ptr, scratch.bytes));
   try {
+    std::vector<const ConvOp*> convs;
+    for (auto& op : ops_)
+      if (auto* c = dynamic_cast<const ConvOp*>(op.get())) convs.push_back(c);
+    prefetch_conv_plans(ctx, convs, opt.engine, opt.top_k, scratch.bytes);
     for (auto& op : ops_) {
       op->prepare(ctx, opt.engine, opt.top_k, scratch);
       op->run(ctx.stream);  // the next op is prepared (and checked) on real data
     }
     CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    ctx.prefetched.clear();
   } catch (...) {
+    ctx.prefetched.clear();
     cudaFree(scratch.ptr);
     throw;
   }

@@ -16,6 +16,8 @@ file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/typo.yaml "benchmarks:\n  - network: resn
 expect_failure("unknown flag" "unknown flag '--bogus'" ${BENCH} --bogus)
 expect_failure("bad engine list" "--exclude_engines takes cuDNN engine names" ${BENCH} --exclude_engines=cudnn4)
 expect_failure("infer bad engine list" "--exclude_engines takes cuDNN engine names" ${INFER} --network=resnet50 --output=x.safetensors --exclude_engines=cudnn4)
+expect_failure("bad build threads" "--build_threads takes a whole number" ${BENCH} --build_threads=0)
+expect_failure("infer bad build threads" "--build_threads takes a whole number" ${INFER} --network=resnet50 --output=x.safetensors --build_threads=lots)
 expect_failure("bad graph edges" "--graph_edges takes captured or full, not 'auto'" ${BENCH} --graph_edges=auto)
 expect_failure("config typo" "batchs.*batches" ${BENCH} --config=${CMAKE_CURRENT_BINARY_DIR}/typo.yaml)
 expect_failure("missing config" "nope.yaml" ${BENCH} --config=nope.yaml)

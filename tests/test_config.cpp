@@ -351,3 +351,15 @@ TEST(EngineExclusion, NamesTakeAnyKnobsButNotLongerNumbers) {
   EXPECT_THROW(parse_engine_list("eng4,cudnn"), UserError);
   EXPECT_THROW(parse_engine_list("eng"), UserError);
 }
+
+TEST(BuildThreads, WholeNumbersFromOneTo64) {
+  using namespace cnnbench;
+  EXPECT_EQ(parse_build_threads("1"), 1);
+  EXPECT_EQ(parse_build_threads("16"), 16);
+  EXPECT_THROW(parse_build_threads("0"), UserError);
+  EXPECT_THROW(parse_build_threads("65"), UserError);
+  EXPECT_THROW(parse_build_threads("4x"), UserError);
+  EXPECT_THROW(parse_build_threads(""), UserError);
+  EXPECT_GE(default_build_threads(), 1);
+  EXPECT_LE(default_build_threads(), 16);
+}

@@ -283,6 +283,37 @@ TEST(GpuNetwork, MixedOpsNetMatchesCpuInterpreter) {
     }
 }
 
+// Plans built ahead on helper threads (each with a cuDNN handle of its own) must be the plans a
+// single thread builds: under heuristics the same engines, and bitwise the same output.
+TEST(GpuNetwork, ParallelPlanBuildingMatchesSerial) {
+  const Graph g = mixed_ops_net();
+  const int batch = 2;
+  const HostWeights w = random_weights(g, 11);
+  std::mt19937 rng(5);
+  const std::vector<float> x = random_vector(size_t(batch) * 3 * 33 * 33, rng);
+  for (Precision p : {Precision::FP32, Precision::FP16}) {
+    std::vector<std::vector<float>> outs;
+    std::vector<std::vector<std::string>> engines;
+    for (int threads : {1, 8}) {
+      GpuContext ctx;
+      ctx.build_threads = threads;
+      CompileOptions opt;
+      opt.precision = p;
+      opt.batch = batch;
+      opt.engine = EngineMode::Heuristic;
+      Model m(ctx, g, w, opt);
+      m.set_input(x);
+      Runner r(m, ctx);
+      r.launch(true);
+      outs.push_back(m.output());
+      engines.emplace_back();
+      for (const LayerRecord& l : m.layers()) engines.back().push_back(l.name + " " + l.engine);
+    }
+    EXPECT_EQ(engines[0], engines[1]) << precision_name(p);
+    EXPECT_EQ(outs[0], outs[1]) << precision_name(p);
+  }
+}
+
 TEST(GpuNetwork, ResNet50FiniteRepeatableGraphEqualsEagerAndFreesItsMemory) {
   const Graph g = resnet50();
   const HostWeights w = random_weights(g, 3);

@@ -12,7 +12,8 @@
 #   zoo_tests   the zoo's GPU suites: GpuKernels, GpuNetwork.MixedOps*, GpuZoo (ZOO_TEST_TIMEOUT, 420 s)
 #   zoo_cross   fp32 logits against torchvision for AlexNet, VGG-16, Inception-v3, ResNet-152,
 #               EfficientNet-B0 and B4 (relative L2 below 1e-4), batch 2
-#   zoo_sweep   configs/zoo_speed.yaml: fp16 at batch 1, 8, 32, 128, 256 (ZOO_SWEEP_TIMEOUT, 420 s)
+#   zoo_sweep   configs/zoo_speed.yaml: fp16 at batch 1, 8, 32, 128, 256, one process per network of
+#               ZOO_NETS (ZOO_NET_TIMEOUT each; ZOO_BATCHES a regex; ZOO_BIN, ZOO_ARGS)
 #   edges_ab    ResNet-50 fp16 at batch 1, 8, 64, 256 with --graph_edges=captured and =full
 #   zoo_peer    PyTorch's CUDA-graph replay, fp16 channels_last, the torchvision nets of ZOO_NETS
 #   checks      correctness only, in parallel processes sharing the GPU (no timing): the zoo's
@@ -62,7 +63,7 @@ for step in ${*:-sweep peer tests crosscheck}; do
           "$OUT/crosscheck_$1_b$2_$3.log" | head -4
       done ;;
     diagnose)
-      bash tools/diagnose_graph.sh "$CUDNN" 2>&1 | tee "$OUT/diagnose.log" ;;
+      timeout "$(lim 300)" bash tools/diagnose_graph.sh "$CUDNN" ${DIAG_MODE:-} 2>&1 | tee "$OUT/diagnose.log" ;;
     zoo_tests)
       timeout "$(lim ${ZOO_TEST_TIMEOUT:-420})" $B/tests/test_gpu \
         --gtest_filter='GpuKernels.*:GpuNetwork.MixedOps*:Zoo/GpuZoo.*' >"$OUT/zoo_tests.log" 2>&1
@@ -78,7 +79,7 @@ for step in ${*:-sweep peer tests crosscheck}; do
     zoo_sweep)
       # One process per network, each with its own JSON, so a cut-off loses one network only.
       for net in ${ZOO_NETS:-alexnet vgg16 inception_bn inception_v3 resnet50 resnet152 efficientnet_b0 efficientnet_b4}; do
-        timeout "$(lim ${ZOO_NET_TIMEOUT:-90})" ${ZOO_BIN:-$B/cnnbench} --config=configs/zoo_speed.yaml \
+        timeout "$(lim ${ZOO_NET_TIMEOUT:-90})" ${ZOO_BIN:-$B/cnnbench} --config=configs/zoo_speed.yaml ${ZOO_ARGS:-} \
           --benchmark_filter="^$net/fp16/graph/batch:${ZOO_BATCHES:-[0-9]+}/" \
           --benchmark_out="$OUT/zoo_$net.json" >"$OUT/zoo_$net.log" 2>&1
         echo "zoo_sweep $net rc=$? medians=$(grep -c manual_time_median "$OUT/zoo_$net.log") $(date +%T)"

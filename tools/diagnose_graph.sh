@@ -4,6 +4,8 @@
 # plans shared between layers of one shape and with a plan per layer, and bisect the graph.
 #   bash tools/diagnose_graph.sh [cudnn lib dir] [quick]   (prebuilt binaries in build/release)
 # quick: only the graph as captured (with its repairs), no bisection.
+# plans: each model as captured, with a plan per layer (--share_plans=false), and with cuDNN's
+#        eng4 excluded, each without repairs, so each says whether it matches by itself.
 set -u
 B=build/release
 CUDNN=${1:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib}
@@ -12,6 +14,18 @@ export LD_LIBRARY_PATH=$CUDNN:$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PAT
 # For each model: the graph as captured, with every programmatic (PDL) edge made a full
 # dependency, and with a plan per layer; then the bisection, as captured and with full edges.
 show() { grep -E "graph replay vs eager|graph of|exceed|refused|error|written|differs|banned|rror|fault|Abort" | cut -c1-220 | head -${1:-4}; }
+if [ "$MODE" = plans ]; then
+  for c in "tf32 4 heuristic" "fp16 32 autotune" "bf16 8 heuristic"; do
+    for v in "" "--share_plans=false" "--exclude_engines=eng4"; do
+      set -- $c
+      echo "=== $1 batch $2 $3 ${v:-as built}"
+      timeout 100 $B/cnnbench_infer --network=resnet50 --precision=$1 --batch=$2 --engine=$3 $v \
+        --max_repairs=0 --output=/tmp/diag.safetensors 2>&1 | show 6
+      echo "exit ${PIPESTATUS[0]}"
+    done
+  done
+  exit 0
+fi
 for c in "tf32 4 heuristic" "fp16 16 autotune" "fp16 32 autotune"; do
   set -- $c
   vs=("captured true" "full true" "captured false")
