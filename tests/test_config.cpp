@@ -1,5 +1,6 @@
 #include "harness/config.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include <gmock/gmock.h>
@@ -321,6 +322,24 @@ TEST(Config, TrainingConfigsOfTheRepository) {
     EXPECT_DOUBLE_EQ(b.train.lr, 0.1);
     EXPECT_DOUBLE_EQ(b.train.momentum, 0.9);
     EXPECT_DOUBLE_EQ(b.train.weight_decay, 1e-4);
+  }
+}
+
+// The zoo's speed sweep times every registered network in fp16 at the batches issue 3 compares.
+TEST(Config, ZooSpeedConfigCoversEveryNetwork) {
+  const std::string dir = std::string(CNNBENCH_TEST_DATA) + "/../../configs/";
+  const SweepConfig z = parse_config_file(dir + "zoo_speed.yaml", config_schema());
+  for (const NetworkInfo& n : network_registry()) {
+    bool found = false;
+    for (const BenchmarkEntry& b : z.benchmarks) {
+      if (b.network != n.name) continue;
+      found = true;
+      EXPECT_EQ(b.precisions, std::vector<std::string>{"fp16"}) << n.name;
+      for (int batch : {1, 8, 32, 128, 256})
+        EXPECT_NE(std::find(b.batches.begin(), b.batches.end(), batch), b.batches.end())
+            << n.name << " batch " << batch;
+    }
+    EXPECT_TRUE(found) << n.name << " is missing from zoo_speed.yaml";
   }
 }
 
