@@ -17,7 +17,7 @@
 #   edges_ab    ResNet-50 fp16 at batch 1, 8, 64, 256 with --graph_edges=captured and =full
 #   zoo_peer    PyTorch's CUDA-graph replay, fp16 channels_last, the torchvision nets of ZOO_NETS
 #   checks      correctness only, in parallel processes sharing the GPU (no timing): the zoo's
-#               GPU suites in 6 shards, GpuKernels/GpuOps/MixedOps, the same suites for the
+#               GPU suites in CHECKS_SHARDS (8) shards, GpuKernels/GpuOps/GpuNetwork, those for the
 #               patched kernels in .carry/patched (when there), fp32 and fp16 cross-checks of all
 #               16 torchvision networks (4 at a time; CHECKS_CROSS=0 skips them) and
 #               tools/diagnose_graph.sh
@@ -93,18 +93,19 @@ for step in ${*:-sweep peer tests crosscheck}; do
           timeout "$t" $B/tests/test_gpu --gtest_filter="Zoo/GpuZoo.*/$n" >"$OUT/zoo_tests_$n.log" 2>&1 &
         done
       else
-        for i in 0 1 2 3 4 5; do
-          GTEST_TOTAL_SHARDS=6 GTEST_SHARD_INDEX=$i timeout "$t" $B/tests/test_gpu \
+        for ((i = 0; i < ${CHECKS_SHARDS:-8}; i++)); do
+          GTEST_TOTAL_SHARDS=${CHECKS_SHARDS:-8} GTEST_SHARD_INDEX=$i timeout "$t" $B/tests/test_gpu \
             --gtest_filter='Zoo/GpuZoo.*' >"$OUT/zoo_tests_$i.log" 2>&1 &
         done
       fi
-      timeout "$t" $B/tests/test_gpu --gtest_filter='GpuKernels.*:GpuOps.*:GpuNetwork.MixedOps*' \
+      timeout "$t" $B/tests/test_gpu --gtest_filter='GpuKernels.*:GpuOps.*:GpuNetwork.*' \
         >"$OUT/kernel_tests.log" 2>&1 &
       if [ -x .carry/patched/test_gpu ]; then
         timeout "$t" .carry/patched/test_gpu --gtest_filter='GpuKernels.*:GpuOps.*:GpuNetwork.MixedOps*' \
           >"$OUT/kernel_tests_patched.log" 2>&1 &
       fi
-      timeout "$t" bash tools/diagnose_graph.sh "$CUDNN" ${DIAG_QUICK:+quick} >"$OUT/diagnose.log" 2>&1 &
+      dm=${DIAG_MODE:-${DIAG_QUICK:+quick}}
+      [ "$dm" = none ] || timeout "$t" bash tools/diagnose_graph.sh "$CUDNN" $dm >"$OUT/diagnose.log" 2>&1 &
       [ "${CHECKS_CROSS:-1}" = 1 ] || nets_skip=1
       nets="alexnet vgg16 vgg16_bn vgg19 vgg19_bn inception_v3 resnet50 resnet152"
       nets="$nets $(echo efficientnet_b{0..7})"
@@ -120,7 +121,7 @@ for step in ${*:-sweep peer tests crosscheck}; do
         echo "--- $(basename $f): $(grep -E '^\[  (PASSED|FAILED) ' $f | tr '\n' ' ')"
         grep -E "Failure|Which is|differs|^\[  FAILED  \].*\(" "$f" | cut -c1-200 | head -8
       done
-      grep -vE "^\s*$" "$OUT/diagnose.log" | cut -c1-200 | head -60 ;;
+      [ -f "$OUT/diagnose.log" ] && grep -vE "^\s*$" "$OUT/diagnose.log" | cut -c1-200 | head -60 ;;
     edges_ab)
       # ResNet-50 fp16 with the graph's programmatic edges as captured, then all made full.
       for e in captured full; do
@@ -131,10 +132,10 @@ for step in ${*:-sweep peer tests crosscheck}; do
         grep -E "ERROR OCCURRED" "$OUT/edges_$e.log" | cut -c1-200 | sort -u | head -4
       done ;;
     zoo_peer)
-      # The torchvision networks among ZOO_NETS (inception_bn has no PyTorch peer), each compared
-      # with its zoo_<net>.json from a zoo_sweep earlier in the same call.
+      # The torchvision networks among ZOO_NETS (inception_bn and alexnet_lrn have no PyTorch
+      # peer), each compared with its zoo_<net>.json from a zoo_sweep earlier in the same call.
       tv=$(for n in ${ZOO_NETS:-alexnet vgg16 inception_v3 resnet50 resnet152 efficientnet_b0 efficientnet_b4}; do
-        [ "$n" != inception_bn ] && echo -n "$n,"; done)
+        case $n in inception_bn|alexnet_lrn) ;; *) echo -n "$n,";; esac; done)
       PYTHONUNBUFFERED=1 timeout "$(lim ${ZOO_PEER_TIMEOUT:-240})" python3 tools/pytorch_baseline.py \
         --models "${tv%,}" --batches ${ZOO_PEER_BATCHES:-1,8,32,128,256} --modes graph --reps 3 --out "$OUT/zoo_pytorch.json" \
         >"$OUT/zoo_pytorch.log" 2>&1
