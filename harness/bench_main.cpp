@@ -158,6 +158,7 @@ class Session {
                     {"graph_edges", p.runner->edges().total},
                     {"programmatic_edges", p.runner->edges().programmatic},
                     {"edges_made_full", p.runner->edges_made_full()},
+                    {"graph_census", p.runner->census()},
                     {"graph_repairs", p.repairs},
                     {"arena",
                      {{"weights_bytes", a.bytes(MemKind::Weights)},

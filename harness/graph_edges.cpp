@@ -1,5 +1,6 @@
 #include "harness/graph_edges.h"
 
+#include <map>
 #include <vector>
 
 #include "harness/check.h"
@@ -49,6 +50,65 @@ EdgeCounts count_edges(cudaGraph_t graph) {
   c.total = e.from.size();
   for (const cudaGraphEdgeData& d : e.data) c.programmatic += !plain(d);
   return c;
+}
+
+std::string graph_census(cudaGraph_t graph) {
+  size_t n = 0;
+  CNN_CHECK_CUDA(cudaGraphGetNodes(graph, nullptr, &n));
+  std::vector<cudaGraphNode_t> nodes(n);
+  if (n) CNN_CHECK_CUDA(cudaGraphGetNodes(graph, nodes.data(), &n));
+  std::map<std::string, size_t> types;
+  size_t from_host = 0;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType t;
+    CNN_CHECK_CUDA(cudaGraphNodeGetType(node, &t));
+    switch (t) {
+      case cudaGraphNodeTypeKernel:
+        ++types["kernel"];
+        break;
+      case cudaGraphNodeTypeMemset:
+        ++types["memset"];
+        break;
+      case cudaGraphNodeTypeMemcpy: {
+        ++types["memcpy"];
+        cudaMemcpy3DParms m{};
+        if (cudaGraphMemcpyNodeGetParams(node, &m) == cudaSuccess) {
+          cudaPointerAttributes a{};
+          const void* src = m.srcArray ? nullptr : m.srcPtr.ptr;
+          if (src && cudaPointerGetAttributes(&a, src) == cudaSuccess &&
+              a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
+            ++from_host;
+        }
+        cudaGetLastError();
+        break;
+      }
+      case cudaGraphNodeTypeHost:
+        ++types["host"];
+        break;
+      case cudaGraphNodeTypeEventRecord:
+      case cudaGraphNodeTypeWaitEvent:
+        ++types["event"];
+        break;
+      case cudaGraphNodeTypeEmpty:
+        ++types["empty"];
+        break;
+      default:
+        ++types["other"];
+    }
+  }
+  const Edges e = edges_of(graph);
+  std::map<cudaGraphNode_t, int> in, out;
+  for (size_t i = 0; i < e.from.size(); ++i) ++out[e.from[i]], ++in[e.to[i]];
+  size_t joins = 0, forks = 0;
+  for (const auto& kv : in) joins += kv.second > 1;
+  for (const auto& kv : out) forks += kv.second > 1;
+  std::string s;
+  for (const auto& [name, count] : types) {
+    s += (s.empty() ? "" : ", ") + std::to_string(count) + " " + name;
+    if (name == "memcpy") s += " (" + std::to_string(from_host) + " from host memory)";
+  }
+  return s + "; " + std::to_string(joins) + " nodes wait on several, " + std::to_string(forks) +
+         " feed several";
 }
 
 size_t make_edges_full(cudaGraph_t graph) {

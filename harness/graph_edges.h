@@ -26,6 +26,11 @@ struct EdgeCounts {
 
 EdgeCounts count_edges(cudaGraph_t graph);
 
+// The graph's nodes by type ("58 kernel, 2 memset, 1 memcpy (1 from host memory)"), and how many
+// nodes wait on more than one node or feed more than one: a stream-ordered capture is a chain,
+// so any such node is a fork or a join that a library made on a stream of its own.
+std::string graph_census(cudaGraph_t graph);
+
 // Replaces every programmatic (or launch-completion) edge by a full-completion one; returns how
 // many it replaced.
 size_t make_edges_full(cudaGraph_t graph);

@@ -154,9 +154,12 @@ int run(int argc, char** argv) {
   if (!eager)
     std::fprintf(stderr,
                  "cnnbench_infer: graph of %zu nodes, %zu edges, %zu programmatic, %zu made full "
-                 "(graph_edges=%s), %zu engines banned for departing from eager\n",
+                 "(graph_edges=%s), %zu engines banned for departing from eager; nodes: %s\n",
                  runner.graph_nodes(), runner.edges().total, runner.edges().programmatic,
-                 runner.edges_made_full(), graph_edges_name(edges), repairs.size());
+                 runner.edges_made_full(), graph_edges_name(edges), repairs.size(),
+                 runner.census().c_str());
+  for (const std::string& r : repairs)
+    std::fprintf(stderr, "cnnbench_infer: banned %s\n", r.c_str());
   const std::vector<float> out = model.output();
   const Dims od = model.output_dims();
   save_safetensors(

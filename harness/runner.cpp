@@ -111,15 +111,20 @@ void Runner::capture() {
     const double clean = relative_l2(model_.output(), eager);
     model_.forward(ctx_.stream);
     const double eager_again = relative_l2(model_.output(), eager);
-    throw GraphMismatch(
-        "CUDA graph", 0,
-        "the graph replay differs from the eager forward (relative L2 " +
-            std::to_string(graph_vs_eager_) + " on a dirty workspace, " + std::to_string(clean) +
-            " on an untouched one; eager again " + std::to_string(eager_again) + "; " +
-            std::to_string(edges_.programmatic) + " programmatic edges of " +
-            std::to_string(edges_.total) + ", " + std::to_string(edges_made_full_) + " made full)",
-        "Runner::capture", __FILE__, __LINE__);
+    throw GraphMismatch("CUDA graph", 0,
+                        "the graph replay differs from the eager forward (relative L2 " +
+                            std::to_string(graph_vs_eager_) + " on a dirty workspace, " +
+                            std::to_string(clean) + " on an untouched one; eager again " +
+                            std::to_string(eager_again) + "; " +
+                            std::to_string(edges_.programmatic) + " programmatic edges of " +
+                            std::to_string(edges_.total) + ", " + std::to_string(edges_made_full_) +
+                            " made full; nodes: " + graph_census(graph_) + ")",
+                        "Runner::capture", __FILE__, __LINE__);
   }
+}
+
+std::string Runner::census() const {
+  return graph_ ? graph_census(graph_) : "not captured";
 }
 
 void Runner::launch(bool use_graph) {

@@ -29,6 +29,7 @@ class Runner {
   // The captured graph's edges, and how many programmatic ones were made full (all of them, or 0).
   EdgeCounts edges() const { return edges_; }
   size_t edges_made_full() const { return edges_made_full_; }
+  std::string census() const;   // graph_census of the captured graph
   void launch(bool use_graph);  // enqueue one forward
   // Enqueues `count` forwards between two events and waits: their total device time in ms.
   double time_ms(bool use_graph, int count);
