@@ -8,14 +8,14 @@ set -u
 O=${OUT:-/tmp/out}
 export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:$PWD/.carry/lib
 mkdir -p $O/x
-timeout 60 build/release/tests/test_gpu --gtest_filter='GpuNetwork.Parallel*' >$O/x/parallel.log 2>&1
+timeout 45 build/release/tests/test_gpu --gtest_filter='GpuNetwork.Parallel*' >$O/x/parallel.log 2>&1
 rc=$?
 echo "parallel plan test rc=$rc"; grep -E "OK|FAILED|Failure" $O/x/parallel.log | head -5
 [ $rc = 0 ] || export SWEEP_ARGS=--build_threads=1 ZOO_ARGS=--build_threads=1
 s=tools/device_session.sh
-OUT=$O/x/s SESSION_BUDGET=400 SWEEP_TIMEOUT=290 PEER_TIMEOUT=95 bash $s sweep peer
-timeout 110 build/release/tests/test_gpu --gtest_filter='GpuOps.*:GpuKernels.*:GpuNetwork.*' \
+OUT=$O/x/s SESSION_BUDGET=380 SWEEP_TIMEOUT=285 PEER_TIMEOUT=90 bash $s sweep peer
+timeout 100 build/release/tests/test_gpu --gtest_filter='GpuOps.*:GpuKernels.*:GpuNetwork.*' \
   >$O/x/gpu_tests.log 2>&1
 echo "gpu tests rc=$?"; grep -E "^\[  (PASSED|FAILED) |Failure|Which is" $O/x/gpu_tests.log | head -12
-OUT=$O/x/r SESSION_BUDGET=40 ZOO_NETS=resnet152 ZOO_BATCHES=32 ZOO_NET_TIMEOUT=35 bash $s zoo_sweep
+OUT=$O/x/r SESSION_BUDGET=35 ZOO_NETS=resnet152 ZOO_BATCHES=32 ZOO_NET_TIMEOUT=35 bash $s zoo_sweep
 cd $O && tar czf call.tgz x && rm -rf x
