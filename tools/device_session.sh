@@ -39,7 +39,7 @@ for step in ${*:-sweep peer tests crosscheck}; do
       timeout "$(lim ${SWEEP_TIMEOUT:-330})" $B/cnnbench --config="${SWEEP_CONFIG:-configs/default.yaml}" \
         --benchmark_out="$OUT/cnnbench.json" ${SWEEP_ARGS:-} >"$OUT/cnnbench.log" 2>&1
       echo "sweep rc=$? medians=$(grep -c manual_time_median "$OUT/cnnbench.log")"
-      grep -E "ERROR OCCURRED" "$OUT/cnnbench.log" | cut -c1-180 | sort -u | head -10 ;;
+      grep -E "ERROR OCCURRED|banned" "$OUT/cnnbench.log" | cut -c1-420 | sort -u | head -12 ;;
     peer)
       PYTHONUNBUFFERED=1 timeout "$(lim ${PEER_TIMEOUT:-100})" python3 tools/pytorch_baseline.py \
         --out "$OUT/pytorch.json" >"$OUT/pytorch.log" 2>&1
@@ -83,7 +83,7 @@ for step in ${*:-sweep peer tests crosscheck}; do
           --benchmark_filter="^$net/fp16/graph/batch:${ZOO_BATCHES:-[0-9]+}/" \
           --benchmark_out="$OUT/zoo_$net.json" >"$OUT/zoo_$net.log" 2>&1
         echo "zoo_sweep $net rc=$? medians=$(grep -c manual_time_median "$OUT/zoo_$net.log") $(date +%T)"
-        grep -E "ERROR OCCURRED" "$OUT/zoo_$net.log" | cut -c1-180 | sort -u | head -5
+        grep -E "ERROR OCCURRED|banned" "$OUT/zoo_$net.log" | cut -c1-420 | sort -u | head -6
       done ;;
     checks)
       t=$(lim ${CHECKS_TIMEOUT:-300})
