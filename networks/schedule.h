@@ -45,8 +45,9 @@ struct Schedule {
 };
 
 // Groups are emitted where their anchor stands: every node a group reads is produced by a group
-// emitted before it (a bottleneck's projection runs before the conv that adds it). Nodes the
-// output does not depend on (Inception-v3's AuxLogits at inference) are left out.
+// emitted before it. A residual's producer is never emitted right before the conv that adds it,
+// but as early as its own inputs allow (a bottleneck's projection runs before the block's first
+// conv). Nodes the output does not depend on (Inception-v3's AuxLogits at inference) are left out.
 Schedule schedule_ops(const Graph& g);
 
 // The value a node stands for once aliases are seen through (Flatten, Dropout, an identity

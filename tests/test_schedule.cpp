@@ -1,6 +1,7 @@
 // The fusion and ordering half of the compile step, on the CPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "networks/resnet.h"
@@ -60,6 +61,39 @@ TEST(Schedule, EveryInputIsProducedBeforeItIsRead) {
     // The classifier, which makes the network's output, runs last.
     EXPECT_EQ(produced_at[source(g.output())], int(s.order.size()) - 1);
   }
+}
+
+// No fused residual conv runs right after the op that makes its residual: a bottleneck's
+// projection runs before the block's first conv, so it comes before conv1, not after conv2.
+TEST(Schedule, ResidualProducerNeverRunsRightBeforeTheConvThatAddsIt) {
+  for (const Graph& g : {resnet50(), resnet152(), efficientnet(0), efficientnet(4)}) {
+    SCOPED_TRACE(g.name());
+    const Schedule s = schedule_ops(g);
+    std::vector<int> step_of(g.nodes().size(), -1);
+    for (size_t step = 0; step < s.order.size(); ++step)
+      step_of[s.groups[s.order[step]].anchor] = int(step);
+    int residuals = 0;
+    for (size_t step = 0; step < s.order.size(); ++step) {
+      const OpGroup& grp = s.groups[s.order[step]];
+      if (grp.residual < 0) continue;
+      ++residuals;
+      const int src = alias_source(g, grp.residual);
+      if (src == g.input_id()) continue;
+      EXPECT_GE(step_of[src], 0);
+      EXPECT_LT(step_of[src], int(step) - 1) << g.node(grp.head).name;
+    }
+    EXPECT_GT(residuals, 0);
+  }
+  // ResNet-50's first projection runs right after the stem's maxpool, before layer1.0.conv1.
+  const Graph g = resnet50();
+  const Schedule s = schedule_ops(g);
+  std::vector<std::string> names;
+  for (int gi : s.order) names.push_back(g.node(s.groups[gi].head).name);
+  const auto at = [&](const std::string& n) {
+    return std::find(names.begin(), names.end(), n) - names.begin();
+  };
+  EXPECT_EQ(at("layer1.0.downsample.0"), at("maxpool") + 1);
+  EXPECT_LT(at("layer3.0.downsample.0"), at("layer3.0.conv1"));
 }
 
 // Dropout is the identity at inference: no op of its own, and the linear after it reads the
