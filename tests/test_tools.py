@@ -798,6 +798,18 @@ class ZooTableTest(TempFiles):
         self.assertIn("| alexnet | 8 | error | 5,000 | – | FAIL: error |", out)
         self.assertIn("| alexnet | 256 | – | 9,000 | – | FAIL: not measured |", out)
 
+    def test_every_expected_batch_has_a_row_and_only_mxnet_nets_go_without_a_peer(self):
+        a = self.gb([gb_entry("inception_bn", "fp16", "graph", 1, 1800.0),
+                     gb_entry("efficientnet_b7", "fp16", "graph", 1, 127.0)], "a.json")
+        pa = self.pt([pt_row("fp16cl_graph", 8, 900.0, model="vgg16")], "pa.json")
+        rc, out = self.run_table("--pair", a, pa, "--batches", "1,8")
+        self.assertEqual(rc, 1)
+        self.assertIn("| inception_bn | 1 | 1,800 | – | – | no PyTorch peer |", out)
+        self.assertIn("| inception_bn | 8 | – | – | – | FAIL: not measured |", out)
+        self.assertIn("| efficientnet_b7 | 1 | 127 | – | – | FAIL: PyTorch not measured |", out)
+        self.assertIn("| efficientnet_b7 | 8 | – | – | – | FAIL: not measured (nor PyTorch) |",
+                      out)
+
     def test_unreadable_input_is_exit_2(self):
         rc, _ = self.run_table("--pair", os.path.join(self.dir, "none.json"),
                                os.path.join(self.dir, "none2.json"))

@@ -10,8 +10,10 @@ same call; every network the cnnbench file holds is read from it with the PyTorc
 same file (so a ratio never mixes calls). A network in several pairs gets its batches merged, a
 later pair's measurement replacing an earlier one's and an error never replacing a measurement.
 The ratio column is checked as in compare_pytorch.py --check (>= 1 at every batch, >= the
---batch1-ratio at batch 1); the status column says where it fails. Exit 0 when every compared
-row passes, 1 otherwise, 2 on unreadable input.
+--batch1-ratio at batch 1); the status column says where it fails. Every network gets a row for
+each of --batches (default 1,8,32,128,256), measured or not, so a gap shows as a failure. Only
+networks torchvision does not define (NO_PEER: MXNet's inception_bn and alexnet_lrn) pass without
+a PyTorch figure. Exit 0 when every row passes, 1 otherwise, 2 on unreadable input.
 """
 import argparse
 import os
@@ -20,6 +22,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_pytorch as cp  # noqa: E402
 
+NO_PEER = {"inception_bn", "alexnet_lrn"}  # no torchvision model to time beside them
+
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -27,8 +31,14 @@ def main(argv=None):
                     metavar=("CNNBENCH_JSON", "PYTORCH_JSON"))
     ap.add_argument("--precision", default="fp16")
     ap.add_argument("--batch1-ratio", type=float, default=1.3)
+    ap.add_argument("--batches", default="1,8,32,128,256",
+                    help="batches every network must show (comma-separated)")
     ap.add_argument("--out-md", default=None)
     args = ap.parse_args(argv)
+    try:
+        expected = [int(b) for b in args.batches.split(",") if b.strip()]
+    except ValueError:
+        ap.error(f"--batches takes comma-separated integers, not {args.batches!r}")
     table = {}  # network -> batch -> (cb Cell, pt Cell)
     order = []
     for cb_path, pt_path in args.pair:
@@ -57,14 +67,19 @@ def main(argv=None):
              "|---|---:|---:|---:|---:|---|"]
     failed = False
     for net in order:
-        for b in sorted(table[net]):
-            cb, pt = table[net][b]
+        for b in sorted(set(table[net]) | set(expected)):
+            cb, pt = table[net].get(b, (None, None))
             ratio = cb.img_s / pt.img_s if cb and pt and cb.ok and pt.ok else None
             need = args.batch1_ratio if b == 1 else 1.0
-            if pt is None or not pt.ok:
-                status = "no PyTorch peer"
-            elif ratio is None:
+            measured = cb is not None and cb.ok
+            if not measured and (cb is not None or net in NO_PEER or pt is not None):
                 status = "FAIL: " + ("error" if cb else "not measured")
+            elif not measured:
+                status = "FAIL: not measured (nor PyTorch)"
+            elif net in NO_PEER:
+                status = "no PyTorch peer"
+            elif pt is None or not pt.ok:
+                status = "FAIL: PyTorch not measured"
             elif ratio < need:
                 status = f"FAIL: below {need:g}x"
             else:

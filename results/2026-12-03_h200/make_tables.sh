@@ -4,12 +4,31 @@ set -u
 cd "$(dirname "$0")/../.."
 R=results/2026-12-03_h200
 pair() { echo --pair "$R/$1/zoo_$2.json" "$R/$1/${3:-zoo_pytorch}.json"; }
-python3 tools/zoo_table.py $(pair call1 alexnet) $(pair call1 vgg16) $(pair call2 inception_bn) \
-  $(pair call2 inception_v3) $(pair call2 resnet50 pytorch) $(pair call2 resnet152) \
-  $(pair call2 efficientnet_b0) $(pair call2 efficientnet_b4) --out-md $R/zoo_fp16_vs_pytorch_graph.md
-python3 tools/crosscheck_table.py $R/call1/crosscheck_*.json --out-md $R/crosscheck_fp32_fp16.md
+# Calls in order: a later call's measurement of a (network, batch) replaces an earlier one's, and
+# each ratio is taken against PyTorch from the same call as the cnnbench figure.
+v=call5/v e=call6/e
+python3 tools/zoo_table.py $(pair call1 alexnet) $(pair $v alexnet_lrn) $(pair call1 vgg16) \
+  $(pair $v vgg16_bn) $(pair $v vgg19) $(pair $v vgg19_bn) $(pair call2 inception_bn) \
+  $(pair call2 inception_v3) $(pair call2 resnet50 pytorch) \
+  --pair $R/call3/s/cnnbench.json $R/call3/s/pytorch.json $(pair call4/r resnet50 ../peer/zoo_pytorch) \
+  $(pair call2 resnet152) $(pair call4/r resnet152 ../peer/zoo_pytorch) \
+  $(pair call2 efficientnet_b0) $(pair call4/e efficientnet_b0 ../peer/zoo_pytorch) \
+  $(pair call4/u efficientnet_b0 ../peer/zoo_pytorch) $(pair $e efficientnet_b1) \
+  $(pair $e efficientnet_b2) $(pair $e efficientnet_b3) $(pair call2 efficientnet_b4) \
+  $(pair call4/e efficientnet_b4 ../peer/zoo_pytorch) $(pair call4/u efficientnet_b4 ../peer/zoo_pytorch) \
+  $(pair $e efficientnet_b5) $(pair $e efficientnet_b6) $(pair $e efficientnet_b7) \
+  --out-md $R/zoo_fp16_vs_pytorch_graph.md
+python3 tools/crosscheck_table.py $R/call5/c/crosscheck_*.json --out-md $R/crosscheck_fp32_fp16.md
 for c in call1 call2; do
   python3 tools/compare_pytorch.py --cnnbench $R/$c/zoo_resnet50.json --pytorch $R/$c/pytorch.json \
     --out-md $R/compare_resnet50_fp16_$c.md >/dev/null
 done
-python3 tools/seed_table.py --cnnbench results/2026-12-03_h200/call1/zoo_alexnet.json --cnnbench results/2026-12-03_h200/call1/zoo_vgg16.json --cnnbench results/2026-12-03_h200/call2/zoo_inception_bn.json --cnnbench results/2026-12-03_h200/call2/zoo_inception_v3.json --cnnbench results/2026-12-03_h200/call2/zoo_resnet50.json --cnnbench results/2026-12-03_h200/call2/zoo_resnet152.json --batches 1,2,4,8,16,32 --readme README.md
+# Issue 2's table: the default sweep (ResNet-50, fp16 of it) beside PyTorch eager and graph.
+python3 tools/compare_pytorch.py --cnnbench $R/call3/s/cnnbench.json --pytorch $R/call3/s/pytorch.json \
+  --out-md $R/compare_resnet50_fp16_call3.md --check
+S=results/2026-12-03_h200
+python3 tools/seed_table.py --cnnbench $S/call1/zoo_alexnet.json --cnnbench $S/call1/zoo_vgg16.json \
+  --cnnbench $S/call2/zoo_inception_bn.json --cnnbench $S/call2/zoo_inception_v3.json \
+  --cnnbench $S/call2/zoo_resnet50.json --cnnbench $S/call3/s/cnnbench.json \
+  --cnnbench $S/call2/zoo_resnet152.json --cnnbench $S/call4/r/zoo_resnet152.json \
+  --cnnbench $S/call5/v/zoo_alexnet_lrn.json --batches 1,2,4,8,16,32 --readme README.md
