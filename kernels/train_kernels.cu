@@ -27,6 +27,7 @@ constexpr int kTargetBlocks = 2048;
 constexpr int kMaxChunks = 1024;
 constexpr int kMinRowsPerThread = 4;
 constexpr int kFinR = 32;
+constexpr int kFinThreads = kTileC * kFinR;
 
 int blocks_for(int64_t n, int threads = kThreads) {
   return int(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, kMaxBlocks)));
@@ -206,9 +207,10 @@ __global__ void bn_stats_partial(const T* x, int ld_x, int64_t rows, int C, int6
 
 // BatchNorm statistics, pass 2. Grid (channel tiles), block (kTileC, kFinR): lane ty merges chunks
 // ty, ty + kFinR, ... then the lanes merge pairwise; mean, invstd and the running statistics.
-__global__ void bn_stats_finalize(const float* part, int C, int chunks, int64_t rows, float eps,
-                                  float momentum, float* mean_out, float* invstd_out,
-                                  float* running_mean, float* running_var) {
+__global__ void __launch_bounds__(kFinThreads)
+    bn_stats_finalize(const float* part, int C, int chunks, int64_t rows, float eps, float momentum,
+                      float keep, float* mean_out, float* invstd_out, float* running_mean,
+                      float* running_var) {
   __shared__ float sn[kFinR][kTileC], sm[kFinR][kTileC], s2[kFinR][kTileC];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int c = blockIdx.x * kTileC + tx;
@@ -232,9 +234,9 @@ __global__ void bn_stats_finalize(const float* part, int C, int chunks, int64_t 
   const float var = m2 / float(rows);
   mean_out[c] = mean;
   invstd_out[c] = 1.0f / sqrtf(var + eps);
-  if (running_mean) running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean;
-  if (running_var)
-    running_var[c] = (1.0f - momentum) * running_var[c] + momentum * (m2 / float(rows - 1));
+  // keep = 1 - momentum, computed in double on the host.
+  if (running_mean) running_mean[c] = keep * running_mean[c] + momentum * mean;
+  if (running_var) running_var[c] = keep * running_var[c] + momentum * (m2 / float(rows - 1));
 }
 
 template <typename T>
@@ -289,7 +291,8 @@ __global__ void channel_sums_partial(F f, int64_t rows, int C, int64_t rows_per,
 
 // Pass 2. Grid (channel tiles, 1, segments), block (kTileC, kFinR); out(segment, c, sums).
 template <int K, typename Out>
-__global__ void channel_sums_finalize(const float* part, int C, int chunks, Out out) {
+__global__ void __launch_bounds__(kFinThreads)
+    channel_sums_finalize(const float* part, int C, int chunks, Out out) {
   __shared__ float sh[K][kFinR][kTileC];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int c = blockIdx.x * kTileC + tx, seg = blockIdx.z, segs = gridDim.z;
@@ -688,7 +691,7 @@ __global__ void step_advance_kernel(int* step, const int* found_inf) {
 // ---- Optimizers --------------------------------------------------------------------------------
 
 struct SgdArgs {
-  float lr, momentum, weight_decay, dampening;
+  float lr, momentum, weight_decay, one_minus_dampening;  // the last computed in double
   bool nesterov;
 };
 
@@ -707,7 +710,7 @@ __global__ void sgd_kernel(float* p, float* buf, const G* g, int64_t n, SgdArgs 
     float w = p[i];
     float d = load_f(g, i) * inv + h.weight_decay * w;
     if (h.momentum != 0.0f) {
-      const float b = first ? d : h.momentum * buf[i] + (1.0f - h.dampening) * d;
+      const float b = first ? d : h.momentum * buf[i] + h.one_minus_dampening * d;
       buf[i] = b;
       d = h.nesterov ? d + h.momentum * b : b;
     }
@@ -729,14 +732,17 @@ __global__ void adam_kernel(float* p, float* m, float* v, const G* g, int64_t n,
   const int t = *c.step;
   const double bc1 = 1.0 - pow(h.beta1, double(t)), bc2 = 1.0 - pow(h.beta2, double(t));
   const float step_size = float(h.lr / bc1), bc2_sqrt = float(sqrt(bc2));
+  // 1 - beta in double, as torch computes it in Python before the fp32 kernel sees it: fp32's
+  // 1 - float(0.999) is 1.3e-5 off.
   const float b1 = float(h.beta1), b2 = float(h.beta2), eps = float(h.eps);
+  const float omb1 = float(1.0 - h.beta1), omb2 = float(1.0 - h.beta2);
   const float wd = float(h.weight_decay);
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     float w = p[i];
     const float gi = load_f(g, i) * inv + wd * w;
-    const float mi = b1 * m[i] + (1.0f - b1) * gi;
-    const float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+    const float mi = b1 * m[i] + omb1 * gi;
+    const float vi = b2 * v[i] + omb2 * gi * gi;
     m[i] = mi;
     v[i] = vi;
     w -= step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
@@ -777,8 +783,8 @@ void launch_bn_forward_train(DType t, const void* x, void* y, const float* gamma
                             static_cast<const T*>(x), ld_x, s.rows, C, ch.rows_per, part));
   CNN_CHECK_LAUNCH();
   bn_stats_finalize<<<channel_tiles(C), dim3(kTileC, kFinR), 0, stream>>>(
-      part, C, ch.count, s.rows, float(s.eps), float(s.momentum), mean, invstd, running_mean,
-      running_var);
+      part, C, ch.count, s.rows, float(s.eps), float(s.momentum), float(1.0 - s.momentum), mean,
+      invstd, running_mean, running_var);
   CNN_CHECK_LAUNCH();
   CNN_DISPATCH_DTYPE(t, bn_apply<T><<<row_grid(s.rows, C), block, 0, stream>>>(
                             static_cast<const T*>(x), ld_x, static_cast<T*>(y), ld_y, mean, invstd,
@@ -997,7 +1003,7 @@ void launch_sgd_step(float* p, float* momentum_buffer, const void* g, DType gt, 
   if (h.nesterov && (h.momentum <= 0 || h.dampening != 0))
     throw std::invalid_argument("launch_sgd_step: nesterov needs momentum and zero dampening");
   if (n <= 0) return;
-  const SgdArgs a{float(h.lr), float(h.momentum), float(h.weight_decay), float(h.dampening),
+  const SgdArgs a{float(h.lr), float(h.momentum), float(h.weight_decay), float(1.0 - h.dampening),
                   h.nesterov};
   CNN_DISPATCH_TWO(
       gt, copy_t,
