@@ -173,6 +173,14 @@ struct LossScaleParams {
   int interval = 2000;                 // growth_interval
 };
 LossScaleState loss_scale_initial_state(float scale = 65536.0f);
+// The device addresses of a device-resident state's fields (computed, never dereferenced), for
+// StepControl, launch_softmax_xent's loss_scale and launch_check_finite.
+inline float* loss_scale_field(LossScaleState* s) {
+  return reinterpret_cast<float*>(reinterpret_cast<char*>(s) + offsetof(LossScaleState, scale));
+}
+inline int* found_inf_field(LossScaleState* s) {
+  return reinterpret_cast<int*>(reinterpret_cast<char*>(s) + offsetof(LossScaleState, found_inf));
+}
 // The end of a step, as torch's _amp_update_scale_ (LossScaleRef::update): on an overflow the
 // scale is multiplied by backoff, good_steps reset and skipped_steps counted; else after
 // `interval` good steps in a row it is multiplied by growth (kept only if finite). Then clears

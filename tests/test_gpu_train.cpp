@@ -917,9 +917,10 @@ TEST(GpuTrain, OverflowSkipsTheStepAndBacksOffTheScale) {
     DeviceArray<LossScaleState> state(std::vector<LossScaleState>{st0});
     const auto copy0 = copy.download();
     const std::vector<GradBuffer> grads = {{dg.get(), int64_t(n), gc.t}};
-    launch_check_finite(grads, &state.get()->found_inf, nullptr);
+    launch_check_finite(grads, found_inf_field(state.get()), nullptr);
     StepControl c;
-    c.found_inf = &state.get()->found_inf, c.loss_scale = &state.get()->scale, c.step = step.get();
+    c.found_inf = found_inf_field(state.get()), c.loss_scale = loss_scale_field(state.get()),
+    c.step = step.get();
     launch_step_advance(step.get(), c.found_inf, nullptr);
     launch_sgd_step(p.get(), buf.get(), dg.get(), gc.t, int64_t(n), {0.1, 0.9, 1e-4, 0.0, false}, c,
                     copy.get(), gc.t, nullptr);
@@ -1029,21 +1030,22 @@ TEST(GpuTrain, CapturedStepReplaysLikeEager) {
     bn.rows = rows, bn.channels = C, bn.relu = true;
     launch_bn_forward_train(t, bx.get(), by.get(), gamma.get(), beta.get(), mean.get(),
                             invstd.get(), rm.get(), rv.get(), bn, bn_scratch.get(), s);
-    launch_softmax_xent(t, by.get(), dlabels.get(), int(rows), C, 1.0, &state.get()->scale,
-                        loss.get(), bdz.get(), xent_scratch.get(), s);
+    launch_softmax_xent(t, by.get(), dlabels.get(), int(rows), C, 1.0,
+                        loss_scale_field(state.get()), loss.get(), bdz.get(), xent_scratch.get(),
+                        s);
     launch_bn_backward(t, bx.get(), by.get(), bdz.get(), bdx.get(), gamma.get(), mean.get(),
                        invstd.get(), dgamma.get(), dbeta.get(), bn, false, bn_scratch.get(), s);
     DropoutRng r;
     r.seed = 1234, r.device_offset = offset.get();
     launch_dropout_forward(t, bdx.get(), bdrop.get(), mask.get(), d.numel(), 0.3, r, s);
     launch_counter_add(offset.get(), 1, s);
-    int* found = &state.get()->found_inf;
+    int* found = found_inf_field(state.get());
     launch_check_finite(
         {{dgamma.get(), C, DType::F32}, {dbeta.get(), C, DType::F32}, {bdrop.get(), d.numel(), t}},
         found, s);
     launch_step_advance(step.get(), found, s);
     StepControl c;
-    c.found_inf = found, c.loss_scale = &state.get()->scale, c.step = step.get();
+    c.found_inf = found, c.loss_scale = loss_scale_field(state.get()), c.step = step.get();
     launch_sgd_step(gamma.get(), mom.get(), dgamma.get(), DType::F32, C,
                     {0.1, 0.9, 1e-4, 0.0, false}, c, gamma16.get(), t, s);
     launch_adam_step(beta.get(), am.get(), av.get(), dbeta.get(), DType::F32, C, AdamRef{}, c,
