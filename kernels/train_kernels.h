@@ -1,0 +1,219 @@
+// CUDA kernels of a training step (issue 4), checked against kernels/train_refs.h: BatchNorm in
+// training mode and its backward, softmax cross-entropy, the activations' and pools' backward,
+// squeeze-excitation's scale backward, dropout, gradient sums, the bias gradient, SGD and Adam on
+// fp32 master weights, and what mixed precision needs (an inf/NaN check, a skippable step and a
+// dynamic loss scale kept on the device).
+//
+// Every launcher only enqueues kernels on `stream`: no allocation, no synchronisation and no
+// host read of device memory, so a whole step can be captured in a CUDA graph and replayed.
+// Whatever changes from step to step (the loss scale, whether the step is skipped, the step
+// count, dropout's offset) is read from device memory, never baked in as a kernel argument.
+//
+// Layouts as at inference: activations and their gradients are NHWC rows of `channels` values in
+// the storage type t (fp32, fp16 or bf16), optionally strided (a channel slice of a concat
+// buffer; ld 0 means packed); every sum is accumulated in fp32. BatchNorm's gamma, beta, batch
+// statistics and parameter gradients are fp32, like the optimizers' master weights and state.
+// The per-channel reductions are deterministic (partial sums per block in a fixed order, no
+// float atomics), so a run repeats bit for bit.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/pointwise.h"
+#include "kernels/pool.h"
+#include "kernels/tensor.h"
+#include "kernels/train_refs.h"
+
+namespace cnnbench {
+
+// Scratch (bytes) that the per-channel reductions below need: BatchNorm forward and backward over
+// `rows` rows of `channels`, the bias gradient likewise, and the scale backward with segments =
+// N images of rows = H * W each. Needs no initialisation.
+size_t channel_reduce_scratch_bytes(int64_t rows, int channels, int segments = 1);
+
+// ---- BatchNorm in training mode ----------------------------------------------------------------
+
+struct BnTrainSpec {
+  int64_t rows = 0;  // N * H * W
+  int channels = 0;
+  double eps = 1e-5;
+  double momentum = 0.1;   // of the running statistics, PyTorch's default
+  bool relu = false;       // forward: y = relu(bn(x)); backward: dy masked by y > 0 first
+  int ld_x = 0, ld_y = 0;  // channel strides of x and dx, of y and dy; 0: packed
+};
+
+// Batch mean and invstd = 1 / sqrt(biased var + eps) per channel (Welford per thread, combined
+// across rows and blocks with Chan's formula), then y = gamma * (x - mean) * invstd + beta (ReLU
+// after when s.relu). gamma and beta may be null (1 and 0). When running_mean and running_var are
+// given they are updated as bn_running_update_ref: r = (1 - momentum) r + momentum * batch, with
+// the unbiased variance. `scratch`: channel_reduce_scratch_bytes(s.rows, s.channels) bytes.
+void launch_bn_forward_train(DType t, const void* x, void* y, const float* gamma, const float* beta,
+                             float* mean, float* invstd, float* running_mean, float* running_var,
+                             const BnTrainSpec& s, void* scratch, cudaStream_t stream);
+
+// From the saved input x, the batch statistics and dy: dbeta = sum dy, dgamma = sum dy * xhat,
+// dx = gamma * invstd / rows * (rows * dy - dbeta - xhat * dgamma) (bn_backward_ref), where
+// xhat = (x - mean) * invstd. With s.relu, dy is first masked by the forward's output y > 0
+// (relu_backward_ref); y is unused otherwise. dx += instead of = when `accumulate`. gamma may be
+// null (1); dgamma and dbeta are required (dx needs them). Scratch as the forward.
+void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, void* dx,
+                        const float* gamma, const float* mean, const float* invstd, float* dgamma,
+                        float* dbeta, const BnTrainSpec& s, bool accumulate, void* scratch,
+                        cudaStream_t stream);
+
+// ---- Softmax cross-entropy ---------------------------------------------------------------------
+
+// Bytes of scratch launch_softmax_xent needs; zero it once before the first launch (the kernel
+// leaves its counter at zero again, so repeated runs and graph replays need no reset).
+size_t xent_scratch_bytes(int batch);
+// logits [batch][classes] in type t, labels in [0, classes) on the device. Writes *loss =
+// weight * mean over the batch of (logsumexp(z) - z[label]) in fp32 and dlogits = weight * scale *
+// (softmax - onehot) / batch in type t, scale = *loss_scale when given (the mixed-precision loss
+// scale; the loss itself is left unscaled), else 1. One kernel: a warp per row, and the last
+// block to finish sums the rows' losses in a fixed order. A label out of range makes the loss NaN.
+void launch_softmax_xent(DType t, const void* logits, const int* labels, int batch, int classes,
+                         double weight, const float* loss_scale, float* loss, void* dlogits,
+                         void* scratch, cudaStream_t stream);
+
+// ---- Elementwise backward and gradient sums ----------------------------------------------------
+
+struct GradLayout {
+  int64_t rows = 0;  // N * H * W (or any row count)
+  int channels = 0;
+  int ld_dx = 0, ld_saved = 0, ld_dy = 0;  // channel strides; 0: packed
+};
+
+// dx = dy * act'(saved) (relu_backward_ref, sigmoid_backward_ref, silu_backward_ref): `saved` is
+// the forward's output for ReLU and sigmoid, its input for SiLU; Act::None copies dy. dx += instead
+// of = when `accumulate`. dx may alias dy when both have the same layout.
+void launch_act_backward(DType t, Act act, const void* saved, const void* dy, void* dx,
+                         const GradLayout& l, bool accumulate, cudaStream_t stream);
+
+// dst += src over rows of `channels` (a residual's or a branch's gradient joining another).
+void launch_grad_add(DType t, void* dst, int ld_dst, const void* src, int ld_src, int64_t rows,
+                     int channels, cudaStream_t stream);
+
+// db[c] = sum over rows of dy[row, c] (bias_backward_ref), fp32. `scratch`:
+// channel_reduce_scratch_bytes(rows, channels) bytes.
+void launch_bias_backward(DType t, const void* dy, int ld_dy, float* db, int64_t rows, int channels,
+                          void* scratch, cudaStream_t stream);
+
+// ---- Pooling backward (gather: each input element sums its windows' gradients, no atomics) ---
+
+// The spec as the forward's (pool.h); x and dx share s.ld_x, dy has s.ld_y. Each window's gradient
+// goes to its first maximum in scan order, padded positions never winning (maxpool_backward_ref).
+void launch_maxpool_backward(DType t, const void* x, const void* dy, void* dx, const PoolSpec& s,
+                             bool accumulate, cudaStream_t stream);
+// Each window's gradient spread evenly over its in-bounds inputs, divided by kernel^2 when
+// s.count_include_pad, else by the in-bounds count (avgpool_backward_ref).
+void launch_avgpool_backward(DType t, const void* dy, void* dx, const PoolSpec& s, bool accumulate,
+                             cudaStream_t stream);
+// The mean over H and W: dx[n, h, w, c] = dy[n, c] / (H * W); dy is [N][ld_y]. Uses s.x.
+void launch_global_avgpool_backward(DType t, const void* dy, void* dx, const PoolSpec& s,
+                                    bool accumulate, cudaStream_t stream);
+
+// ---- Squeeze-excitation's scale ----------------------------------------------------------------
+
+// y[n, h, w, c] = x[n, h, w, c] * gate[n, c] backward (scale_backward_ref): dx = dy * gate (in t;
+// += when `accumulate`) and dgate[n, c] = sum over h, w of dy * x (fp32). x, dy, dx packed NHWC of
+// dims d; gate and dgate fp32 [N][C]. One pass over dy and x. `scratch`:
+// channel_reduce_scratch_bytes(d.h * d.w, d.c, d.n) bytes.
+void launch_scale_backward(DType t, const void* x, const float* gate, const void* dy, void* dx,
+                           float* dgate, const Dims& d, bool accumulate, void* scratch,
+                           cudaStream_t stream);
+
+// ---- Dropout -----------------------------------------------------------------------------------
+
+// Element i keeps with probability 1 - p by a counter-based hash of (seed, offset, i): splitmix64
+// from a key mixed from seed and offset. offset = `offset` + *device_offset when device_offset is
+// given, so a captured step can draw a new mask each replay (launch_counter_add).
+struct DropoutRng {
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+  const uint64_t* device_offset = nullptr;
+};
+// mask[i] = 1 (keep) or 0 and y = mask ? x / (1 - p) : 0 (dropout_forward_ref), n elements of type
+// t; 0 <= p < 1.
+void launch_dropout_forward(DType t, const void* x, void* y, uint8_t* mask, int64_t n, double p,
+                            const DropoutRng& rng, cudaStream_t stream);
+// dx = mask ? dy / (1 - p) : 0 (dropout_backward_ref); += when `accumulate`.
+void launch_dropout_backward(DType t, const void* dy, void* dx, const uint8_t* mask, int64_t n,
+                             double p, bool accumulate, cudaStream_t stream);
+// The mask launch_dropout_forward draws for this seed and total offset, computed on the host.
+std::vector<uint8_t> dropout_mask_host(uint64_t seed, uint64_t offset, int64_t n, double p);
+// *counter += by, on the device.
+void launch_counter_add(uint64_t* counter, uint64_t by, cudaStream_t stream);
+
+// ---- Mixed precision: overflow check and dynamic loss scale ------------------------------------
+
+struct GradBuffer {
+  const void* p = nullptr;
+  int64_t count = 0;
+  DType t = DType::F32;
+};
+// Sets *found_inf = 1 when any element of any buffer is inf or NaN; never clears it (the loss-scale
+// update does). Buffers may mix types.
+void launch_check_finite(const std::vector<GradBuffer>& buffers, int* found_inf,
+                         cudaStream_t stream);
+
+// GradScaler's state, kept on the device (a plain struct the caller allocates and initialises
+// once: loss_scale_initial_state).
+struct LossScaleState {
+  float scale = 65536.0f;
+  int good_steps = 0;     // steps in a row without an overflow
+  int skipped_steps = 0;  // steps skipped so far
+  int found_inf = 0;      // set by launch_check_finite during the step
+};
+struct LossScaleParams {
+  double growth = 2.0, backoff = 0.5;  // torch.amp.GradScaler's growth_factor and backoff_factor
+  int interval = 2000;                 // growth_interval
+};
+LossScaleState loss_scale_initial_state(float scale = 65536.0f);
+// The device addresses of a device-resident state's fields (computed, never dereferenced), for
+// StepControl, launch_softmax_xent's loss_scale and launch_check_finite.
+inline float* loss_scale_field(LossScaleState* s) {
+  return reinterpret_cast<float*>(reinterpret_cast<char*>(s) + offsetof(LossScaleState, scale));
+}
+inline int* found_inf_field(LossScaleState* s) {
+  return reinterpret_cast<int*>(reinterpret_cast<char*>(s) + offsetof(LossScaleState, found_inf));
+}
+// The end of a step, as torch's _amp_update_scale_ (LossScaleRef::update): on an overflow the
+// scale is multiplied by backoff, good_steps reset and skipped_steps counted; else after
+// `interval` good steps in a row it is multiplied by growth (kept only if finite). Then clears
+// found_inf for the next step.
+void launch_loss_scale_update(LossScaleState* state, const LossScaleParams& p, cudaStream_t stream);
+
+// ---- Optimizers on fp32 master weights ---------------------------------------------------------
+
+// What an optimizer step reads from the device, each pointer optional.
+struct StepControl {
+  const int* found_inf = nullptr;     // nonzero: the step does nothing (weights, state untouched)
+  const float* loss_scale = nullptr;  // gradients are multiplied by 1 / *loss_scale
+  const int* step = nullptr;          // steps taken, this one included (launch_step_advance)
+};
+// ++*step unless *found_inf (when given) is set: run once per step after the overflow check and
+// before the optimizer launches that read it.
+void launch_step_advance(int* step, const int* found_inf, cudaStream_t stream);
+
+// torch.optim.SGD, one step over n parameters, as sgd_step_ref (hyper-parameters in h): the
+// gradient g is read in type gt, unscaled by c.loss_scale. With momentum the buffer is set to d on
+// the first step (*c.step == 1); without c.step the buffer must start at zero and dampening be 0
+// (then the two agree). momentum_buffer may be null without momentum. When p_copy is given the
+// updated weights are also written there in type copy_t (the storage-type weights the next
+// forward reads).
+void launch_sgd_step(float* p, float* momentum_buffer, const void* g, DType gt, int64_t n,
+                     const SgdRef& h, const StepControl& c, void* p_copy, DType copy_t,
+                     cudaStream_t stream);
+
+// torch.optim.Adam (not AdamW), one step, as adam_step_ref: t = *c.step (required), m and v start
+// at zero; bias corrections in double, the rest in fp32 as torch's foreach implementation:
+// p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
+void launch_adam_step(float* p, float* m, float* v, const void* g, DType gt, int64_t n,
+                      const AdamRef& h, const StepControl& c, void* p_copy, DType copy_t,
+                      cudaStream_t stream);
+
+}  // namespace cnnbench
