@@ -160,9 +160,8 @@ bool LinearBackwardOp::build_dw(GpuContext& ctx, bool bgrad, EngineMode mode, in
     const void* db = buf_.db;
     CNN_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(dw_.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                     &db, sizeof(db)));
-    const cudaDataType_t db_type = CUDA_R_32F;
-    CNN_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(dw_.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                                    &db_type, sizeof(db_type)));
+    // The bias gradient takes D's type (fp32) by default: CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE
+    // is left unset.
   }
   CNN_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&dw_.a, dt, in, n, in));
   CNN_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&dw_.b, dt, out, n, out));

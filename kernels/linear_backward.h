@@ -38,7 +38,9 @@ class LinearBackwardOp : public Op {
   LinearBackwardOp& operator=(const LinearBackwardOp&) = delete;
   // Heuristics (autotune: the fastest of the first top_k) for both matmuls, a workspace up to
   // scratch.bytes (at most 32 MiB) shared by them, plus the bias reduction's scratch when it is
-  // not fused.
+  // not fused. Each matmul picked is run at least once on the bound buffers (an algorithm
+  // heuristics offer may still refuse the BGRADB epilogue), so dx, dw and db must be set again
+  // after prepare() where their content matters (accumulate_dx).
   void prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) override;
   size_t workspace_bytes() const override;
   void bind_workspace(void* workspace, size_t bytes) override;

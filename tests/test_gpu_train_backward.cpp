@@ -134,7 +134,9 @@ double check_conv_backward(GpuContext& ctx, Scratch& scratch, const ConvCase& cc
   EXPECT_FALSE(op.record().engine.empty());
   EXPECT_LE(op.workspace_bytes(), scratch.ts.bytes);
   const DType out_t = grad == ConvGrad::Data ? t : op.dw_type();
-  if (grad == ConvGrad::Filter && t == DType::F32) EXPECT_EQ(op.dw_type(), DType::F32);
+  if (grad == ConvGrad::Filter && t == DType::F32) {
+    EXPECT_EQ(op.dw_type(), DType::F32);
+  }
   const size_t out_n = grad == ConvGrad::Data ? size_t(g.x.numel()) : weight_count(g);
   void* out = grad == ConvGrad::Data ? bdx.get() : bdw.get();
   std::vector<float> before;
@@ -216,9 +218,9 @@ TEST(GpuTrainBackward, ConvBackwardPairReplaysFromGraph) {
     ConvBackwardOp data(spec_of(g, cc, p, false), ConvGrad::Data, db);
     ConvBackwardOp filter(spec_of(g, cc, p, false), ConvGrad::Filter, fb);
     // Separate workspaces: the two may run in either order in a graph.
-    const size_t half = scratch.ts.bytes / 2;
-    const TuneScratch first{scratch.ts.ptr, half};
-    const TuneScratch second{static_cast<char*>(scratch.ts.ptr) + half, half};
+    const size_t half_bytes = scratch.ts.bytes / 2;
+    const TuneScratch first{scratch.ts.ptr, half_bytes};
+    const TuneScratch second{static_cast<char*>(scratch.ts.ptr) + half_bytes, half_bytes};
     data.prepare(ctx, EngineMode::Heuristic, 1, first);
     filter.prepare(ctx, EngineMode::Heuristic, 1, second);
     const size_t wn = weight_count(g);
