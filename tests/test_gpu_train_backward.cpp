@@ -110,8 +110,8 @@ RefVec plus(const RefVec& a, const std::vector<float>& b) {
 // One conv backward (data or filter) against its reference; with `accumulate` the output holds
 // random values first and must end as those plus the gradient. Returns the relative L2 error.
 double check_conv_backward(GpuContext& ctx, Scratch& scratch, const ConvCase& cc, ConvGrad grad,
-                           Precision p, bool accumulate, std::mt19937& rng,
-                           const std::string& note) {
+                           Precision p, bool accumulate, std::mt19937& rng, const std::string& note,
+                           EngineMode mode = EngineMode::Heuristic) {
   const ConvGeom g = random_geom(cc, rng);
   const ConvBackwardSpec s = spec_of(g, cc, p, accumulate);
   const DType t = storage_type(p);
@@ -128,7 +128,7 @@ double check_conv_backward(GpuContext& ctx, Scratch& scratch, const ConvCase& cc
   else
     b.x = bx.get(), b.dy = bdy.get(), b.dw = bdw.get();
   ConvBackwardOp op(s, grad, b);
-  op.prepare(ctx, EngineMode::Heuristic, 1, scratch.ts);
+  op.prepare(ctx, mode, 4, scratch.ts);
   EXPECT_TRUE(engine_fits_precision(op.engine(), p))
       << s.signature(grad) << " took " << op.engine().notes();
   EXPECT_FALSE(op.record().engine.empty());
@@ -153,9 +153,10 @@ double check_conv_backward(GpuContext& ctx, Scratch& scratch, const ConvCase& cc
   const std::vector<float> got = raw_download(out, out_n, out_t);
   const double err = rel_l2(got, ref);
   const double tol = tolerance(p);
-  std::printf("  %-22s %-6s %-4s%s dw %-4s rel_l2 %.2e  %s\n", cc.name,
+  std::printf("  %-22s %-6s %-4s%s %-9s out %-4s rel_l2 %.2e  %s\n", cc.name,
               grad == ConvGrad::Data ? "data" : "filter", precision_name(p),
-              accumulate ? " acc" : "    ", dtype_name(out_t), err, op.record().engine.c_str());
+              accumulate ? " acc" : "    ", engine_mode_name(mode), dtype_name(out_t), err,
+              op.record().engine.c_str());
   EXPECT_LT(err, tol) << s.signature(grad) << " " << op.record().engine << " " << note;
   return err;
 }
@@ -170,6 +171,10 @@ TEST(GpuTrainBackward, ConvBackwardDataMatchesReference) {
   for (Precision p : kAll)
     for (const ConvCase& cc : kConvCases)
       check_conv_backward(ctx, scratch, cc, ConvGrad::Data, p, false, rng, seed_note(seed));
+  // Autotune times several candidates on the op's buffers and keeps the fastest.
+  for (Precision p : {Precision::FP32, Precision::FP16})
+    check_conv_backward(ctx, scratch, kConvCases[2], ConvGrad::Data, p, false, rng, seed_note(seed),
+                        EngineMode::Autotune);
 }
 
 TEST(GpuTrainBackward, ConvBackwardFilterMatchesReference) {
@@ -180,6 +185,9 @@ TEST(GpuTrainBackward, ConvBackwardFilterMatchesReference) {
   for (Precision p : kAll)
     for (const ConvCase& cc : kConvCases)
       check_conv_backward(ctx, scratch, cc, ConvGrad::Filter, p, false, rng, seed_note(seed));
+  for (Precision p : {Precision::FP32, Precision::BF16})
+    check_conv_backward(ctx, scratch, kConvCases[10], ConvGrad::Filter, p, false, rng,
+                        seed_note(seed), EngineMode::Autotune);
 }
 
 TEST(GpuTrainBackward, ConvBackwardAccumulates) {
@@ -367,4 +375,54 @@ TEST(GpuTrainBackward, LinearBackwardAccumulatesAndSkips) {
                         EngineMode::Heuristic, seed_note(seed), rng);
   check_linear_backward(ctx, scratch, lc, Precision::FP16, false, true, false,
                         EngineMode::Heuristic, seed_note(seed), rng);
+}
+
+// The linear backward captured in a CUDA graph and replayed on poisoned outputs and a dirty
+// workspace: what a direct run gave (fp32; cuBLASLt may reduce in another order, hence 1e-6).
+TEST(GpuTrainBackward, LinearBackwardReplaysFromGraph) {
+  const unsigned seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  GpuContext ctx;
+  Scratch scratch;
+  std::uniform_int_distribution<int> batch(2, 5), in(17, 300), out(10, 100);
+  const int N = batch(rng), I = in(rng), O = out(rng);
+  const auto x = random_vector(size_t(N) * I, rng), w = random_vector(size_t(O) * I, rng),
+             dy = random_vector(size_t(N) * O, rng);
+  const DType t = DType::F32;
+  DeviceBuffer bx(x, t), bw(w, t), bdy(dy, t), bdx(size_t(N) * I, t), bdw(size_t(O) * I, t),
+      bdb(size_t(O), t);
+  LinearBackwardSpec s;
+  s.name = "test.fc";
+  s.batch = N, s.in_features = I, s.out_features = O;
+  LinearBackwardBuffers b;
+  b.x = bx.get(), b.w = bw.get(), b.dy = bdy.get(), b.dx = bdx.get();
+  b.dw = static_cast<float*>(bdw.get()), b.db = static_cast<float*>(bdb.get());
+  LinearBackwardOp op(s, b);
+  op.prepare(ctx, EngineMode::Heuristic, 1, scratch.ts);
+  op.bind_workspace(scratch.ts.ptr, scratch.ts.bytes);
+  op.run(ctx.stream);
+  const std::vector<float> dx1 = bdx.download(), dw1 = bdw.download(), db1 = bdb.download();
+  const LinearGradRef ref = linear_backward_ref(to_ref(x), to_ref(w), to_ref(dy), N, I, O);
+  EXPECT_LT(rel_l2(dx1, ref.dx), 1e-5) << seed_note(seed);
+  EXPECT_LT(rel_l2(dw1, ref.dw), 1e-5) << seed_note(seed);
+  EXPECT_LT(rel_l2(db1, ref.db), 1e-5) << seed_note(seed);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CNN_CHECK_CUDA(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
+  op.run(ctx.stream);
+  CNN_CHECK_CUDA(cudaStreamEndCapture(ctx.stream, &graph));
+  CNN_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 1; replay <= 2; ++replay) {
+    bdx.poison();
+    bdw.poison();
+    bdb.poison();
+    CNN_CHECK_CUDA(cudaMemset(scratch.ts.ptr, 0x7F, scratch.ts.bytes));
+    CNN_CHECK_CUDA(cudaGraphLaunch(exec, ctx.stream));
+    CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    EXPECT_LT(rel_l2(bdx.download(), to_ref(dx1)), 1e-6) << "replay " << replay;
+    EXPECT_LT(rel_l2(bdw.download(), to_ref(dw1)), 1e-6) << "replay " << replay;
+    EXPECT_LT(rel_l2(bdb.download(), to_ref(db1)), 1e-6) << "replay " << replay;
+  }
+  CNN_CHECK_CUDA(cudaGraphExecDestroy(exec));
+  CNN_CHECK_CUDA(cudaGraphDestroy(graph));
 }
