@@ -15,13 +15,16 @@
 // Engines come from heuristics mode A, then the fallback list, filtered by the precision as the
 // forward's (engine_fits_precision: fp32 takes no tensor-core/TF32 engine, tf32 none that
 // down-converts its inputs) and by ctx.excluded; under autotune the fastest of the first top_k
-// that build is kept. The plan is built once; run() executes it on the bound buffers and
-// workspace, on `stream` (the handle is pointed at `stream` for the call when it is bound to
-// another). record().engine is the engine's tag ("eng12{k2=1}+rtc").
+// that build is kept, and only a plan whose CUDA-graph replay matches a direct run. The plan is
+// built once; run() executes it on the bound buffers and workspace, on `stream` (the handle is
+// pointed at `stream` for the call when it is bound to another). record().engine is the engine's
+// tag ("eng12{k2=1}+rtc").
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/conv.h"
 #include "kernels/cudnn_backend.h"
@@ -60,9 +63,11 @@ class ConvBackwardOp : public Op {
  public:
   ConvBackwardOp(const ConvBackwardSpec& spec, ConvGrad grad, const ConvBackwardBuffers& buffers);
   ~ConvBackwardOp() override;
-  // Builds the plan on ctx.cudnn; a workspace up to scratch.bytes. Autotune runs the candidates
-  // on the bound buffers (an accumulating op's output must be set again afterwards). Throws
-  // LibraryError where no engine builds the graph.
+  // Builds the plan on ctx.cudnn; a workspace up to scratch.bytes. Like the forward (ConvOp), a
+  // plan must give the same output replayed from a CUDA graph as run directly, else the next
+  // candidate is taken (record().rejected lists those refused). Both checks and autotune's timing
+  // run the op on its buffers and scratch; the output is put back as it was before prepare()
+  // returns. Throws LibraryError where no engine builds the graph.
   void prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) override;
   size_t workspace_bytes() const override { return workspace_; }
   void bind_workspace(void* workspace, size_t bytes) override;
@@ -73,6 +78,9 @@ class ConvBackwardOp : public Op {
 
  private:
   bool execute(const BackendDesc& plan, const BackendDesc& vp, cudaStream_t stream);
+  // Runs a plan directly, then captured in a CUDA graph and replayed on a dirty workspace and a
+  // poisoned output (accumulating: both from zeros): true when both give the same output.
+  bool graph_safe(GpuContext& ctx, const BackendDesc& plan, const TuneScratch& scratch);
   BackendDesc variant_pack(void* workspace) const;
   ConvBackwardSpec spec_;
   ConvGrad grad_;
