@@ -324,7 +324,8 @@ void ConvBackwardOp::prepare(GpuContext& ctx, EngineMode mode, int top_k,
                        "ConvBackwardOp::prepare", __FILE__, __LINE__);
   record_.engine = engine_.tag();
   record_.engine_notes = engine_.notes();
-  if (grad_ == ConvGrad::Filter) record_.op += std::string(" dw ") + dtype_name(dw_type_);
+  record_.op = std::string(grad_name(grad_)) + (spec_.accumulate ? " (accumulate)" : "") +
+               (grad_ == ConvGrad::Filter ? std::string(" dw ") + dtype_name(dw_type_) : "");
   record_.workspace_bytes = workspace_;
   record_.tuned_us = tune ? best_us : 0;
   record_.candidates = tried;
