@@ -1,0 +1,352 @@
+#include "kernels/conv_backward.h"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <vector>
+
+#include "harness/check.h"
+#include "kernels/storage.h"
+
+namespace cnnbench {
+
+struct ConvBackwardGraph {
+  std::deque<BackendDesc> keep;  // descriptors the graph refers to
+  BackendDesc op;
+  BackendDesc graph;
+};
+
+namespace {
+
+enum Uid : int64_t { kX = 1, kW = 2, kDY = 3, kDX = 4, kDW = 5 };
+
+// At most this many run-time-compiled candidates (NVRTC takes up to a second each).
+constexpr int kMaxCompiled = 1;
+
+Dims filter_dims(const ConvBackwardSpec& s) {
+  return {s.y.c, s.x.c / s.groups, s.kernel, s.kw()};
+}
+
+// The graph of the one backward op, or null where cuDNN refuses the op (e.g. a type mix no
+// engine knows). dw_type: the filter gradient's type.
+std::unique_ptr<ConvBackwardGraph> build_graph(cudnnHandle_t handle, const ConvBackwardSpec& s,
+                                               ConvGrad grad, const ConvBackwardBuffers& b,
+                                               DType dw_type, std::string* why) {
+  auto g = std::make_unique<ConvBackwardGraph>();
+  const DType t = storage_type(s.precision);
+  const Dims wd = filter_dims(s);
+
+  BackendDesc conv(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const int64_t dims = 2;
+  conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp)
+      .set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode)
+      .set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims)
+      .set_i64(CUDNN_ATTR_CONVOLUTION_DILATIONS, {s.dilation, s.dilation})
+      .set_i64(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, {s.stride, s.stride})
+      .set_i64(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, {s.pad, s.pw()})
+      .set_i64(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, {s.pad, s.pw()});
+  conv.finalize();
+  g->keep.push_back(std::move(conv));
+  const BackendDesc& c = g->keep.back();
+
+  const float alpha = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;
+  if (grad == ConvGrad::Data) {
+    g->keep.push_back(make_tensor(kDX, t, s.x, false, 0, pointer_alignment(b.dx)));
+    const BackendDesc& dx = g->keep.back();
+    g->keep.push_back(make_tensor(kW, t, wd, false, 0, pointer_alignment(b.w)));
+    const BackendDesc& w = g->keep.back();
+    g->keep.push_back(make_tensor(kDY, t, s.y, false, 0, pointer_alignment(b.dy)));
+    const BackendDesc& dy = g->keep.back();
+    g->op = BackendDesc(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
+    g->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, dx)
+        .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w)
+        .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, dy)
+        .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, c)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+  } else {
+    g->keep.push_back(make_tensor(kX, t, s.x, false, 0, pointer_alignment(b.x)));
+    const BackendDesc& x = g->keep.back();
+    g->keep.push_back(make_tensor(kDW, dw_type, wd, false, 0, pointer_alignment(b.dw)));
+    const BackendDesc& dw = g->keep.back();
+    g->keep.push_back(make_tensor(kDY, t, s.y, false, 0, pointer_alignment(b.dy)));
+    const BackendDesc& dy = g->keep.back();
+    g->op = BackendDesc(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
+    g->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, x)
+        .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, dw)
+        .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, dy)
+        .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, c)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+  }
+  if (!g->op.try_finalize(why)) return nullptr;
+  g->graph = BackendDesc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  g->graph.set_handle(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, handle)
+      .set_descs(CUDNN_ATTR_OPERATIONGRAPH_OPS, {&g->op});
+  if (!g->graph.try_finalize(why)) return nullptr;
+  return g;
+}
+
+struct Candidate {
+  BackendDesc config, plan;
+  EngineInfo engine;
+  size_t workspace = 0;
+};
+
+// Configs from heuristics mode A, then the fallback list, that fit the precision, are not
+// excluded and build with a workspace up to max_workspace: at most `limit`, best first.
+std::vector<Candidate> candidates(cudnnHandle_t h, const ConvBackwardGraph& g, Precision p,
+                                  size_t limit, size_t max_workspace,
+                                  const std::vector<std::string>& excluded, std::string* why) {
+  std::vector<Candidate> out;
+  int compiled = 0;
+  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    for (BackendDesc& cfg : heuristic_configs(g.graph, mode)) {
+      if (out.size() >= limit) return out;
+      EngineInfo info = engine_info(cfg);
+      const std::string tag = info.tag();
+      if (!engine_fits_precision(info, p) || engine_excluded(tag, excluded)) continue;
+      const bool rtc = info.has_behavior(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
+      if (rtc && compiled >= kMaxCompiled) continue;
+      bool dup = false;
+      for (const Candidate& c : out) dup |= c.engine.tag() == tag;
+      if (dup) continue;
+      BackendDesc plan = try_plan(h, cfg, why);
+      if (!plan.get()) continue;
+      const size_t ws = size_t(plan.get_i64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
+      if (ws > max_workspace) {
+        if (why) *why = tag + " needs " + std::to_string(ws) + " bytes of workspace";
+        continue;
+      }
+      compiled += rtc;
+      out.push_back({std::move(cfg), std::move(plan), std::move(info), ws});
+    }
+  }
+  return out;
+}
+
+const char* grad_name(ConvGrad g) {
+  return g == ConvGrad::Data ? "conv_bwd_data" : "conv_bwd_filter";
+}
+
+}  // namespace
+
+std::string ConvBackwardSpec::signature(ConvGrad g) const {
+  return std::string(grad_name(g)) + ":" + precision_name(precision) + ":" + x.str() + ":" +
+         y.str() + ":k" + std::to_string(kernel) + "x" + std::to_string(kw()) + "s" +
+         std::to_string(stride) + "p" + std::to_string(pad) + "x" + std::to_string(pw()) + "d" +
+         std::to_string(dilation) + "g" + std::to_string(groups) + (accumulate ? ":acc" : "");
+}
+
+ConvBackwardSpec ConvBackwardSpec::of(const ConvSpec& f) {
+  ConvBackwardSpec s;
+  s.name = f.name;
+  s.x = f.x, s.y = f.y;
+  s.kernel = f.kernel, s.kernel_w = f.kernel_w, s.stride = f.stride, s.pad = f.pad;
+  s.pad_w = f.pad_w, s.dilation = f.dilation, s.groups = f.groups;
+  s.precision = f.precision;
+  return s;
+}
+
+ConvBackwardOp::ConvBackwardOp(const ConvBackwardSpec& spec, ConvGrad grad,
+                               const ConvBackwardBuffers& buffers)
+    : spec_(spec), grad_(grad), buf_(buffers) {
+  if (spec.groups < 1 || spec.x.c % spec.groups || spec.y.c % spec.groups)
+    throw std::logic_error("conv backward: channels not divisible by groups in " + spec.name);
+  const bool data = grad == ConvGrad::Data;
+  if (data ? !(buffers.dy && buffers.w && buffers.dx) : !(buffers.x && buffers.dy && buffers.dw))
+    throw std::logic_error(std::string(grad_name(grad)) + ": a buffer is missing in " + spec.name);
+  record_.name = spec.name;
+  record_.op = std::string(grad_name(grad)) + (spec.accumulate ? " (accumulate)" : "");
+  record_.shape =
+      "in " + spec.x.str() + " -> out " + spec.y.str() + " k" + std::to_string(spec.kernel) +
+      (spec.kw() != spec.kernel ? "x" + std::to_string(spec.kw()) : "") + " s" +
+      std::to_string(spec.stride) + (spec.groups > 1 ? " g" + std::to_string(spec.groups) : "");
+  const DType t = storage_type(spec.precision);
+  dw_type_ = data ? t : DType::F32;
+  out_ = data ? buffers.dx : buffers.dw;
+  out_bytes_ = data ? size_t(spec.x.numel()) * dtype_size(t) : 0;  // dw's: once its type is known
+}
+
+ConvBackwardOp::~ConvBackwardOp() = default;
+
+BackendDesc ConvBackwardOp::variant_pack(void* workspace) const {
+  std::vector<int64_t> uids;
+  std::vector<void*> ptrs;
+  if (grad_ == ConvGrad::Data) {
+    uids = {kDX, kW, kDY};
+    ptrs = {buf_.dx, const_cast<void*>(buf_.w), const_cast<void*>(buf_.dy)};
+  } else {
+    uids = {kX, kDW, kDY};
+    ptrs = {const_cast<void*>(buf_.x), buf_.dw, const_cast<void*>(buf_.dy)};
+  }
+  BackendDesc vp(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  vp.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids.size()), uids.data())
+      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(ptrs.size()),
+           ptrs.data())
+      .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+  vp.finalize();
+  return vp;
+}
+
+bool ConvBackwardOp::execute(const BackendDesc& plan, const BackendDesc& vp, cudaStream_t stream) {
+  cudaStream_t bound = nullptr;
+  CNN_CHECK_CUDNN(cudnnGetStream(handle_, &bound));
+  if (bound != stream) CNN_CHECK_CUDNN(cudnnSetStream(handle_, stream));
+  const cudnnStatus_t s = cudnnBackendExecute(handle_, plan.get(), vp.get());
+  if (bound != stream) CNN_CHECK_CUDNN(cudnnSetStream(handle_, bound));
+  return s == CUDNN_STATUS_SUCCESS;
+}
+
+bool ConvBackwardOp::graph_safe(GpuContext& ctx, const BackendDesc& plan,
+                                const TuneScratch& scratch) {
+  const DType t = grad_ == ConvGrad::Data ? storage_type(spec_.precision) : dw_type_;
+  const size_t n = out_bytes_ / dtype_size(t);
+  const BackendDesc vp = variant_pack(scratch.ptr);
+  // From zeros (all bits zero is 0 in every type), so that an accumulating op adds to a known
+  // output whatever the caller's buffer holds.
+  CNN_CHECK_CUDA(cudaMemsetAsync(out_, 0, out_bytes_, ctx.stream));
+  if (!execute(plan, vp, ctx.stream)) return false;
+  CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+  const std::vector<float> direct = download(out_, n, t);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  bool ok = cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+  if (ok) {
+    const bool ran = execute(plan, vp, ctx.stream);
+    ok = cudaStreamEndCapture(ctx.stream, &graph) == cudaSuccess && ran &&
+         cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+  }
+  if (ok) {
+    // A dirty workspace, and the output poisoned (accumulating: zeros again): the replay must
+    // rebuild everything by itself. An accumulating op replays once, others twice.
+    CNN_CHECK_CUDA(cudaMemsetAsync(scratch.ptr, 0x7F, scratch.bytes, ctx.stream));
+    if (spec_.accumulate)
+      CNN_CHECK_CUDA(cudaMemsetAsync(out_, 0, out_bytes_, ctx.stream));
+    else
+      poison_output(ctx.stream);
+    const int replays = spec_.accumulate ? 1 : 2;
+    for (int i = 0; i < replays && ok; ++i) ok = cudaGraphLaunch(exec, ctx.stream) == cudaSuccess;
+    ok = ok && cudaStreamSynchronize(ctx.stream) == cudaSuccess;
+  }
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  cudaGetLastError();  // a failed capture leaves its error behind; it is our answer, not sticky
+  if (!ok) return false;
+  return relative_l2(download(out_, n, t), direct) <= 1e-3;
+}
+
+void ConvBackwardOp::prepare(GpuContext& ctx, EngineMode mode, int top_k,
+                             const TuneScratch& scratch) {
+  const auto t0 = std::chrono::steady_clock::now();
+  handle_ = ctx.cudnn;
+  const DType t = storage_type(spec_.precision);
+  const bool tune = mode == EngineMode::Autotune;
+  const size_t limit = tune ? size_t(std::max(top_k, 1)) : 1;
+  // The filter gradient in fp32 first, then (fp16, bf16) in the storage type.
+  std::vector<DType> dw_types{grad_ == ConvGrad::Data ? t : DType::F32};
+  if (grad_ == ConvGrad::Filter && t != DType::F32) dw_types.push_back(t);
+  std::string why = "heuristics offer no engine";
+  std::vector<std::string> skip = ctx.excluded;  // and engines whose graph replay disagreed
+  std::vector<uint8_t> initial;                  // the output as it was, restored at the end
+  record_.rejected.clear();
+  bool chosen = false;
+  int tried = 0;
+  double best_us = 0;
+  for (DType dwt : dw_types) {
+    if (chosen) break;
+    auto g = build_graph(ctx.cudnn, spec_, grad_, buf_, dwt, &why);
+    if (!g) continue;
+    dw_type_ = dwt;
+    out_bytes_ = grad_ == ConvGrad::Data ? size_t(spec_.x.numel()) * dtype_size(t)
+                                         : size_t(filter_dims(spec_).numel()) * dtype_size(dwt);
+    initial.assign(out_bytes_, 0);
+    CNN_CHECK_CUDA(cudaMemcpy(initial.data(), out_, out_bytes_, cudaMemcpyDeviceToHost));
+    for (int attempt = 0; attempt < 8 && !chosen; ++attempt) {
+      std::vector<Candidate> cs =
+          candidates(ctx.cudnn, *g, spec_.precision, limit, scratch.bytes, skip, &why);
+      if (cs.empty()) break;
+      tried += int(cs.size());
+      std::vector<double> us(cs.size(), 0.0);
+      if (tune) {
+        // Median of five timed runs after two warm-ups; a candidate that fails to run is last.
+        cudaEvent_t start, stop;
+        CNN_CHECK_CUDA(cudaEventCreate(&start));
+        CNN_CHECK_CUDA(cudaEventCreate(&stop));
+        const BackendDesc vp = variant_pack(scratch.ptr);
+        for (size_t i = 0; i < cs.size(); ++i) {
+          std::vector<float> times;
+          for (int rep = 0; rep < 7; ++rep) {
+            CNN_CHECK_CUDA(cudaEventRecord(start, ctx.stream));
+            const bool ok = execute(cs[i].plan, vp, ctx.stream);
+            CNN_CHECK_CUDA(cudaEventRecord(stop, ctx.stream));
+            CNN_CHECK_CUDA(cudaEventSynchronize(stop));
+            if (!ok) break;
+            float ms = 0;
+            CNN_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+            if (rep >= 2) times.push_back(ms);
+          }
+          std::sort(times.begin(), times.end());
+          us[i] = times.size() < 5 ? 1e30 : times[2] * 1000.0;
+        }
+        CNN_CHECK_CUDA(cudaEventDestroy(start));
+        CNN_CHECK_CUDA(cudaEventDestroy(stop));
+      }
+      std::vector<size_t> order(cs.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return us[a] < us[b]; });
+      for (size_t i : order) {
+        const std::string tag = cs[i].engine.tag();
+        if (us[i] >= 1e30 || !graph_safe(ctx, cs[i].plan, scratch)) {
+          skip.push_back(tag);
+          record_.rejected.push_back(tag);
+          continue;
+        }
+        config_ = std::move(cs[i].config);
+        plan_ = std::move(cs[i].plan);
+        engine_ = cs[i].engine;
+        workspace_ = cs[i].workspace;
+        best_us = us[i];
+        graph_ = std::move(g);
+        chosen = true;
+        break;
+      }
+    }
+  }
+  if (!initial.empty())
+    CNN_CHECK_CUDA(cudaMemcpy(out_, initial.data(), initial.size(), cudaMemcpyHostToDevice));
+  if (!chosen)
+    throw LibraryError("cuDNN", CUDNN_STATUS_NOT_SUPPORTED,
+                       "no engine supports " + spec_.signature(grad_) + ": " + why,
+                       "ConvBackwardOp::prepare", __FILE__, __LINE__);
+  record_.engine = engine_.tag();
+  record_.engine_notes = engine_.notes();
+  record_.op = std::string(grad_name(grad_)) + (spec_.accumulate ? " (accumulate)" : "") +
+               (grad_ == ConvGrad::Filter ? std::string(" dw ") + dtype_name(dw_type_) : "");
+  record_.workspace_bytes = workspace_;
+  record_.tuned_us = tune ? best_us : 0;
+  record_.candidates = tried;
+  record_.build_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  variant_pack_ = variant_pack(scratch.ptr);
+}
+
+void ConvBackwardOp::bind_workspace(void* workspace, size_t bytes) {
+  if (bytes < workspace_) throw std::logic_error("conv backward: workspace too small");
+  variant_pack_ = variant_pack(workspace);
+}
+
+void ConvBackwardOp::run(cudaStream_t stream) {
+  if (!plan_.get()) throw std::logic_error("conv backward: run before prepare");
+  cudaStream_t bound = nullptr;
+  CNN_CHECK_CUDNN(cudnnGetStream(handle_, &bound));
+  if (bound != stream) CNN_CHECK_CUDNN(cudnnSetStream(handle_, stream));
+  const cudnnStatus_t s = cudnnBackendExecute(handle_, plan_.get(), variant_pack_.get());
+  if (bound != stream) CNN_CHECK_CUDNN(cudnnSetStream(handle_, bound));
+  CNN_CHECK_CUDNN(s);
+}
+
+}  // namespace cnnbench

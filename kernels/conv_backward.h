@@ -1,0 +1,96 @@
+// The backward of a convolution for training (issue 4), through the cuDNN graph API, one
+// operation per graph:
+//   data:   dx = alpha * conv_transpose(dy, w) + beta * dx    (CONVOLUTION_BACKWARD_DATA)
+//   filter: dw = alpha * sum over the batch of x (*) dy + beta * dw   (CONVOLUTION_BACKWARD_FILTER)
+// beta = 1 (ConvBackwardSpec::accumulate) adds into what the buffer holds: a tensor that feeds
+// several consumers sums its gradients this way. Layouts as the forward's (kernels/conv.h,
+// kernels/train_refs.h): x, dx, dy NHWC in the storage type of the precision, w KRSC
+// ([K][R][S][C / groups]) in the storage type; every precision computes in float.
+//
+// The weight gradient dw is KRSC too. fp32 and tf32 store it in fp32. fp16 and bf16 store it in
+// fp32 where an engine builds that graph (half or bfloat16 x and dy, float dw), else in the
+// storage type: prepare() tries fp32 first, and dw_type() says which it took. The caller must
+// size and read dw by dw_type().
+//
+// Engines come from heuristics mode A, then the fallback list, filtered by the precision as the
+// forward's (engine_fits_precision: fp32 takes no tensor-core/TF32 engine, tf32 none that
+// down-converts its inputs) and by ctx.excluded; under autotune the fastest of the first top_k
+// that build is kept, and only a plan whose CUDA-graph replay matches a direct run. The plan is
+// built once; run() executes it on the bound buffers and workspace, on `stream` (the handle is
+// pointed at `stream` for the call when it is bound to another). record().engine is the engine's
+// tag ("eng12{k2=1}+rtc").
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/conv.h"
+#include "kernels/cudnn_backend.h"
+#include "kernels/op.h"
+
+namespace cnnbench {
+
+enum class ConvGrad { Data, Filter };
+
+struct ConvBackwardSpec {
+  std::string name;
+  Dims x, y;  // the forward's input and output, batch included
+  // As ConvSpec: kernel and pad are the height's, kernel_w and pad_w the width's.
+  int kernel = 1, kernel_w = 0, stride = 1, pad = 0, pad_w = -1, dilation = 1, groups = 1;
+  Precision precision = Precision::FP32;
+  bool accumulate = false;  // beta = 1: add into dx (or dw) instead of overwriting it
+  int kw() const { return kernel_w > 0 ? kernel_w : kernel; }
+  int pw() const { return pad_w >= 0 ? pad_w : pad; }
+  std::string signature(ConvGrad g) const;
+  // The backward of a forward conv (its geometry and precision; accumulate off).
+  static ConvBackwardSpec of(const ConvSpec& forward);
+};
+
+// Buffers of one backward op. Data: dy, w in; dx out. Filter: x, dy in; dw out (dw_type()).
+struct ConvBackwardBuffers {
+  const void* x = nullptr;
+  const void* w = nullptr;
+  const void* dy = nullptr;
+  void* dx = nullptr;
+  void* dw = nullptr;
+};
+
+struct ConvBackwardGraph;  // the operation graph and the descriptors it refers to
+
+class ConvBackwardOp : public Op {
+ public:
+  ConvBackwardOp(const ConvBackwardSpec& spec, ConvGrad grad, const ConvBackwardBuffers& buffers);
+  ~ConvBackwardOp() override;
+  // Builds the plan on ctx.cudnn; a workspace up to scratch.bytes. Like the forward (ConvOp), a
+  // plan must give the same output replayed from a CUDA graph as run directly, else the next
+  // candidate is taken (record().rejected lists those refused). Both checks and autotune's timing
+  // run the op on its buffers and scratch; the output is put back as it was before prepare()
+  // returns. Throws LibraryError where no engine builds the graph.
+  void prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) override;
+  size_t workspace_bytes() const override { return workspace_; }
+  void bind_workspace(void* workspace, size_t bytes) override;
+  void run(cudaStream_t stream) override;
+  ConvGrad grad() const { return grad_; }
+  DType dw_type() const { return dw_type_; }  // Filter: the type dw is stored in (after prepare)
+  const EngineInfo& engine() const { return engine_; }
+
+ private:
+  bool execute(const BackendDesc& plan, const BackendDesc& vp, cudaStream_t stream);
+  // Runs a plan directly, then captured in a CUDA graph and replayed on a dirty workspace and a
+  // poisoned output (accumulating: both from zeros): true when both give the same output.
+  bool graph_safe(GpuContext& ctx, const BackendDesc& plan, const TuneScratch& scratch);
+  BackendDesc variant_pack(void* workspace) const;
+  ConvBackwardSpec spec_;
+  ConvGrad grad_;
+  ConvBackwardBuffers buf_;
+  DType dw_type_ = DType::F32;
+  cudnnHandle_t handle_ = nullptr;
+  std::unique_ptr<ConvBackwardGraph> graph_;
+  BackendDesc config_, plan_, variant_pack_;
+  EngineInfo engine_;
+  size_t workspace_ = 0;
+};
+
+}  // namespace cnnbench
