@@ -8,10 +8,11 @@ Steps:
      init; BN weight 1, bias 0, running stats 0 and 1), then x ~ N(0,1) float32 [B,3,S,S] and labels
      ~ U{0..C-1} int64 [B] from the same generator.
   2. Writes, in --workdir (a temp dir otherwise):
-       <network>_seed<seed>.safetensors       the state_dict, torchvision names: every parameter, BN
-                                              running_mean/running_var (F32) and num_batches_tracked
-                                              (I64), as networks/weights.cpp's load_weights takes it
-                                              (num_batches_tracked optional there, nothing else extra)
+       <network>_seed<seed>.safetensors       the state_dict in torchvision's names: every
+                                              parameter, BN running_mean/running_var (F32) and
+                                              num_batches_tracked (I64), as load_weights
+                                              (networks/weights.cpp) takes it: num_batches_tracked
+                                              is optional there, nothing else may be extra
        input_b<B>_s<S>_seed<seed>.safetensors  "input" F32 [B,3,S,S]
        labels_b<B>_c<C>_seed<seed>.safetensors "labels" I64 [B]
   3. The reference step on --device (default cuda) in fp32 with TF32 off (cuDNN convolutions and
