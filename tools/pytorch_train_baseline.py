@@ -246,6 +246,8 @@ def row_notes(mode, precision, optimizer, graph_loss_scale, name, inception_aux)
         notes.append("Adam(capturable=True)")
     if name == "inception_v3" and inception_aux:
         notes.append(f"AuxLogits trained: loss = main + {AUX_LOSS_WEIGHT} * aux")
+    if name.startswith("efficientnet_"):
+        notes.append("torchvision's dropout and stochastic depth active (train mode)")
     return notes
 
 
