@@ -4,8 +4,10 @@ Run from anywhere:  python3 -m unittest tests/test_tools.py   (or: python3 tests
 Covers tools/compare_pytorch.py (Google Benchmark JSON parsing, median choice, ratios, --check
 exit codes, error cells) on synthetic files, tools/seed_table.py on tests/data/gb_zoo_fixture.json
 and the seed CSV, tools/gen_mxnet_param_list.py's counts and its checked-in lists, and the
-checked-in tests/data state_dict lists; with torch also gen_state_dict_list.py against them,
-crosscheck_torchvision.py --dry-run and pytorch_baseline.py's input sizes.
+checked-in tests/data state_dict lists, the torch-free parts of pytorch_train_baseline.py
+(options, rows) and train_step_crosscheck.py (options, the binary's command, the verdicts); with
+torch also gen_state_dict_list.py against them, crosscheck_torchvision.py --dry-run and
+pytorch_baseline.py's input sizes.
 """
 import contextlib
 import importlib.util
