@@ -4,8 +4,10 @@ Run from anywhere:  python3 -m unittest tests/test_tools.py   (or: python3 tests
 Covers tools/compare_pytorch.py (Google Benchmark JSON parsing, median choice, ratios, --check
 exit codes, error cells) on synthetic files, tools/seed_table.py on tests/data/gb_zoo_fixture.json
 and the seed CSV, tools/gen_mxnet_param_list.py's counts and its checked-in lists, and the
-checked-in tests/data state_dict lists; with torch also gen_state_dict_list.py against them,
-crosscheck_torchvision.py --dry-run and pytorch_baseline.py's input sizes.
+checked-in tests/data state_dict lists, the torch-free parts of pytorch_train_baseline.py
+(options, rows) and train_step_crosscheck.py (options, the binary's command, the verdicts); with
+torch also gen_state_dict_list.py against them, crosscheck_torchvision.py --dry-run and
+pytorch_baseline.py's input sizes.
 """
 import contextlib
 import importlib.util
@@ -720,6 +722,267 @@ class TorchToolsTest(unittest.TestCase):
         self.assertEqual(pb.input_size_for("vgg19_bn"), 224)
         self.assertEqual(pb.input_size_for("efficientnet_b7", 224), 224)
         self.assertEqual(pb.MODEL_KWARGS["inception_v3"]["aux_logits"], False)
+
+
+# --------------------------------------------------------------------------------------------
+# tools/pytorch_train_baseline.py and tools/train_step_crosscheck.py: their torch-free parts
+# --------------------------------------------------------------------------------------------
+def quiet(fn, *a, **kw):
+    """fn(*a, **kw) with stdout and stderr captured: (result or SystemExit code, stderr text)."""
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        try:
+            return fn(*a, **kw), err.getvalue()
+        except SystemExit as e:
+            return e.code, err.getvalue()
+
+
+class TrainBaselineTest(unittest.TestCase):
+    def setUp(self):
+        import pytorch_train_baseline as tb
+        self.tb = tb
+
+    def test_defaults_are_the_sgd_recipe(self):
+        a = self.tb.parse_args([])
+        self.assertEqual((a.optimizer, a.lr, a.momentum, a.weight_decay), ("sgd", 0.1, 0.9, 1e-4))
+        self.assertEqual((a.precision, a.modes, a.models), ("fp16", ["eager", "graph"],
+                                                             ["resnet50"]))
+        self.assertEqual((a.num_classes, a.input_size, a.epoch_images), (1000, None, 1_281_167))
+        self.assertTrue(a.inception_aux)
+        self.assertEqual(a.batches, [32, 64, 128, 256])
+
+    def test_adam_and_tiny_imagenet(self):
+        a = self.tb.parse_args(["--optimizer", "adam"])
+        self.assertEqual((a.lr, a.momentum, a.weight_decay), (0.001, None, 0.0))
+        a = self.tb.parse_args(["--tiny-imagenet", "--models", "efficientnet_b0"])
+        self.assertEqual((a.input_size, a.num_classes, a.optimizer, a.lr, a.epoch_images),
+                         (64, 200, "adam", 0.001, 100_000))
+        # Explicit options win over the preset; 200 classes without the preset: no epoch size.
+        a = self.tb.parse_args(["--tiny-imagenet", "--lr", "0.01", "--input-size", "96"])
+        self.assertEqual((a.lr, a.input_size), (0.01, 96))
+        a = self.tb.parse_args(["--num-classes", "200", "--input-size", "64"])
+        self.assertEqual((a.optimizer, a.epoch_images), ("sgd", None))
+        a = self.tb.parse_args(["--lr", "0.2", "--momentum", "0", "--weight-decay", "0"])
+        self.assertEqual((a.lr, a.momentum, a.weight_decay), (0.2, 0.0, 0.0))
+
+    def test_bad_arguments_exit_2_naming_the_problem(self):
+        for argv, what in ((["--precision", "fp8"], "--precision"),
+                           (["--batches", "32,0"], "batch 0 is not positive"),
+                           (["--batches", "-4"], "batch -4 is not positive"),
+                           (["--batches", "a"], "--batches"),
+                           (["--modes", "eager,jit"], "unknown mode 'jit'"),
+                           (["--optimizer", "lamb"], "--optimizer"),
+                           (["--optimizer", "adam", "--momentum", "0.9"], "--momentum is for sgd"),
+                           (["--models", "inception_bn"], "torchvision does not have"),
+                           (["--num-classes", "1"], "--num-classes"),
+                           (["--lr", "0"], "--lr must be positive"),
+                           (["--input-size", "0"], "--input-size"),
+                           (["--models", "inception_v3", "--input-size", "224"],
+                            "at least 299 px, not 224")):
+            rc, err = quiet(self.tb.parse_args, argv)
+            self.assertEqual(rc, 2, argv)
+            self.assertIn(what, err, argv)
+
+    def test_inception_v3_minimum_input(self):
+        self.assertEqual(self.tb.inception_v3_sides(299), (17, 5, 8))
+        self.assertEqual(self.tb.min_input_size("inception_v3"), 299)  # AuxLogits' 5x5 conv
+        self.assertEqual(self.tb.min_input_size("inception_v3", inception_aux=False), 75)
+        self.assertIsNone(self.tb.min_input_size("resnet50"))
+        rc, err = quiet(self.tb.parse_args,
+                        ["--models", "resnet50,inception_v3", "--tiny-imagenet"])
+        self.assertEqual(rc, 2)
+        self.assertIn("inception_v3 needs an input of at least 299 px, not 64", err)
+        a = self.tb.parse_args(["--models", "inception_v3", "--no-inception-aux",
+                                "--input-size", "75"])
+        self.assertFalse(a.inception_aux)
+        rc, err = quiet(self.tb.parse_args, ["--models", "inception_v3", "--no-inception-aux",
+                                             "--input-size", "74"])
+        self.assertIn("at least 75 px", err)
+        self.assertEqual(self.tb.model_kwargs("inception_v3", 200),
+                         {"num_classes": 200, "aux_logits": True, "init_weights": False})
+        self.assertEqual(self.tb.input_size_for("inception_v3"), 299)
+        self.assertEqual(self.tb.input_size_for("efficientnet_b3", 64), 64)
+        self.assertEqual(self.tb.AUX_LOSS_WEIGHT, 0.4)
+
+    def test_row_format(self):
+        a = self.tb.parse_args(["--tiny-imagenet"])
+        r = self.tb.make_row("efficientnet_b0", "graph", "fp16", 64, 64, a, reps=[10.0, 8.0, 12.0],
+                             iters_per_rep=5, peak_allocated=3 * 2**20, peak_reserved=5 * 2**20,
+                             loss=5.3, notes=["n"])
+        self.assertEqual((r["model"], r["mode"], r["precision"], r["batch"], r["input_size"],
+                          r["num_classes"], r["optimizer"]),
+                         ("efficientnet_b0", "graph", "fp16", 64, 64, 200, "adam"))
+        self.assertEqual((r["ms"], r["ms_min"], r["ms_max"]), (10.0, 8.0, 12.0))
+        self.assertAlmostEqual(r["img_s"], 6400.0)
+        self.assertAlmostEqual(r["epoch_s"], 100_000 / 6400.0)
+        self.assertEqual((r["peak_allocated_mib"], r["peak_reserved_mib"], r["peak_mib"]),
+                         (3.0, 5.0, 3.0))
+        self.assertEqual((r["reps"], r["iters_per_rep"], r["loss"], r["notes"]),
+                         ([10.0, 8.0, 12.0], 5, 5.3, ["n"]))
+        self.assertNotIn("error", r)
+        e = self.tb.make_row("resnet50", "eager", "fp16", 1024, 224, a, error="out of memory")
+        self.assertEqual(e["error"], "out of memory")
+        self.assertNotIn("ms", e)
+        self.assertNotIn("img_s", e)
+        json.dumps([r, e])  # plain JSON
+        a = self.tb.parse_args(["--num-classes", "10"])  # no epoch size: no epoch_s
+        self.assertNotIn("epoch_s", self.tb.make_row("resnet50", "eager", "fp32", 2, 224, a,
+                                                     reps=[1.0], iters_per_rep=1,
+                                                     peak_allocated=0, peak_reserved=0))
+
+    def test_largest_batch_errors_and_notes(self):
+        a = self.tb.parse_args([])
+        rows = [self.tb.make_row("resnet50", "eager", "fp16", b, 224, a, reps=[1.0],
+                                 iters_per_rep=1, peak_allocated=1, peak_reserved=1)
+                for b in (32, 64)]
+        rows.append(self.tb.make_row("resnet50", "eager", "fp16", 128, 224, a,
+                                     error="out of memory"))
+        rows.append(self.tb.make_row("resnet50", "graph", "fp16", 32, 224, a,
+                                     error="out of memory"))
+        self.assertEqual(self.tb.largest_batches(rows), {"resnet50/eager/fp16": 64})
+
+        class OutOfMemoryError(RuntimeError):
+            pass
+        self.assertEqual(self.tb.error_text(OutOfMemoryError("CUDA out of memory. Tried...")),
+                         "out of memory")
+        self.assertEqual(self.tb.error_text(RuntimeError("cuDNN error: X\nmore")), "cuDNN error: X")
+        n = self.tb.row_notes("graph", "fp16", "adam", 1024.0, "inception_v3", True)
+        self.assertTrue(any("fixed loss scale 1024" in t for t in n), n)
+        self.assertIn("Adam(capturable=True)", n)
+        self.assertTrue(any("0.4 * aux" in t for t in n), n)
+        n = self.tb.row_notes("eager", "fp16", "sgd", 1024.0, "resnet50", True)
+        self.assertEqual(n, ["torch.amp.GradScaler, dynamic loss scale"])
+        self.assertEqual(self.tb.row_notes("graph", "bf16", "sgd", 1024.0, "resnet50", True), [])
+        s = self.tb.settings_of(a)
+        self.assertEqual((s["precision"], s["optimizer"], s["cudnn_benchmark"]),
+                         ("fp16", "sgd", True))
+
+    @unittest.skipIf(HAVE_TORCH, "torch is installed")
+    def test_without_torch_main_says_so(self):
+        rc, err = quiet(self.tb.main, ["--batches", "1"])
+        self.assertEqual(rc, 2)
+        self.assertIn("needs torch", err)
+
+
+class TrainStepCrosscheckTest(unittest.TestCase):
+    def setUp(self):
+        import train_step_crosscheck as tx
+        self.tx = tx
+        self.ref = {f"p{i}.weight": 1.0 + i for i in range(12)}
+
+    def test_defaults_and_bad_arguments(self):
+        a = self.tx.parse_args([])
+        self.assertEqual((a.network, a.lr, a.momentum, a.weight_decay, a.binary),
+                         ("resnet50", 0.1, 0.9, 1e-4, None))
+        self.assertEqual((a.loss_tol, a.grad_tol, a.weight_tol, a.worst), (1e-4, 1e-3, 1e-4, 10))
+        for argv, what in ((["--batch", "0"], "--batch must be positive"),
+                           (["--network", "efficientnet_b0"], "--network"),
+                           (["--input-size", "16"], "--input-size"),
+                           (["--lr", "-1"], "--lr must be positive"),
+                           (["--grad-tol", "0"], "--grad-tol must be positive")):
+            rc, err = quiet(self.tx.parse_args, argv)
+            self.assertEqual(rc, 2, argv)
+            self.assertIn(what, err, argv)
+
+    def test_binary_command_contract(self):
+        a = self.tx.parse_args(["--binary", "/b/train_step", "--batch", "4", "--lr", "0.05",
+                                "--extra=--engine=heuristic"])
+        files = self.tx.file_names("/w", a)
+        cmd = self.tx.binary_command(a, files)
+        self.assertEqual(cmd[0], "/b/train_step")
+        for flag in ("--network=resnet50", "--batch=4", "--input_size=224", "--num_classes=1000",
+                     "--precision=fp32", "--optimizer=sgd", "--lr=0.05", "--momentum=0.9",
+                     "--weight_decay=0.0001", f"--weights={files['weights']}",
+                     f"--input={files['input']}", f"--labels={files['labels']}",
+                     f"--output={files['ours']}", f"--report={files['ours_report']}"):
+            self.assertIn(flag, cmd)
+        self.assertEqual(cmd[-1], "--engine=heuristic")
+        self.assertEqual(files["weights"], "/w/resnet50_seed0.safetensors")
+        self.assertEqual(len(set(files.values())), len(files))
+
+    def test_everything_passes(self):
+        loss = self.tx.compare_loss(6.9081, 6.9080)  # 1.4e-5
+        self.assertTrue(loss["ok"])
+        ours = {k: v * (1 + 1e-5) for k, v in self.ref.items()}
+        grads = self.tx.compare_norms(ours, self.ref)
+        self.assertTrue(grads["ok"])
+        self.assertEqual((grads["checked"], grads["failing"]), (12, 0))
+        self.assertEqual(len(grads["worst"]), 10)
+        weights = self.tx.judge_rel_errors({k: 1e-6 for k in self.ref}, list(self.ref), 1e-4)
+        passed, lines = self.tx.verdict(loss, grads, weights)
+        self.assertTrue(passed)
+        self.assertEqual(lines[-1], "PASS")
+
+    def test_loss_off(self):
+        loss = self.tx.compare_loss(6.92, 6.90)
+        self.assertFalse(loss["ok"])
+        self.assertAlmostEqual(loss["rel_err"], 0.02 / 6.90)
+        self.assertFalse(self.tx.compare_loss(1.0005, 1.0)["ok"])  # 5e-4: over 1e-4
+        self.assertTrue(self.tx.compare_loss(1.00005, 1.0)["ok"])
+        self.assertFalse(self.tx.compare_loss(float("nan"), 6.9)["ok"])
+        self.assertFalse(self.tx.compare_loss(6.9, float("inf"))["ok"])
+        grads = self.tx.compare_norms(dict(self.ref), self.ref)
+        weights = self.tx.judge_rel_errors({k: 0.0 for k in self.ref}, list(self.ref), 1e-4)
+        passed, lines = self.tx.verdict(loss, grads, weights)
+        self.assertFalse(passed)
+        self.assertIn("FAIL", lines[0])
+
+    def test_one_gradient_norm_off_is_reported_worst_first(self):
+        ours = dict(self.ref)
+        ours["p3.weight"] *= 1.01  # 1e-2 relative
+        ours["p7.weight"] *= 1 + 5e-4  # within 1e-3
+        res = self.tx.compare_norms(ours, self.ref, tol=1e-3, worst=3)
+        self.assertFalse(res["ok"])
+        self.assertEqual(res["failing"], 1)
+        self.assertEqual([w[0] for w in res["worst"]][:2], ["p3.weight", "p7.weight"])
+        self.assertEqual(len(res["worst"]), 3)
+        name, err, o, r = res["worst"][0]
+        self.assertAlmostEqual(err, 0.01)
+        self.assertEqual((o, r), (ours["p3.weight"], self.ref["p3.weight"]))
+        self.assertAlmostEqual(res["max_rel"], 0.01)
+        _, lines = self.tx.verdict(self.tx.compare_loss(1.0, 1.0), res,
+                                   self.tx.judge_rel_errors({}, [], 1e-4))
+        self.assertTrue(any("p3.weight" in t for t in lines))
+        self.assertEqual(lines[-1], "FAIL")
+
+    def test_missing_extra_and_non_finite(self):
+        ours = dict(self.ref)
+        del ours["p5.weight"]
+        ours["fc.extra"] = 1.0
+        res = self.tx.compare_norms(ours, self.ref)
+        self.assertFalse(res["ok"])
+        self.assertEqual((res["missing"], res["extra"]), (["p5.weight"], ["fc.extra"]))
+        self.assertEqual(res["failing"], 0)  # the rest agree
+        ours = dict(self.ref, **{"p2.weight": float("nan")})
+        res = self.tx.compare_norms(ours, self.ref)
+        self.assertFalse(res["ok"])
+        self.assertEqual(res["worst"][0][0], "p2.weight")
+        w = self.tx.judge_rel_errors({"a": 1e-6, "b": float("inf")}, ["a", "b", "c"], 1e-4)
+        self.assertFalse(w["ok"])
+        self.assertEqual((w["missing"], w["failing"], w["worst"][0][0]), (["c"], 1, "b"))
+        w = self.tx.judge_rel_errors({"a": 1e-6, "b": 2e-4}, ["a", "b"], 1e-4, worst=1)
+        self.assertEqual((w["ok"], w["worst"]), (False, [["b", 2e-4]]))
+
+    def test_report_parsing_and_summary(self):
+        loss, norms = self.tx.parse_report({"loss": 7, "grad_norms": {"conv1.weight": 0.5}})
+        self.assertEqual((loss, norms), (7.0, {"conv1.weight": 0.5}))
+        for bad, what in (([], "not a JSON object"), ({"grad_norms": {"a": 1}}, "\"loss\""),
+                          ({"loss": 1.0}, "grad_norms"), ({"loss": True, "grad_norms": {"a": 1}},
+                                                          "\"loss\""),
+                          ({"loss": 1.0, "grad_norms": {"a": "x"}}, "grad_norms['a']")):
+            with self.assertRaises(ValueError) as cm:
+                self.tx.parse_report(bad, "r.json")
+            self.assertIn(what, str(cm.exception))
+        s = self.tx.change_summary({"a": 1e-3, "b": 3e-3, "c": 2e-3})
+        self.assertEqual(s, {"min": 1e-3, "median": 2e-3, "max": 3e-3, "max_name": "b"})
+        self.assertEqual(self.tx.rel_err(0.0, 0.0), 0.0)
+        self.assertEqual(self.tx.rel_err(1e-9, 0.0), 1e-9)
+
+    @unittest.skipIf(HAVE_TORCH, "torch is installed")
+    def test_without_torch_main_says_so(self):
+        rc, err = quiet(self.tx.main, [])
+        self.assertEqual(rc, 2)
+        self.assertIn("needs torch", err)
 
 
 if __name__ == "__main__":
