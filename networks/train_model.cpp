@@ -41,8 +41,11 @@ std::string unsupported(const Graph& g, const Node& n) {
       return "";
     case OpKind::Conv:
       return n.bias ? "conv with bias" : "";
-    case OpKind::AdaptiveAvgPool:
-      return n.out.h == 1 && n.out.w == 1 ? "" : "adaptive_avgpool to more than 1x1";
+    case OpKind::AdaptiveAvgPool: {  // to 1x1 (the global mean), or the identity (an alias)
+      const Dims in = g.node(n.inputs[0]).out;
+      const bool identity = in.h == n.out.h && in.w == n.out.w;
+      return (n.out.h == 1 && n.out.w == 1) || identity ? "" : "adaptive_avgpool to more than 1x1";
+    }
     case OpKind::Linear: {
       const Node& in = g.node(n.inputs[0]);
       const Node& pre = in.kind == OpKind::Flatten ? g.node(in.inputs[0]) : in;
