@@ -1,0 +1,494 @@
+#include "networks/train_model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "harness/check.h"
+#include "kernels/conv.h"
+#include "kernels/conv_backward.h"
+#include "kernels/linear_backward.h"
+#include "kernels/matmul.h"
+#include "kernels/pointwise.h"
+#include "kernels/pool.h"
+#include "kernels/storage.h"
+#include "kernels/train_kernels.h"
+
+namespace cnnbench {
+
+namespace {
+
+Dims batched(Dims d, int n) {
+  d.n = n;
+  return d;
+}
+
+int64_t rows_of(const Dims& d) {
+  return int64_t(d.n) * d.h * d.w;
+}
+
+// Whether this slice trains node n; the reason when not.
+std::string unsupported(const Graph& g, const Node& n) {
+  const std::string kind = op_kind_name(n.kind);
+  switch (n.kind) {
+    case OpKind::Input:
+    case OpKind::BatchNorm:
+    case OpKind::ReLU:
+    case OpKind::Add:
+    case OpKind::MaxPool:
+    case OpKind::GlobalAvgPool:
+    case OpKind::Flatten:
+      return "";
+    case OpKind::Conv:
+      return n.bias ? "conv with bias" : "";
+    case OpKind::AdaptiveAvgPool: {  // to 1x1 (the global mean), or the identity (an alias)
+      const Dims in = g.node(n.inputs[0]).out;
+      const bool identity = in.h == n.out.h && in.w == n.out.w;
+      return (n.out.h == 1 && n.out.w == 1) || identity ? "" : "adaptive_avgpool to more than 1x1";
+    }
+    case OpKind::Linear: {
+      const Node& in = g.node(n.inputs[0]);
+      const Node& pre = in.kind == OpKind::Flatten ? g.node(in.inputs[0]) : in;
+      if (pre.out.h * pre.out.w > 1) return "linear on a spatial input";
+      return n.bias ? "" : "linear without bias";
+    }
+    default:
+      return kind;
+  }
+}
+
+}  // namespace
+
+TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weights,
+                       const TrainOptions& opt)
+    : ctx_(ctx), opt_(opt) {
+  if (opt.precision == Precision::FP16 || opt.precision == Precision::BF16)
+    throw UserError(std::string("training: ") + precision_name(opt.precision) +
+                    " not supported yet");
+  if (opt.batch < 1) throw UserError("training: batch must be positive");
+  const auto& nodes = g.nodes();
+  for (const Node& n : nodes) {
+    const std::string why = unsupported(g, n);
+    if (!why.empty())
+      throw UserError("training: " + why + " not supported yet" +
+                      (n.name.empty() ? "" : " (" + n.name + ")"));
+  }
+  plan_ = plan_training(g);
+  const DType t = storage_type(opt.precision);  // F32 for fp32 and tf32
+  const size_t esize = dtype_size(t);
+  const int N = opt.batch;
+  auto src = [&](int id) { return plan_.source[id]; };
+  auto dims = [&](int id) { return batched(nodes[src(id)].out, N); };
+  input_dims_ = batched(nodes[g.input_id()].out, N);
+  classes_ = nodes[g.output()].out.c;
+
+  // 1. Buffers: one per value, gradient, batch statistic, parameter and its state.
+  std::vector<int> value(nodes.size(), -1), grad(nodes.size(), -1), mean(nodes.size(), -1),
+      invstd(nodes.size(), -1), zero_bias(nodes.size(), -1);
+  size_t reduce_scratch = 0;
+  struct Upload {
+    int id;
+    std::vector<float> host;
+  };
+  std::vector<Upload> uploads;
+  auto add_param = [&](const Node& n, size_t role, bool krsc) -> Param& {
+    const ParamSpec& spec = g.params().at(n.params.at(role));
+    auto it = weights.find(spec.name);
+    if (it == weights.end()) throw UserError("weights have no tensor '" + spec.name + "'");
+    if (int64_t(it->second.size()) != spec.numel())
+      throw UserError("weights: '" + spec.name + "' has the wrong size");
+    Param p;
+    p.count = spec.numel();
+    const size_t bytes = size_t(p.count) * sizeof(float);
+    p.value = arena_.add_weights(bytes);
+    if (spec.trainable) {
+      p.grad = arena_.add_weights(bytes);
+      if (opt.momentum != 0) p.momentum = arena_.add_weights(bytes);
+    }
+    std::vector<float> host = it->second;
+    if (krsc) {
+      const Dims in = nodes[n.inputs[0]].out;
+      p.krsc = true;
+      p.k = n.out.c, p.c = in.c / n.groups, p.r = n.kernel, p.s = n.kernel_w;
+      for (int k = 0; k < p.k; ++k)
+        for (int c = 0; c < p.c; ++c)
+          for (int r = 0; r < p.r; ++r)
+            for (int s = 0; s < p.s; ++s)
+              host[((size_t(k) * p.r + r) * p.s + s) * p.c + c] =
+                  it->second[((size_t(k) * p.c + c) * p.r + r) * p.s + s];
+    }
+    uploads.push_back({p.value, std::move(host)});
+    return params_[spec.name] = p;
+  };
+  for (size_t id = 0; id < nodes.size(); ++id) {
+    const Node& n = nodes[id];
+    if (!plan_.active[id] || src(int(id)) != int(id)) continue;
+    const Dims d = dims(int(id));
+    value[id] = arena_.add_weights(size_t(d.numel()) * esize);
+    if (plan_.needs_grad[id]) grad[id] = arena_.add_weights(size_t(d.numel()) * esize);
+    if (n.kind == OpKind::Conv) {
+      add_param(n, 0, true);
+      zero_bias[id] = arena_.add_weights(size_t(n.out.c) * esize);  // ConvSpec always adds one
+    } else if (n.kind == OpKind::Linear) {
+      add_param(n, 0, false);
+      add_param(n, 1, false);
+    } else if (n.kind == OpKind::BatchNorm) {
+      for (size_t role = 0; role < 4; ++role) add_param(n, role, false);  // not the counter
+      mean[id] = arena_.add_weights(size_t(n.out.c) * sizeof(float));
+      invstd[id] = arena_.add_weights(size_t(n.out.c) * sizeof(float));
+      reduce_scratch = std::max(reduce_scratch, channel_reduce_scratch_bytes(rows_of(d), d.c));
+    }
+  }
+  const int scratch_buf = arena_.add_weights(std::max<size_t>(reduce_scratch, 1));
+  input_buf_ = value[g.input_id()];
+  labels_buf_ = arena_.add_weights(size_t(N) * sizeof(int));
+  std::vector<int> xent_scratch;
+  for (size_t h = 0; h < plan_.heads.size(); ++h) {
+    loss_bufs_.push_back(arena_.add_weights(sizeof(float)));
+    xent_scratch.push_back(arena_.add_weights(xent_scratch_bytes(N)));
+  }
+  arena_.plan();
+  arena_.allocate();
+  // Everything starts at zero: gradients, momentum, the zero biases, xent's counter.
+  CNN_CHECK_CUDA(cudaMemset(static_cast<char*>(arena_.ptr(input_buf_)) - arena_.offset(input_buf_),
+                            0, arena_.bytes(MemKind::Weights)));
+  for (const Upload& u : uploads)
+    CNN_CHECK_CUDA(cudaMemcpy(arena_.ptr(u.id), u.host.data(), u.host.size() * sizeof(float),
+                              cudaMemcpyHostToDevice));
+
+  // 2. The step's launches, in plan order. `prep[i]`: the library op run_[i] runs, if any.
+  auto vptr = [&](int id) { return arena_.ptr(value[src(id)]); };
+  auto gptr = [&](int id) { return arena_.ptr(grad[src(id)]); };
+  auto param_of = [&](const Node& n, size_t role) -> const Param& {
+    return params_.at(g.params()[n.params[role]].name);
+  };
+  auto pval = [&](const Node& n, size_t role) { return fptr(param_of(n, role).value); };
+  auto pgrad = [&](const Node& n, size_t role) { return fptr(param_of(n, role).grad); };
+  auto conv_spec = [&](int id) {
+    const Node& n = nodes[id];
+    ConvSpec s;
+    s.name = n.name;
+    s.x = dims(n.inputs[0]);
+    s.y = dims(id);
+    s.kernel = n.kernel, s.kernel_w = n.kernel_w, s.stride = n.stride;
+    s.pad = n.pad, s.pad_w = n.pad_w, s.dilation = n.dilation, s.groups = n.groups;
+    s.precision = opt.precision;
+    return s;
+  };
+  auto pool_spec = [&](int id) {
+    const Node& n = nodes[id];
+    PoolSpec s;
+    s.x = dims(n.inputs[0]);
+    s.y = dims(id);
+    s.kernel = n.kernel, s.stride = n.stride, s.pad = n.pad;
+    s.count_include_pad = n.count_include_pad;
+    return s;
+  };
+  auto bn_spec = [&](int id) {
+    BnTrainSpec s;
+    s.rows = rows_of(dims(id));
+    s.channels = nodes[id].out.c;
+    s.eps = nodes[id].eps;
+    return s;
+  };
+  void* const scratch = arena_.ptr(scratch_buf);
+  std::vector<Op*> prep;
+  auto add = [&](std::function<void(cudaStream_t)> f, Op* op = nullptr) {
+    run_.push_back(std::move(f));
+    prep.push_back(op);
+  };
+  auto own = [&](std::unique_ptr<Op> op) {
+    ops_.push_back(std::move(op));
+    return ops_.back().get();
+  };
+  for (const TrainOp& op : plan_.ops) {
+    const int id = op.node;
+    const Node& n = nodes[id];
+    const int x = n.inputs.empty() ? -1 : src(n.inputs[0]);
+    if (op.pass == TrainPass::Forward) {
+      void* y = vptr(id);
+      switch (n.kind) {
+        case OpKind::Conv: {
+          ConvBuffers b{vptr(x), pval(n, 0), arena_.ptr(zero_bias[id]), nullptr, y};
+          Op* c = own(std::make_unique<ConvOp>(conv_spec(id), b));
+          add([c](cudaStream_t s) { c->run(s); }, c);
+          break;
+        }
+        case OpKind::BatchNorm: {
+          const BnTrainSpec s = bn_spec(id);
+          const void* in = vptr(x);
+          float *ga = pval(n, 0), *be = pval(n, 1), *rm = pval(n, 2), *rv = pval(n, 3);
+          float *mu = fptr(mean[id]), *is = fptr(invstd[id]);
+          add([=](cudaStream_t st) {
+            launch_bn_forward_train(t, in, y, ga, be, mu, is, rm, rv, s, scratch, st);
+          });
+          break;
+        }
+        case OpKind::ReLU:
+        case OpKind::Add: {
+          RowLayout l;
+          l.rows = rows_of(dims(id));
+          l.channels = n.out.c;
+          const void* a = vptr(x);
+          const void* z = n.kind == OpKind::Add ? vptr(n.inputs[1]) : nullptr;
+          const Act act = n.kind == OpKind::ReLU ? Act::ReLU : Act::None;
+          add([=](cudaStream_t st) { launch_epilogue(t, y, a, nullptr, nullptr, z, act, l, st); });
+          break;
+        }
+        case OpKind::MaxPool:
+        case OpKind::GlobalAvgPool:
+        case OpKind::AdaptiveAvgPool: {  // to 1x1 (checked above): the global mean
+          const PoolSpec s = pool_spec(id);
+          const void* in = vptr(x);
+          if (n.kind == OpKind::MaxPool)
+            add([=](cudaStream_t st) { launch_maxpool(t, in, y, s, st); });
+          else
+            add([=](cudaStream_t st) { launch_global_avgpool(t, in, y, s, st); });
+          break;
+        }
+        case OpKind::Linear: {
+          LinearSpec s;
+          s.name = n.name;
+          s.batch = N;
+          s.in_features = nodes[n.inputs[0]].out.c;
+          s.out_features = n.out.c;
+          s.precision = opt.precision;
+          Op* l = own(std::make_unique<LinearOp>(s, vptr(x), pval(n, 0), pval(n, 1), y));
+          add([l](cudaStream_t st) { l->run(st); }, l);
+          break;
+        }
+        default:
+          throw std::logic_error(std::string("training: no forward for ") + op_kind_name(n.kind));
+      }
+    } else if (op.pass == TrainPass::Loss) {
+      if (op.accumulate.at(0)) throw std::logic_error("training: a head's logits feed another op");
+      const int h =
+          int(std::find(plan_.heads.begin(), plan_.heads.end(), id) - plan_.heads.begin());
+      const void* logits = vptr(id);
+      void* dlogits = gptr(id);
+      const int* labels = static_cast<const int*>(arena_.ptr(labels_buf_));
+      float* loss = fptr(loss_bufs_[h]);
+      void* xs = arena_.ptr(xent_scratch[h]);
+      const double w = op.loss_weight;
+      const int classes = n.out.c;
+      add([=](cudaStream_t st) {
+        launch_softmax_xent(t, logits, labels, N, classes, w, nullptr, loss, dlogits, xs, st);
+      });
+    } else {  // Backward
+      const void* dy = gptr(id);
+      auto dx_of = [&](size_t i) { return gptr(op.grad_writes.at(i)); };
+      auto acc_of = [&](size_t i) { return bool(op.accumulate.at(i)); };
+      switch (n.kind) {
+        case OpKind::Conv: {
+          ConvBackwardSpec s = ConvBackwardSpec::of(conv_spec(id));
+          ConvBackwardBuffers b;
+          if (op.part == BackwardPart::Filter) {
+            b.x = vptr(x), b.dy = dy, b.dw = pgrad(n, 0);
+            Op* c = own(std::make_unique<ConvBackwardOp>(s, ConvGrad::Filter, b));
+            add([c](cudaStream_t st) { c->run(st); }, c);
+          } else {
+            s.accumulate = acc_of(0);
+            b.w = pval(n, 0), b.dy = dy, b.dx = dx_of(0);
+            Op* c = own(std::make_unique<ConvBackwardOp>(s, ConvGrad::Data, b));
+            add([c](cudaStream_t st) { c->run(st); }, c);
+          }
+          break;
+        }
+        case OpKind::Linear: {
+          // One cuBLASLt op computes dW, db and dx at the filter part; the data part (next in the
+          // plan) has nothing left to run.
+          if (op.part == BackwardPart::Data) break;
+          LinearBackwardSpec s;
+          s.name = n.name;
+          s.batch = N;
+          s.in_features = nodes[n.inputs[0]].out.c;
+          s.out_features = n.out.c;
+          s.precision = opt.precision;
+          LinearBackwardBuffers b;
+          b.x = vptr(x), b.w = pval(n, 0), b.dy = dy, b.dw = pgrad(n, 0), b.db = pgrad(n, 1);
+          for (const TrainOp& d : plan_.ops)
+            if (d.pass == TrainPass::Backward && d.node == id && d.part == BackwardPart::Data) {
+              b.dx = gptr(d.grad_writes.at(0));
+              s.accumulate_dx = d.accumulate.at(0);
+            }
+          Op* l = own(std::make_unique<LinearBackwardOp>(s, b));
+          add([l](cudaStream_t st) { l->run(st); }, l);
+          break;
+        }
+        case OpKind::BatchNorm: {
+          if (op.grad_writes.empty()) throw std::logic_error("training: BatchNorm on the image");
+          const BnTrainSpec s = bn_spec(id);
+          const void* in = vptr(x);
+          void* dx = dx_of(0);
+          const bool acc = acc_of(0);
+          const float *ga = pval(n, 0), *mu = fptr(mean[id]), *is = fptr(invstd[id]);
+          float *dga = pgrad(n, 0), *dbe = pgrad(n, 1);
+          add([=](cudaStream_t st) {
+            launch_bn_backward(t, in, nullptr, dy, dx, ga, mu, is, dga, dbe, s, acc, scratch, st);
+          });
+          break;
+        }
+        case OpKind::ReLU:
+        case OpKind::Add: {
+          GradLayout l;
+          l.rows = rows_of(dims(id));
+          l.channels = n.out.c;
+          // ReLU: dx = dy * (y > 0); add: each input's gradient is dy (copied or added).
+          const Act act = n.kind == OpKind::ReLU ? Act::ReLU : Act::None;
+          const void* saved = n.kind == OpKind::ReLU ? vptr(id) : dy;
+          for (size_t i = 0; i < op.grad_writes.size(); ++i) {
+            void* dx = dx_of(i);
+            const bool acc = acc_of(i);
+            add([=](cudaStream_t st) { launch_act_backward(t, act, saved, dy, dx, l, acc, st); });
+          }
+          break;
+        }
+        case OpKind::MaxPool:
+        case OpKind::GlobalAvgPool:
+        case OpKind::AdaptiveAvgPool: {
+          if (op.grad_writes.empty()) break;
+          const PoolSpec s = pool_spec(id);
+          const void* in = vptr(x);
+          void* dx = dx_of(0);
+          const bool acc = acc_of(0);
+          if (n.kind == OpKind::MaxPool)
+            add([=](cudaStream_t st) { launch_maxpool_backward(t, in, dy, dx, s, acc, st); });
+          else
+            add([=](cudaStream_t st) { launch_global_avgpool_backward(t, dy, dx, s, acc, st); });
+          break;
+        }
+        default:
+          throw std::logic_error(std::string("training: no backward for ") + op_kind_name(n.kind));
+      }
+    }
+  }
+
+  // 3. SGD on every trainable parameter, after the backward.
+  SgdRef h;
+  h.lr = opt.lr, h.momentum = opt.momentum, h.weight_decay = opt.weight_decay;
+  for (const auto& [name, p] : params_) {
+    if (p.grad < 0) continue;
+    float* w = fptr(p.value);
+    float* m = p.momentum >= 0 ? fptr(p.momentum) : nullptr;
+    const void* gr = arena_.ptr(p.grad);
+    const int64_t count = p.count;
+    optimizer_.push_back([=](cudaStream_t st) {
+      launch_sgd_step(w, m, gr, DType::F32, count, h, StepControl{}, nullptr, DType::F32, st);
+    });
+  }
+
+  // 4. Engines: each library op is prepared on the data the step gives it (a random batch), with
+  // the tuning scratch as its workspace, then every launch of the step but the optimizer runs.
+  // That pass moves the running statistics, so they are uploaded again after it.
+  set_input(random_uniform(0, "input", size_t(input_dims_.numel()), -1.f, 1.f));
+  std::vector<int> labels(N);
+  for (int i = 0; i < N; ++i) labels[i] = i % classes_;
+  set_labels(labels);
+  TuneScratch ts;
+  ts.bytes = opt.tune_scratch_bytes;
+  CNN_CHECK_CUDA(cudaMalloc(&ts.ptr, ts.bytes));
+  try {
+    for (size_t i = 0; i < run_.size(); ++i) {
+      if (prep[i]) {
+        prep[i]->prepare(ctx, opt.engine, opt.top_k, ts);
+        prep[i]->bind_workspace(ts.ptr, ts.bytes);
+        if (auto* c = dynamic_cast<ConvBackwardOp*>(prep[i]))
+          if (c->grad() == ConvGrad::Filter && c->dw_type() != DType::F32)
+            throw std::logic_error("training: a conv's weight gradient is not fp32");
+      }
+      run_[i](ctx.stream);
+    }
+    CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+  } catch (...) {
+    cudaFree(ts.ptr);
+    throw;
+  }
+  CNN_CHECK_CUDA(cudaFree(ts.ptr));
+  for (auto& op : ops_) arena_.request_workspace(op->workspace_bytes());
+  arena_.allocate_workspace();
+  for (auto& op : ops_) op->bind_workspace(arena_.workspace(), arena_.workspace_bytes());
+  for (const Upload& u : uploads)
+    CNN_CHECK_CUDA(cudaMemcpy(arena_.ptr(u.id), u.host.data(), u.host.size() * sizeof(float),
+                              cudaMemcpyHostToDevice));
+}
+
+TrainModel::~TrainModel() {
+  ctx_.plans.clear();
+}
+
+void TrainModel::step(cudaStream_t stream) {
+  for (auto& f : run_) f(stream);
+  for (auto& f : optimizer_) f(stream);
+}
+
+void TrainModel::set_input(const std::vector<float>& nchw) {
+  const Dims d = input_dims_;
+  if (int64_t(nchw.size()) != d.numel())
+    throw UserError("input has " + std::to_string(nchw.size()) + " values but " + d.str() +
+                    " needs " + std::to_string(d.numel()));
+  std::vector<float> nhwc(nchw.size());
+  for (int n = 0; n < d.n; ++n)
+    for (int c = 0; c < d.c; ++c)
+      for (int h = 0; h < d.h; ++h)
+        for (int w = 0; w < d.w; ++w)
+          nhwc[((size_t(n) * d.h + h) * d.w + w) * d.c + c] =
+              nchw[((size_t(n) * d.c + c) * d.h + h) * d.w + w];
+  const std::vector<uint8_t> bytes = to_storage(nhwc, storage_type(opt_.precision));
+  CNN_CHECK_CUDA(
+      cudaMemcpy(arena_.ptr(input_buf_), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+}
+
+void TrainModel::set_labels(const std::vector<int>& labels) {
+  if (int(labels.size()) != opt_.batch)
+    throw UserError("labels: " + std::to_string(labels.size()) + " for a batch of " +
+                    std::to_string(opt_.batch));
+  for (int l : labels)
+    if (l < 0 || l >= classes_) throw UserError("label " + std::to_string(l) + " out of range");
+  CNN_CHECK_CUDA(cudaMemcpy(arena_.ptr(labels_buf_), labels.data(), labels.size() * sizeof(int),
+                            cudaMemcpyHostToDevice));
+}
+
+float TrainModel::loss() const {
+  CNN_CHECK_CUDA(cudaStreamSynchronize(ctx_.stream));
+  float sum = 0;
+  for (int id : loss_bufs_) {
+    float l = 0;
+    CNN_CHECK_CUDA(cudaMemcpy(&l, arena_.ptr(id), sizeof(float), cudaMemcpyDeviceToHost));
+    sum += l;
+  }
+  return sum;
+}
+
+std::vector<float> TrainModel::download_param(const Param& p, int id) const {
+  const std::vector<float> d = download(arena_.ptr(id), size_t(p.count), DType::F32);
+  if (!p.krsc) return d;
+  std::vector<float> oihw(d.size());
+  for (int k = 0; k < p.k; ++k)
+    for (int c = 0; c < p.c; ++c)
+      for (int r = 0; r < p.r; ++r)
+        for (int s = 0; s < p.s; ++s)
+          oihw[((size_t(k) * p.c + c) * p.r + r) * p.s + s] =
+              d[((size_t(k) * p.r + r) * p.s + s) * p.c + c];
+  return oihw;
+}
+
+std::vector<float> TrainModel::parameter(const std::string& name) const {
+  auto it = params_.find(name);
+  if (it == params_.end()) throw UserError("training: no parameter '" + name + "'");
+  return download_param(it->second, it->second.value);
+}
+
+std::vector<float> TrainModel::gradient(const std::string& name) const {
+  auto it = params_.find(name);
+  if (it == params_.end() || it->second.grad < 0)
+    throw UserError("training: no gradient of '" + name + "'");
+  return download_param(it->second, it->second.grad);
+}
+
+std::vector<LayerRecord> TrainModel::layers() const {
+  std::vector<LayerRecord> out;
+  for (const auto& op : ops_) out.push_back(op->record());
+  return out;
+}
+
+}  // namespace cnnbench

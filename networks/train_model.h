@@ -1,0 +1,96 @@
+// One training step on the GPU (issue 4), first slice: the ResNet family only (Input, Conv
+// without bias, BatchNorm, ReLU, Add, MaxPool, GlobalAvgPool / AdaptiveAvgPool to 1x1, Flatten,
+// Linear), fp32 and tf32, SGD. The step follows plan_training(g) op by op: the forward (BatchNorm
+// in training mode, updating its running statistics), softmax cross-entropy on integer labels,
+// the backward in the plan's order with its accumulate flags, then SGD on every trainable
+// parameter. step() only enqueues work on a stream (no allocation, no host synchronisation), so
+// it can be captured in a CUDA graph and replayed.
+//
+// Memory: this slice gives every value, gradient, batch statistic and parameter its own buffer
+// for the whole run (one Arena, all of it persistent: no lifetime reuse). plan_training_memory's
+// plan (saved activations, reuse of transient buffers) comes later.
+//
+// Layouts: activations and their gradients NHWC fp32; conv weights and their gradients KRSC fp32
+// (the master weights are the working weights in fp32 and tf32); linear weights [out][in];
+// BatchNorm's gamma, beta, running statistics fp32. Parameters are read and written by their
+// torchvision names in torchvision's layouts (OIHW for conv weights).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/arena.h"
+#include "kernels/op.h"
+#include "networks/graph.h"
+#include "networks/train_plan.h"
+#include "networks/weights.h"
+
+namespace cnnbench {
+
+struct TrainOptions {
+  Precision precision = Precision::FP32;  // fp32 or tf32; fp16 and bf16 throw "not yet"
+  int batch = 4;
+  // torch.optim.SGD without dampening or Nesterov.
+  double lr = 0.1, momentum = 0.9, weight_decay = 0;
+  EngineMode engine = EngineMode::Heuristic;
+  int top_k = 4;
+  size_t tune_scratch_bytes = size_t(256) << 20;
+};
+
+class TrainModel {
+ public:
+  // Throws UserError naming the first op kind this slice does not train.
+  TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weights, const TrainOptions& opt);
+  ~TrainModel();
+  TrainModel(const TrainModel&) = delete;
+  TrainModel& operator=(const TrainModel&) = delete;
+
+  // One iteration on `stream`: forward, loss, backward, SGD. Enqueues only.
+  void step(cudaStream_t stream);
+
+  // Host float NCHW images, as PyTorch holds them; class indices in [0, classes).
+  void set_input(const std::vector<float>& nchw);
+  void set_labels(const std::vector<int>& labels);
+
+  // The last step's loss (the weighted sum over heads): synchronises ctx.stream, then downloads.
+  float loss() const;
+  // A trainable parameter, its gradient from the last step, or a BatchNorm running statistic,
+  // by torchvision name, in torchvision's layout. Synchronise first. UserError on unknown names.
+  std::vector<float> parameter(const std::string& name) const;
+  std::vector<float> gradient(const std::string& name) const;
+
+  const Dims& input_dims() const { return input_dims_; }
+  int classes() const { return classes_; }
+  const TrainPlan& plan() const { return plan_; }
+  std::vector<LayerRecord> layers() const;
+
+ private:
+  struct Param {
+    int64_t count = 0;
+    int value = -1, grad = -1, momentum = -1;  // arena ids (grad, momentum: trainable only)
+    bool krsc = false;                         // a conv weight: OIHW on the host, KRSC here
+    int k = 0, c = 0, r = 0, s = 0;
+  };
+  std::vector<float> download_param(const Param& p, int id) const;
+  float* fptr(int id) const { return static_cast<float*>(arena_.ptr(id)); }
+
+  GpuContext& ctx_;
+  TrainOptions opt_;
+  TrainPlan plan_;
+  Arena arena_;
+  std::vector<std::unique_ptr<Op>> ops_;                // library ops (conv, linear, backward)
+  std::vector<std::function<void(cudaStream_t)>> run_;  // the step's launches, in plan order
+  std::vector<std::function<void(cudaStream_t)>> optimizer_;
+  std::map<std::string, Param> params_;
+  Dims input_dims_;
+  int classes_ = 0;
+  int input_buf_ = -1, labels_buf_ = -1;
+  std::vector<int> loss_bufs_;
+};
+
+}  // namespace cnnbench
