@@ -100,18 +100,7 @@ OpGraph build_graph(cudnnHandle_t handle, const ConvSpec& s, bool fused, int y_l
   g.keep.push_back(fused ? make_tensor(kConvOut, DType::F32, s.y, true) : y_tensor());
   const size_t conv_out = g.keep.size() - 1;
 
-  BackendDesc conv(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-  const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  const int64_t dims = 2;
-  conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp)
-      .set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode)
-      .set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims)
-      .set_i64(CUDNN_ATTR_CONVOLUTION_DILATIONS, {s.dilation, s.dilation})
-      .set_i64(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, {s.stride, s.stride})
-      .set_i64(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, {s.pad, s.pw()})
-      .set_i64(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, {s.pad, s.pw()});
-  conv.finalize();
+  BackendDesc conv = make_conv_descriptor(s.stride, s.pad, s.pw(), s.dilation);
 
   BackendDesc conv_op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
   const float alpha = 1.0f, beta = 0.0f;

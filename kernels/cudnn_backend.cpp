@@ -112,6 +112,22 @@ int pointer_alignment(const void* p) {
   return a;
 }
 
+BackendDesc make_conv_descriptor(int64_t stride, int64_t pad_h, int64_t pad_w, int64_t dilation) {
+  BackendDesc conv(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const int64_t dims = 2;
+  conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp)
+      .set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode)
+      .set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims)
+      .set_i64(CUDNN_ATTR_CONVOLUTION_DILATIONS, {dilation, dilation})
+      .set_i64(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, {stride, stride})
+      .set_i64(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, {pad_h, pad_w})
+      .set_i64(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, {pad_h, pad_w});
+  conv.finalize();
+  return conv;
+}
+
 BackendDesc make_channel_tensor(int64_t uid, DType type, int channels) {
   const int64_t c = channels;
   return tensor(uid, type, {1, c, 1, 1}, {c, 1, c, c}, false);

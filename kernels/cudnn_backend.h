@@ -53,6 +53,9 @@ BackendDesc make_tensor(int64_t uid, DType type, const Dims& dims, bool is_virtu
 int pointer_alignment(const void* p);
 // A per-channel [1, C, 1, 1] tensor, e.g. a bias.
 BackendDesc make_channel_tensor(int64_t uid, DType type, int channels);
+// A finalized 2-D cross-correlation descriptor computing in float, for the forward and both
+// backward operations alike.
+BackendDesc make_conv_descriptor(int64_t stride, int64_t pad_h, int64_t pad_w, int64_t dilation);
 
 // What an engine config is: its global index, knobs and notes.
 struct EngineInfo {

@@ -5,22 +5,12 @@
 #include <vector>
 
 #include "harness/check.h"
+#include "kernels/matmul.h"
 #include "kernels/train_kernels.h"
 
 namespace cnnbench {
 
 namespace {
-
-cudaDataType_t cuda_type(DType t) {
-  switch (t) {
-    case DType::F16:
-      return CUDA_R_16F;
-    case DType::BF16:
-      return CUDA_R_16BF;
-    default:
-      return CUDA_R_32F;
-  }
-}
 
 constexpr size_t kMaxWorkspace = size_t(32) << 20;
 
@@ -141,7 +131,7 @@ bool LinearBackwardOp::build_dw(GpuContext& ctx, bool bgrad, EngineMode mode, in
                                 const TuneScratch& scratch, std::string* tag) {
   dw_.destroy();
   const DType t = storage_type(spec_.precision);
-  const cudaDataType_t dt = cuda_type(t);
+  const cudaDataType_t dt = cuda_data_type(t);
   const cublasComputeType_t compute =
       spec_.precision == Precision::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const uint64_t in = spec_.in_features, out = spec_.out_features, n = spec_.batch;
@@ -176,7 +166,7 @@ void LinearBackwardOp::prepare(GpuContext& ctx, EngineMode mode, int top_k,
   record_.tuned_us = 0;
   record_.candidates = 0;
   const DType t = storage_type(spec_.precision);
-  const cudaDataType_t dt = cuda_type(t);
+  const cudaDataType_t dt = cuda_data_type(t);
   const cublasComputeType_t compute =
       spec_.precision == Precision::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const uint64_t in = spec_.in_features, out = spec_.out_features, n = spec_.batch;

@@ -10,8 +10,7 @@
 
 namespace cnnbench {
 
-namespace {
-cudaDataType_t cuda_type(DType t) {
+cudaDataType_t cuda_data_type(DType t) {
   switch (t) {
     case DType::F16:
       return CUDA_R_16F;
@@ -21,6 +20,8 @@ cudaDataType_t cuda_type(DType t) {
       return CUDA_R_32F;
   }
 }
+
+namespace {
 constexpr size_t kMaxWorkspace = size_t(32) << 20;
 }  // namespace
 
@@ -45,7 +46,7 @@ void LinearOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneSc
   const auto t0 = std::chrono::steady_clock::now();
   lt_ = ctx.lt;
   const DType t = storage_type(spec_.precision);
-  const cudaDataType_t dt = cuda_type(t);
+  const cudaDataType_t dt = cuda_data_type(t);
   const cublasComputeType_t compute =
       spec_.precision == Precision::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   // Column-major view: Y^T[out x N] = W^T^T[out x in] * X^T[in x N]; W's buffer is in x out.

@@ -6,6 +6,9 @@
 
 namespace cnnbench {
 
+// The CUDA data type cuBLASLt takes for a storage type.
+cudaDataType_t cuda_data_type(DType t);
+
 struct LinearSpec {
   std::string name;
   int batch = 1, in_features = 0, out_features = 0;

@@ -57,6 +57,21 @@ std::vector<float> download(const void* p, size_t count, DType t) {
   return from_storage(bytes, t);
 }
 
+void upload_nchw_as_nhwc(void* dst, const std::vector<float>& nchw, const Dims& d, DType t) {
+  if (int64_t(nchw.size()) != d.numel())
+    throw UserError("input has " + std::to_string(nchw.size()) + " values but " + d.str() +
+                    " needs " + std::to_string(d.numel()));
+  std::vector<float> nhwc(nchw.size());
+  for (int n = 0; n < d.n; ++n)
+    for (int c = 0; c < d.c; ++c)
+      for (int h = 0; h < d.h; ++h)
+        for (int w = 0; w < d.w; ++w)
+          nhwc[((size_t(n) * d.h + h) * d.w + w) * d.c + c] =
+              nchw[((size_t(n) * d.c + c) * d.h + h) * d.w + w];
+  const std::vector<uint8_t> bytes = to_storage(nhwc, t);
+  CNN_CHECK_CUDA(cudaMemcpy(dst, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+}
+
 double relative_l2(const std::vector<float>& got, const std::vector<float>& ref) {
   double num = 0, den = 0;
   for (size_t i = 0; i < got.size() && i < ref.size(); ++i) {

@@ -13,6 +13,9 @@ std::vector<uint8_t> to_storage(const std::vector<float>& v, DType t);
 std::vector<float> from_storage(const std::vector<uint8_t>& bytes, DType t);
 // A device buffer's values as host floats (synchronizes the device first).
 std::vector<float> download(const void* p, size_t count, DType t);
+// Uploads an NCHW host batch of dims d into the NHWC device buffer `dst` in type t; UserError
+// when the count does not match d.
+void upload_nchw_as_nhwc(void* dst, const std::vector<float>& nchw, const Dims& d, DType t);
 // ||got - ref|| / ||ref||, infinite where got holds a non-finite value.
 double relative_l2(const std::vector<float>& got, const std::vector<float>& ref);
 

@@ -572,20 +572,7 @@ std::vector<std::pair<size_t, double>> Model::graph_prefix_check(bool stop_at_fi
 }
 
 void Model::set_input(const std::vector<float>& nchw) {
-  const Dims d = input_dims_;
-  if (int64_t(nchw.size()) != d.numel())
-    throw UserError("input has " + std::to_string(nchw.size()) + " values but " + d.str() +
-                    " needs " + std::to_string(d.numel()));
-  std::vector<float> nhwc(nchw.size());
-  for (int n = 0; n < d.n; ++n)
-    for (int c = 0; c < d.c; ++c)
-      for (int h = 0; h < d.h; ++h)
-        for (int w = 0; w < d.w; ++w)
-          nhwc[((size_t(n) * d.h + h) * d.w + w) * d.c + c] =
-              nchw[((size_t(n) * d.c + c) * d.h + h) * d.w + w];
-  const std::vector<uint8_t> bytes = to_storage(nhwc, storage_type(opt_.precision));
-  CNN_CHECK_CUDA(
-      cudaMemcpy(arena_.ptr(input_buf_), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  upload_nchw_as_nhwc(arena_.ptr(input_buf_), nchw, input_dims_, storage_type(opt_.precision));
 }
 
 std::vector<float> Model::output() const {
