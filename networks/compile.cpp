@@ -102,7 +102,7 @@ class LrnOp : public Op {
   void* y_;
 };
 
-// Squeeze-excitation: pool, both 1x1 convs and the scale, in our two kernels.
+// Squeeze-excitation: pool, both 1x1 convs and the scale, in two or three kernels of ours.
 class SeOp : public Op {
  public:
   SeOp(const std::string& name, DType t, const SeSpec& s, const void* x, const float* w1,
@@ -113,7 +113,7 @@ class SeOp : public Op {
     out_bytes_ = size_t(s.x.numel()) * dtype_size(t);
     record_.op = "squeeze_excite";
     record_.shape = s.x.str() + " squeeze " + std::to_string(s.squeeze);
-    record_.engine = "cnnbench kernel";
+    record_.engine = "cnnbench kernels: " + se_kernels(s);
   }
   void run(cudaStream_t stream) override {
     launch_se(t_, x_, y_, w1_, b1_, w2_, b2_, s_, scratch_, stream);

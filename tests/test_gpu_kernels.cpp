@@ -69,8 +69,13 @@ TEST(GpuKernels, SqueezeExcitationMatchesReferenceRepeatedAndReplayed) {
     Dims x;
     int squeeze;
   };
-  // Small; many blocks per image (56x56x96: 37 chunks); B7's widest (3840 channels, squeeze 160).
-  const Case cases[] = {{{3, 40, 9, 11}, 5}, {{2, 96, 56, 56}, 4}, {{2, 3840, 5, 5}, 160}};
+  // Small; many pixel ranges per image; B7's widest (3840 channels, squeeze 160: fc1 in its own
+  // kernel); batch 1 at a large size (one channel slice, 264 pixel ranges); B0's last (fc1 in the
+  // pool's last block, 18 slices, the last one partial); 36 channels (fp16 and bf16 without
+  // 16-byte loads); B5's stage 7 at batch 4 (fc1 apart, slices of 1824 channels).
+  const Case cases[] = {{{3, 40, 9, 11}, 5},     {{2, 96, 56, 56}, 4},  {{2, 3840, 5, 5}, 160},
+                        {{1, 64, 150, 150}, 16}, {{1, 1152, 7, 7}, 48}, {{1, 36, 7, 7}, 9},
+                        {{4, 1824, 15, 15}, 76}};
   for (Precision p : kAll)
     for (const Case& c : cases) {
       const DType t = storage_type(p);
@@ -119,6 +124,12 @@ TEST(GpuKernels, SqueezeExcitationMatchesReferenceRepeatedAndReplayed) {
       cudaGraphExecDestroy(exec);
       cudaGraphDestroy(graph);
       cudaStreamDestroy(stream);
+      // In place (y aliasing x), as the model may run it.
+      DeviceBuffer dz(x, t);
+      launch_se(t, dz.get(), dz.get(), static_cast<const float*>(dw1.get()),
+                static_cast<const float*>(db1.get()), static_cast<const float*>(dw2.get()),
+                static_cast<const float*>(db2.get()), s, scratch, nullptr);
+      EXPECT_EQ(dz.download(), first) << "in place differs, C " << C;
       cudaFree(scratch);
     }
 }

@@ -55,3 +55,21 @@ TEST(KernelRefs, SqueezeExcitationGatesEachChannelByItsImage) {
   EXPECT_NEAR(g[0], 1.0 / (1.0 + std::exp(-h)), 1e-7);
   EXPECT_NEAR(g[1], 1.5, 1e-7);
 }
+
+TEST(KernelRefs, SqueezeExcitationPicksItsKernelsBySize) {
+  // fc1 runs in the pool's last block while its weights are small (B0's widest, 1152 x 48), in
+  // a kernel of its own beyond (B7's widest, 3840 x 160), at any batch.
+  SeSpec s;
+  s.x = {1, 1152, 7, 7};
+  s.squeeze = 48;
+  EXPECT_EQ(se_kernels(s), "pool+fc1 | fc2+scale");
+  s.x = {32, 3840, 19, 19};
+  s.squeeze = 160;
+  EXPECT_EQ(se_kernels(s), "pool | fc1 | fc2+scale");
+  // The scratch holds at least the pooled and hidden values and a counter per image, and grows
+  // with the batch.
+  const size_t b32 = se_scratch_bytes(s);
+  EXPECT_GE(b32, size_t(32) * (3840 + 160) * sizeof(float) + 32 * sizeof(unsigned));
+  s.x.n = 1;
+  EXPECT_LT(se_scratch_bytes(s), b32);
+}
