@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "harness/check.h"
 #include "kernels/convert.cuh"
@@ -11,7 +12,11 @@ namespace cnnbench {
 
 namespace {
 
-// Two or three kernels, each sized for batch 1 as much as for large batches:
+// Two variants, timed against each other per layer under autotune (tune_se):
+// one-block    se_pool_excite grid (at most 64, N): each block sums its rows per channel, one
+//              thread per channel; the last block of an image adds the slots and runs both 1x1
+//              convs; se_scale then scales. Few launches: what small layers want.
+// split        two or three kernels, each sized for batch 1 as much as for large batches:
 //   se_pool       grid (splits, N): each block sums one pixel range of one image per channel,
 //                 with 16-byte loads, into its own slot of `partial` (no float atomics: the order
 //                 is fixed, so results repeat bit for bit). The last block of an image to finish
@@ -73,18 +78,47 @@ SePlan plan_for(const SeSpec& s, size_t elem, bool aligned) {
   return p;
 }
 
+// Scratch: the per-image counters first, where both variants find them (each leaves them at
+// zero), then the variant's own floats.
+size_t up256(size_t b) {
+  return (b + 255) / 256 * 256;
+}
+size_t counters_bytes(const SeSpec& s) {
+  return up256(size_t(s.x.n) * sizeof(unsigned));
+}
+
 struct Layout {
-  size_t partial, pooled, hidden, counters, total;  // byte offsets into the scratch
+  size_t partial, pooled, hidden, total;  // byte offsets into the scratch
 };
 Layout layout(const SeSpec& s) {
   const size_t n = size_t(s.x.n), C = size_t(s.x.c), sq = size_t(s.squeeze);
-  auto up = [](size_t b) { return (b + 255) / 256 * 256; };
   Layout l;
-  l.partial = 0;
-  l.pooled = up(n * C * size_t(pool_splits(s, nullptr)) * sizeof(float));
-  l.hidden = l.pooled + up(n * C * sizeof(float));
-  l.counters = l.hidden + up(n * sq * sizeof(float));
-  l.total = l.counters + n * sizeof(unsigned);
+  l.partial = counters_bytes(s);
+  l.pooled = l.partial + up256(n * C * size_t(pool_splits(s, nullptr)) * sizeof(float));
+  l.hidden = l.pooled + up256(n * C * sizeof(float));
+  l.total = l.hidden + n * sq * sizeof(float);
+  return l;
+}
+
+// The one-block variant: at most kMaxChunks blocks per image pool about 8K elements each, and
+// the last one runs both 1x1 convs; a second kernel scales.
+constexpr int kMaxChunks = 64;
+int chunks_for(const SeSpec& s) {
+  const int64_t hw = int64_t(s.x.h) * s.x.w;
+  const int64_t per = hw * s.x.c;
+  int64_t chunks = (per + 8191) / 8192;
+  chunks = std::min<int64_t>(std::min<int64_t>(chunks, kMaxChunks), hw);
+  return int(std::max<int64_t>(chunks, 1));
+}
+struct OneBlockLayout {
+  size_t partial, scale, total;
+};
+OneBlockLayout one_block_layout(const SeSpec& s) {
+  const size_t nc = size_t(s.x.n) * s.x.c;
+  OneBlockLayout l;
+  l.partial = counters_bytes(s);
+  l.scale = l.partial + up256(nc * size_t(chunks_for(s)) * sizeof(float));
+  l.total = l.scale + nc * sizeof(float);
   return l;
 }
 
@@ -349,6 +383,90 @@ void allow_smem(const void* f, size_t bytes) {
         cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
+// One-block variant. Grid (chunks, N). Each block sums its rows of image n per channel into its
+// own slot of `partial`. The last block of an image to finish adds the slots in order, runs both
+// 1x1 convs in shared memory and writes the image's scale; then it resets the image's counter.
+template <typename T>
+__global__ void se_pool_excite(const T* x, int hw, int C, int squeeze, int chunks, const float* w1,
+                               const float* b1, const float* w2, const float* b2, float* partial,
+                               float* scale, unsigned* counters) {
+  extern __shared__ float smem[];  // C pooled values, then squeeze hidden values
+  __shared__ bool last;
+  const int n = blockIdx.y, chunk = blockIdx.x;
+  const int rows_per = (hw + chunks - 1) / chunks;
+  const int r0 = chunk * rows_per, r1 = min(hw, r0 + rows_per);
+  const T* img = x + int64_t(n) * hw * C;
+  float* slot = partial + (int64_t(n) * chunks + chunk) * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int r = r0; r < r1; ++r) acc += load_f(img, int64_t(r) * C + c);
+    slot[c] = acc;
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&counters[n], 1u) == unsigned(chunks - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  float* pooled = smem;
+  float* hidden = smem + C;
+  const float inv = 1.0f / float(hw);
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int k = 0; k < chunks; ++k) acc += __ldcg(partial + (int64_t(n) * chunks + k) * C + c);
+    pooled[c] = acc * inv;
+  }
+  __syncthreads();
+  // fc1 + SiLU: one warp per hidden unit, lanes across channels.
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  for (int j = warp; j < squeeze; j += warps) {
+    float acc = 0.0f;
+    for (int c = lane; c < C; c += 32) acc += w1[int64_t(j) * C + c] * pooled[c];
+    for (int o = 16; o > 0; o /= 2) acc += __shfl_down_sync(0xffffffffu, acc, o);
+    if (lane == 0) hidden[j] = silu_f(acc + b1[j]);
+  }
+  __syncthreads();
+  // fc2 + sigmoid: one thread per channel.
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float acc = b2[c];
+    for (int j = 0; j < squeeze; ++j) acc += w2[int64_t(c) * squeeze + j] * hidden[j];
+    scale[int64_t(n) * C + c] = 1.0f / (1.0f + expf(-acc));
+  }
+  if (threadIdx.x == 0) counters[n] = 0;
+}
+
+template <typename T>
+__global__ void se_scale(const T* x, T* y, const float* scale, int64_t total, int64_t per_image,
+                         int C) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t n = i / per_image;
+    const int c = int(i % C);
+    store_f(y, i, load_f(x, i) * scale[n * C + c]);
+  }
+}
+
+template <typename T>
+void se_one_block(const T* x, T* y, const float* w1, const float* b1, const float* w2,
+                  const float* b2, const SeSpec& s, void* scratch, cudaStream_t stream) {
+  const OneBlockLayout l = one_block_layout(s);
+  char* base = static_cast<char*>(scratch);
+  float* partial = reinterpret_cast<float*>(base + l.partial);
+  float* scale = reinterpret_cast<float*>(base + l.scale);
+  unsigned* counters = static_cast<unsigned*>(scratch);
+  const int hw = s.x.h * s.x.w, C = s.x.c, chunks = chunks_for(s);
+  const size_t smem = size_t(C + s.squeeze) * sizeof(float);
+  allow_smem(reinterpret_cast<const void*>(se_pool_excite<T>), smem);
+  se_pool_excite<T><<<dim3(chunks, s.x.n), kThreads, smem, stream>>>(
+      x, hw, C, s.squeeze, chunks, w1, b1, w2, b2, partial, scale, counters);
+  CNN_CHECK_LAUNCH();
+  const int64_t total = s.x.numel(), per_image = int64_t(hw) * C;
+  const int blocks =
+      int(std::max<int64_t>(1, std::min<int64_t>((total + kThreads - 1) / kThreads, 132 * 16)));
+  se_scale<T><<<blocks, kThreads, 0, stream>>>(x, y, scale, total, per_image, C);
+  CNN_CHECK_LAUNCH();
+}
+
 template <typename T, int V>
 void se_typed(const T* x, T* y, const float* w1, const float* b1, const float* w2, const float* b2,
               const SeSpec& s, const SePlan& p, void* scratch, cudaStream_t stream) {
@@ -357,7 +475,7 @@ void se_typed(const T* x, T* y, const float* w1, const float* b1, const float* w
   float* partial = reinterpret_cast<float*>(base + l.partial);
   float* pooled = reinterpret_cast<float*>(base + l.pooled);
   float* hidden = reinterpret_cast<float*>(base + l.hidden);
-  unsigned* counters = reinterpret_cast<unsigned*>(base + l.counters);
+  unsigned* counters = static_cast<unsigned*>(scratch);
   const SeArgs a{s.x.h * s.x.w, s.x.c, s.squeeze, p.splits, p.ppb, p.tx, p.ty};
   const size_t red = p.ty > 1 ? size_t(p.tx) * p.ty * V * sizeof(float) : 0;
   const size_t pool_smem = std::max(red, size_t(s.x.c) * sizeof(float));
@@ -392,27 +510,79 @@ bool aligned16(const void* p) {
 }  // namespace
 
 size_t se_scratch_bytes(const SeSpec& s) {
-  return layout(s).total;
+  return std::max(layout(s).total, one_block_layout(s).total);
 }
 
-std::string se_kernels(const SeSpec& s) {
+const char* se_variant_name(SeVariant v) {
+  return v == SeVariant::OneBlock ? "one-block" : "split";
+}
+
+std::string se_kernels(const SeSpec& s, SeVariant v) {
+  if (v == SeVariant::OneBlock) return "pool+excite | scale";
   const SePlan p = plan_for(s, 2, true);
   return p.fused_fc1 ? "pool+fc1 | fc2+scale" : "pool | fc1 | fc2+scale";
 }
 
+SeVariant se_heuristic(const SeSpec& s) {
+  const int64_t per_image = int64_t(s.x.h) * s.x.w * s.x.c;
+  return per_image >= (int64_t(1) << 20) || int64_t(s.squeeze) * s.x.c > kFusedFc1Floats
+             ? SeVariant::Split
+             : SeVariant::OneBlock;
+}
+
 void launch_se(DType t, const void* x, void* y, const float* w1, const float* b1, const float* w2,
-               const float* b2, const SeSpec& s, void* scratch, cudaStream_t stream) {
+               const float* b2, const SeSpec& s, SeVariant v, void* scratch, cudaStream_t stream) {
   const bool aligned = aligned16(x) && aligned16(y);
   CNN_DISPATCH_DTYPE(t, {
-    const SePlan p = plan_for(s, sizeof(T), aligned);
     const T* xt = static_cast<const T*>(x);
     T* yt = static_cast<T*>(y);
-    constexpr int kVec = int(16 / sizeof(T));
-    if (p.v == kVec)
-      se_typed<T, kVec>(xt, yt, w1, b1, w2, b2, s, p, scratch, stream);
-    else
-      se_typed<T, 1>(xt, yt, w1, b1, w2, b2, s, p, scratch, stream);
+    if (v == SeVariant::OneBlock) {
+      se_one_block<T>(xt, yt, w1, b1, w2, b2, s, scratch, stream);
+    } else {
+      const SePlan p = plan_for(s, sizeof(T), aligned);
+      constexpr int kVec = int(16 / sizeof(T));
+      if (p.v == kVec)
+        se_typed<T, kVec>(xt, yt, w1, b1, w2, b2, s, p, scratch, stream);
+      else
+        se_typed<T, 1>(xt, yt, w1, b1, w2, b2, s, p, scratch, stream);
+    }
   });
+}
+
+SeVariant tune_se(DType t, const void* x, void* y, const float* w1, const float* b1,
+                  const float* w2, const float* b2, const SeSpec& s, void* scratch,
+                  cudaStream_t stream, double us[2]) {
+  // Each variant captured kRuns times into one CUDA graph, as the benchmark replays it, and the
+  // graph replayed kReplays times after a warm-up: the median replay over kRuns.
+  constexpr int kRuns = 20, kReplays = 5;
+  const SeVariant vs[2] = {SeVariant::OneBlock, SeVariant::Split};
+  cudaEvent_t start, stop;
+  CNN_CHECK_CUDA(cudaEventCreate(&start));
+  CNN_CHECK_CUDA(cudaEventCreate(&stop));
+  for (int i = 0; i < 2; ++i) {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CNN_CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    for (int r = 0; r < kRuns; ++r) launch_se(t, x, y, w1, b1, w2, b2, s, vs[i], scratch, stream);
+    CNN_CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+    CNN_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    CNN_CHECK_CUDA(cudaGraphLaunch(exec, stream));
+    std::vector<float> ms(kReplays);
+    for (float& m : ms) {
+      CNN_CHECK_CUDA(cudaEventRecord(start, stream));
+      CNN_CHECK_CUDA(cudaGraphLaunch(exec, stream));
+      CNN_CHECK_CUDA(cudaEventRecord(stop, stream));
+      CNN_CHECK_CUDA(cudaEventSynchronize(stop));
+      CNN_CHECK_CUDA(cudaEventElapsedTime(&m, start, stop));
+    }
+    CNN_CHECK_CUDA(cudaGraphExecDestroy(exec));
+    CNN_CHECK_CUDA(cudaGraphDestroy(graph));
+    std::sort(ms.begin(), ms.end());
+    us[i] = ms[kReplays / 2] * 1000.0 / kRuns;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return us[0] <= us[1] ? vs[0] : vs[1];
 }
 
 std::vector<double> se_reference(const std::vector<float>& x, const std::vector<float>& w1,

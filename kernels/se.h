@@ -3,12 +3,17 @@
 //   y[n, h, w, c] = x[n, h, w, c] * s[n, c]
 // W1 is [squeeze, C], W2 is [C, squeeze] (torchvision's fc1 / fc2 1x1 convs), float32 on the
 // device, like b1 [squeeze] and b2 [C]. x and y are NHWC in the storage type; y may alias x.
-// Two or three kernels: the pooling pass, many blocks per image each summing a pixel range into
-// its own slot (no float atomics, so results repeat bit for bit), whose last block per image adds
-// the slots in order and, where fc1 is small, runs fc1; fc1 over many blocks where it is large;
-// and the scale, each block computing its channel slice's gates (fc2) before scaling its pixels.
-// Scratch is float and holds the partial sums, the pooled and hidden values and the per-image
-// counters; the kernels leave the counters at zero, so CUDA-graph replays need no reset.
+// Two variants of our own kernels, both deterministic (no float atomics: partial sums are added
+// in a fixed order) and both capturable:
+//   one-block  two kernels: a pooling pass of at most 64 blocks per image whose last block runs
+//              both 1x1 convs, then the scale. Few launches, for small layers;
+//   split      two or three: a many-block pooling pass (16-byte loads) whose last block adds the
+//              slots and, where fc1 is small, runs fc1; fc1 over many blocks where it is large;
+//              and the scale, each block computing its channel slice's gates (fc2) first. For
+//              large layers and large batches.
+// Scratch is float and holds the partial sums, the pooled / hidden / gate values and the
+// per-image counters (shared by both variants); the kernels leave the counters at zero, so
+// CUDA-graph replays need no reset.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,12 +31,24 @@ struct SeSpec {
   int squeeze = 1;
 };
 
-// Bytes of scratch launch_se needs (zero-initialised once by the caller before the first run).
+enum class SeVariant { OneBlock, Split };
+const char* se_variant_name(SeVariant v);  // "one-block", "split"
+
+// Bytes of scratch launch_se needs for either variant (zero-initialised once by the caller
+// before the first run).
 size_t se_scratch_bytes(const SeSpec& s);
 void launch_se(DType t, const void* x, void* y, const float* w1, const float* b1, const float* w2,
-               const float* b2, const SeSpec& s, void* scratch, cudaStream_t stream);
-// The kernels launch_se runs for s, as the layer table shows them ("pool+fc1 | fc2+scale").
-std::string se_kernels(const SeSpec& s);
+               const float* b2, const SeSpec& s, SeVariant v, void* scratch, cudaStream_t stream);
+// The kernels variant v runs for s, as the layer table shows them ("pool+fc1 | fc2+scale").
+std::string se_kernels(const SeSpec& s, SeVariant v);
+// The variant chosen without timing: split for large images (a million elements) or a large fc1.
+SeVariant se_heuristic(const SeSpec& s);
+// Times both variants on these buffers (y is overwritten; x too where y aliases it), each as a
+// CUDA graph of 20 runs replayed five times, and returns the faster; us[] gets the one-block and
+// split times per run in microseconds. Not callable while `stream` is being captured.
+SeVariant tune_se(DType t, const void* x, void* y, const float* w1, const float* b1,
+                  const float* w2, const float* b2, const SeSpec& s, void* scratch,
+                  cudaStream_t stream, double us[2]);
 // The same in double on the host, NHWC, for references.
 std::vector<double> se_reference(const std::vector<float>& x, const std::vector<float>& w1,
                                  const std::vector<float>& b1, const std::vector<float>& w2,

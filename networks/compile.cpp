@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -102,7 +103,9 @@ class LrnOp : public Op {
   void* y_;
 };
 
-// Squeeze-excitation: pool, both 1x1 convs and the scale, in two or three kernels of ours.
+// Squeeze-excitation: pool, both 1x1 convs and the scale, in our kernels. Of the two variants
+// (kernels/se.h), autotune times both as graph replays on the layer's own buffers and keeps the
+// faster; heuristics pick by size.
 class SeOp : public Op {
  public:
   SeOp(const std::string& name, DType t, const SeSpec& s, const void* x, const float* w1,
@@ -113,10 +116,25 @@ class SeOp : public Op {
     out_bytes_ = size_t(s.x.numel()) * dtype_size(t);
     record_.op = "squeeze_excite";
     record_.shape = s.x.str() + " squeeze " + std::to_string(s.squeeze);
-    record_.engine = "cnnbench kernels: " + se_kernels(s);
+    set_variant(se_heuristic(s));
+  }
+  void prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) override {
+    (void)top_k, (void)scratch;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (mode == EngineMode::Autotune) {
+      double us[2] = {0, 0};
+      set_variant(tune_se(t_, x_, y_, w1_, b1_, w2_, b2_, s_, scratch_, ctx.stream, us));
+      record_.tuned_us = variant_ == SeVariant::OneBlock ? us[0] : us[1];
+      record_.candidates = 2;
+      char notes[96];
+      std::snprintf(notes, sizeof notes, "one-block %.1f us, split %.1f us", us[0], us[1]);
+      record_.engine_notes = notes;
+    }
+    record_.build_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   void run(cudaStream_t stream) override {
-    launch_se(t_, x_, y_, w1_, b1_, w2_, b2_, s_, scratch_, stream);
+    launch_se(t_, x_, y_, w1_, b1_, w2_, b2_, s_, variant_, scratch_, stream);
   }
 
  private:
@@ -126,6 +144,11 @@ class SeOp : public Op {
   const float *w1_, *b1_, *w2_, *b2_;
   void* scratch_;
   void* y_;
+  SeVariant variant_ = SeVariant::Split;
+  void set_variant(SeVariant v) {
+    variant_ = v;
+    record_.engine = std::string("cnnbench ") + se_variant_name(v) + ": " + se_kernels(s_, v);
+  }
 };
 
 // A concat's inputs that their producers could not write in place, copied into their slices.

@@ -96,40 +96,64 @@ TEST(GpuKernels, SqueezeExcitationMatchesReferenceRepeatedAndReplayed) {
       void* scratch = nullptr;
       CNN_CHECK_CUDA(cudaMalloc(&scratch, se_scratch_bytes(s)));
       CNN_CHECK_CUDA(cudaMemset(scratch, 0, se_scratch_bytes(s)));
-      auto run = [&](cudaStream_t st) {
-        launch_se(t, dx.get(), dy.get(), static_cast<const float*>(dw1.get()),
-                  static_cast<const float*>(db1.get()), static_cast<const float*>(dw2.get()),
-                  static_cast<const float*>(db2.get()), s, scratch, st);
-      };
-      run(nullptr);
-      const std::vector<float> first = dy.download();
-      EXPECT_LT(rel_l2(first, ref), tolerance(p)) << precision_name(p) << " C " << C;
-      dy.poison();
-      run(nullptr);
-      EXPECT_EQ(dy.download(), first) << "a second run differs: counters not reset";
-      cudaStream_t stream;
-      CNN_CHECK_CUDA(cudaStreamCreate(&stream));
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
-      CNN_CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      run(stream);
-      CNN_CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
-      CNN_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-      for (int i = 0; i < 2; ++i) {
+      // Both variants, one after the other on the same scratch (as autotune runs them), each
+      // against the reference, repeated, replayed and in place.
+      for (SeVariant v : {SeVariant::OneBlock, SeVariant::Split, SeVariant::OneBlock}) {
+        const std::string what =
+            std::string(precision_name(p)) + " C " + std::to_string(C) + " " + se_variant_name(v);
+        auto run = [&](cudaStream_t st) {
+          launch_se(t, dx.get(), dy.get(), static_cast<const float*>(dw1.get()),
+                    static_cast<const float*>(db1.get()), static_cast<const float*>(dw2.get()),
+                    static_cast<const float*>(db2.get()), s, v, scratch, st);
+        };
+        run(nullptr);
+        const std::vector<float> first = dy.download();
+        EXPECT_LT(rel_l2(first, ref), tolerance(p)) << what;
         dy.poison();
-        CNN_CHECK_CUDA(cudaGraphLaunch(exec, stream));
+        run(nullptr);
+        EXPECT_EQ(dy.download(), first) << "a second run differs: counters not reset, " << what;
+        cudaStream_t stream;
+        CNN_CHECK_CUDA(cudaStreamCreate(&stream));
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CNN_CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        run(stream);
+        CNN_CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+        CNN_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+        for (int i = 0; i < 2; ++i) {
+          dy.poison();
+          CNN_CHECK_CUDA(cudaGraphLaunch(exec, stream));
+          CNN_CHECK_CUDA(cudaStreamSynchronize(stream));
+          EXPECT_EQ(dy.download(), first) << "graph replay " << i << " differs, " << what;
+        }
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        // In place (y aliasing x), as the model may run it.
+        DeviceBuffer dz(x, t);
+        launch_se(t, dz.get(), dz.get(), static_cast<const float*>(dw1.get()),
+                  static_cast<const float*>(db1.get()), static_cast<const float*>(dw2.get()),
+                  static_cast<const float*>(db2.get()), s, v, scratch, stream);
         CNN_CHECK_CUDA(cudaStreamSynchronize(stream));
-        EXPECT_EQ(dy.download(), first) << "graph replay " << i << " differs";
+        EXPECT_EQ(dz.download(), first) << "in place differs, " << what;
+        cudaStreamDestroy(stream);
       }
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      cudaStreamDestroy(stream);
-      // In place (y aliasing x), as the model may run it.
-      DeviceBuffer dz(x, t);
-      launch_se(t, dz.get(), dz.get(), static_cast<const float*>(dw1.get()),
+      // Autotune's timing: both variants timed, the faster returned, and the scratch's counters
+      // left at zero (a run after it still matches).
+      double us[2] = {-1, -1};
+      const SeVariant best =
+          tune_se(t, dx.get(), dy.get(), static_cast<const float*>(dw1.get()),
+                  static_cast<const float*>(db1.get()), static_cast<const float*>(dw2.get()),
+                  static_cast<const float*>(db2.get()), s, scratch, nullptr, us);
+      EXPECT_GT(us[0], 0.0);
+      EXPECT_GT(us[1], 0.0);
+      EXPECT_EQ(best, us[0] <= us[1] ? SeVariant::OneBlock : SeVariant::Split);
+      if (p == Precision::FP16)
+        std::printf("  se %s squeeze %d: one-block %.1f us, split %.1f us (%s)\n",
+                    c.x.str().c_str(), sq, us[0], us[1], se_kernels(s, SeVariant::Split).c_str());
+      launch_se(t, dx.get(), dy.get(), static_cast<const float*>(dw1.get()),
                 static_cast<const float*>(db1.get()), static_cast<const float*>(dw2.get()),
-                static_cast<const float*>(db2.get()), s, scratch, nullptr);
-      EXPECT_EQ(dz.download(), first) << "in place differs, C " << C;
+                static_cast<const float*>(db2.get()), s, best, scratch, nullptr);
+      EXPECT_LT(rel_l2(dy.download(), ref), tolerance(p)) << "after tune_se";
       cudaFree(scratch);
     }
 }

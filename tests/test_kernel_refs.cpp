@@ -62,14 +62,21 @@ TEST(KernelRefs, SqueezeExcitationPicksItsKernelsBySize) {
   SeSpec s;
   s.x = {1, 1152, 7, 7};
   s.squeeze = 48;
-  EXPECT_EQ(se_kernels(s), "pool+fc1 | fc2+scale");
+  EXPECT_EQ(se_kernels(s, SeVariant::Split), "pool+fc1 | fc2+scale");
+  EXPECT_EQ(se_kernels(s, SeVariant::OneBlock), "pool+excite | scale");
+  EXPECT_EQ(se_heuristic(s), SeVariant::OneBlock);
   s.x = {32, 3840, 19, 19};
   s.squeeze = 160;
-  EXPECT_EQ(se_kernels(s), "pool | fc1 | fc2+scale");
+  EXPECT_EQ(se_kernels(s, SeVariant::Split), "pool | fc1 | fc2+scale");
+  EXPECT_EQ(se_heuristic(s), SeVariant::Split);
   // The scratch holds at least the pooled and hidden values and a counter per image, and grows
   // with the batch.
   const size_t b32 = se_scratch_bytes(s);
   EXPECT_GE(b32, size_t(32) * (3840 + 160) * sizeof(float) + 32 * sizeof(unsigned));
   s.x.n = 1;
   EXPECT_LT(se_scratch_bytes(s), b32);
+  // A large image goes to the split variant under heuristics, whatever its fc1.
+  s.x = {1, 64, 300, 300};
+  s.squeeze = 16;
+  EXPECT_EQ(se_heuristic(s), SeVariant::Split);
 }
