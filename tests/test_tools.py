@@ -1073,6 +1073,16 @@ class ZooTableTest(TempFiles):
         self.assertIn("| efficientnet_b7 | 8 | – | – | – | FAIL: not measured (nor PyTorch) |",
                       out)
 
+    def test_a_ratio_across_calls_names_both_folders(self):
+        os.makedirs(os.path.join(self.dir, "call2", "e"))
+        a = self.gb([gb_entry("vgg16", "fp16", "graph", 1, 4000.0)], "a.json")
+        pa = self.pt([pt_row("fp16cl_graph", 1, 2000.0, model="vgg16")],
+                     os.path.join("call2", "e", "pa.json"))
+        rc, out = self.run_table("--pair", a, pa, "--batches", "1")
+        self.assertEqual(rc, 0)
+        here = "/".join(os.path.normpath(self.dir).split(os.sep)[-2:])
+        self.assertIn(f"| vgg16 | 1 | 4,000 | 2,000 | 2.00x | ok | {here}; PyTorch call2/e |", out)
+
     def test_unreadable_input_is_exit_2(self):
         rc, _ = self.run_table("--pair", os.path.join(self.dir, "none.json"),
                                os.path.join(self.dir, "none2.json"))

@@ -9,7 +9,9 @@ Each --pair is one cnnbench Google Benchmark JSON and the tools/pytorch_baseline
 same call; every network the cnnbench file holds is read from it with the PyTorch rows of that
 same file (so a ratio never mixes calls). A network in several pairs gets its batches merged, a
 later pair's measurement replacing an earlier one's and an error never replacing a measurement.
-The ratio column is checked as in compare_pytorch.py --check (>= 1 at every batch, >= the
+The last column names where each row was measured: the cnnbench file's folder (its last two
+parts, e.g. call10/e) and, where the PyTorch file lies elsewhere (another call), that folder too,
+so a ratio taken across calls shows as one. The ratio column is checked as in compare_pytorch.py --check (>= 1 at every batch, >= the
 --batch1-ratio at batch 1); the status column says where it fails. Every network gets a row for
 each of --batches (default 1,8,32,128,256), measured or not, so a gap shows as a failure. Only
 networks torchvision does not define (NO_PEER: MXNet's inception_bn and alexnet_lrn) pass without
@@ -23,6 +25,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_pytorch as cp  # noqa: E402
 
 NO_PEER = {"inception_bn", "alexnet_lrn"}  # no torchvision model to time beside them
+
+
+def folder(path):
+    """The last two parts of the folder holding path: "call10/e"."""
+    parts = os.path.normpath(os.path.dirname(os.path.abspath(path))).split(os.sep)
+    return "/".join(p for p in parts[-2:] if p)
+
+
+def measured_in(cb_path, pt_path):
+    same = os.path.dirname(os.path.abspath(cb_path)) == os.path.dirname(os.path.abspath(pt_path))
+    return folder(cb_path) if same else f"{folder(cb_path)}; PyTorch {folder(pt_path)}"
 
 
 def main(argv=None):
@@ -50,25 +63,26 @@ def main(argv=None):
                 if net not in order:
                     order.append(net)
                 rows = table.setdefault(net, {})
+                where = measured_in(cb_path, pt_path)
                 for (n, p, mode, b), c in cells.items():
                     if n != net or p != args.precision or mode != "graph":
                         continue
                     old = rows.get(b)
                     if old and old[0] is not None and old[0].ok and not c.ok:
                         continue
-                    rows[b] = (c, pt.get(("graph", b)))
+                    rows[b] = (c, pt.get(("graph", b)), where)
                 for (mode, b), c in pt.items():  # PyTorch measured it, cnnbench did not
                     if mode == "graph" and b not in rows:
-                        rows[b] = (None, c)
+                        rows[b] = (None, c, "PyTorch " + folder(pt_path))
         except (OSError, ValueError, KeyError) as e:
             print(f"zoo_table: cannot read {cb_path} / {pt_path}: {e}", file=sys.stderr)
             return 2
-    lines = ["| network | batch | cnnbench img/s | PyTorch graph img/s | ratio | status |",
-             "|---|---:|---:|---:|---:|---|"]
+    lines = ["| network | batch | cnnbench img/s | PyTorch graph img/s | ratio | status | measured in |",
+             "|---|---:|---:|---:|---:|---|---|"]
     failed = False
     for net in order:
         for b in sorted(set(table[net]) | set(expected)):
-            cb, pt = table[net].get(b, (None, None))
+            cb, pt, where = table[net].get(b, (None, None, ""))
             ratio = cb.img_s / pt.img_s if cb and pt and cb.ok and pt.ok else None
             need = args.batch1_ratio if b == 1 else 1.0
             measured = cb is not None and cb.ok
@@ -86,7 +100,7 @@ def main(argv=None):
                 status = "ok"
             failed |= status.startswith("FAIL")
             lines.append(f"| {net} | {b} | {cp.fmt_cell(cb, False)} | {cp.fmt_cell(pt, False)} | "
-                         f"{f'{ratio:.2f}x' if ratio else '–'} | {status} |")
+                         f"{f'{ratio:.2f}x' if ratio else '–'} | {status} | {where} |")
     text = "\n".join(lines) + "\n"
     if args.out_md:
         with open(args.out_md, "w") as f:

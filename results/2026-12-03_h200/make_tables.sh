@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rebuilds this folder's tables from the JSON files the two device calls wrote.
+# Rebuilds this folder's tables from the JSON files the device calls wrote.
 set -u
 cd "$(dirname "$0")/../.."
 R=results/2026-12-03_h200
@@ -17,7 +17,14 @@ python3 tools/zoo_table.py $(pair call1 alexnet) $(pair $v alexnet_lrn) $(pair c
   $(pair call4/u efficientnet_b0 ../peer/zoo_pytorch) $(pair $e efficientnet_b1) \
   $(pair $e efficientnet_b2) $(pair $e efficientnet_b3) $(pair call2 efficientnet_b4) \
   $(pair call4/e efficientnet_b4 ../peer/zoo_pytorch) $(pair call4/u efficientnet_b4 ../peer/zoo_pytorch) \
-  $(pair $e efficientnet_b5) $(pair $e efficientnet_b6) $(pair $e efficientnet_b7) \
+  $(pair $e efficientnet_b5) $(pair $e efficientnet_b6 ../../call9/pp/zoo_pytorch) \
+  $(pair $e efficientnet_b7 ../../call9/pp/zoo_pytorch) \
+  $(pair call8/e efficientnet_b2 ../../call6/e/zoo_pytorch) $(pair call8/e efficientnet_b5 ../../call6/e/zoo_pytorch) \
+  $(pair call8/e efficientnet_b6 ../../call9/pp/zoo_pytorch) $(pair call8/f efficientnet_b7 ../../call9/pp/zoo_pytorch) \
+  $(pair call9/f efficientnet_b7 ../pp/zoo_pytorch) \
+  $(for n in 0 1 2 3 4 5 6 7; do pair call10/e efficientnet_b$n ../pe/zoo_pytorch; done) \
+  $(pair call11/l efficientnet_b0 ../../call4/peer/zoo_pytorch) $(pair call11/l efficientnet_b4 ../../call4/peer/zoo_pytorch) \
+  $(pair call11/l efficientnet_b7 ../../call9/pp/zoo_pytorch) \
   --out-md $R/zoo_fp16_vs_pytorch_graph.md
 python3 tools/crosscheck_table.py $R/call5/c/crosscheck_*.json --out-md $R/crosscheck_fp32_fp16.md
 for c in call1 call2; do
@@ -36,4 +43,4 @@ python3 tools/seed_table.py --cnnbench $S/call1/zoo_alexnet.json --cnnbench $S/c
   --cnnbench $S/call2/zoo_resnet50.json --cnnbench $S/call3/s/cnnbench.json \
   --cnnbench $S/call7/s/cnnbench.json \
   --cnnbench $S/call2/zoo_resnet152.json --cnnbench $S/call4/r/zoo_resnet152.json \
-  --cnnbench $S/call5/v/zoo_alexnet_lrn.json --cnnbench $S/call9/m/cnnbench.json --batches 1,2,4,8,16,32 --readme README.md
+  --cnnbench $S/call5/v/zoo_alexnet_lrn.json --cnnbench $S/call9/m/cnnbench.json --cnnbench $S/call11/m/cnnbench.json --batches 1,2,4,8,16,32 --readme README.md
