@@ -196,6 +196,29 @@ std::vector<float> SafetensorsFile::to_float(const std::string& name) const {
   return out;
 }
 
+std::vector<int64_t> SafetensorsFile::to_int64(const std::string& name) const {
+  const SafetensorInfo& t = info(name);
+  const uint8_t* p = bytes_.data() + data_offset_ + t.begin;
+  const size_t n = static_cast<size_t>(t.numel());
+  std::vector<int64_t> out(n);
+  if (t.dtype == "I64") {
+    for (size_t i = 0; i < n; ++i) out[i] = int64_t(load_le<uint64_t>(p + 8 * i));
+  } else if (t.dtype == "I32") {
+    for (size_t i = 0; i < n; ++i) out[i] = int32_t(load_le<uint32_t>(p + 4 * i));
+  } else if (t.dtype == "I16") {
+    for (size_t i = 0; i < n; ++i) out[i] = int16_t(load_le<uint16_t>(p + 2 * i));
+  } else if (t.dtype == "I8") {
+    for (size_t i = 0; i < n; ++i) out[i] = int8_t(p[i]);
+  } else if (t.dtype == "U8") {
+    for (size_t i = 0; i < n; ++i) out[i] = p[i];
+  } else {
+    throw UserError("tensor '" + name + "' in safetensors file '" + source_ + "' has dtype " +
+                    t.dtype +
+                    ", which cannot be read as integers (accepted: I64, I32, I16, I8, U8).");
+  }
+  return out;
+}
+
 void save_safetensors(const std::string& path, const std::vector<SafetensorOut>& tensors,
                       const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();

@@ -38,6 +38,9 @@ class SafetensorsFile {
   // The tensor's values as float32, converted from F32, F16, BF16 or F64.
   // UserError if absent or of another dtype.
   std::vector<float> to_float(const std::string& name) const;
+  // The tensor's values as int64, from I64, I32, I16, I8 or U8 (class labels).
+  // UserError if absent or of another dtype.
+  std::vector<int64_t> to_int64(const std::string& name) const;
 
  private:
   std::string source_;

@@ -472,6 +472,19 @@ std::vector<float> TrainModel::gradient(const std::string& name) const {
   return download_param(it->second, it->second.grad);
 }
 
+std::vector<std::string> TrainModel::tensor_names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, p] : params_) out.push_back(name);
+  return out;
+}
+
+std::vector<std::string> TrainModel::trainable_names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, p] : params_)
+    if (p.grad >= 0) out.push_back(name);
+  return out;
+}
+
 std::vector<LayerRecord> TrainModel::layers() const {
   std::vector<LayerRecord> out;
   for (const auto& op : ops_) out.push_back(op->record());

@@ -64,6 +64,11 @@ class TrainModel {
   std::vector<float> parameter(const std::string& name) const;
   std::vector<float> gradient(const std::string& name) const;
 
+  // The names parameter() takes (trainable parameters and BatchNorm running statistics), and
+  // those gradient() takes, each sorted.
+  std::vector<std::string> tensor_names() const;
+  std::vector<std::string> trainable_names() const;
+
   const Dims& input_dims() const { return input_dims_; }
   int classes() const { return classes_; }
   const TrainPlan& plan() const { return plan_; }

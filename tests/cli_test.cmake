@@ -31,6 +31,13 @@ expect_failure("config num_classes 0" "num_classes" ${BENCH} --config=${CMAKE_CU
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/train_lr.yaml "benchmarks:\n  - network: resnet50\n    precisions: [fp16]\n    batches: [1]\n    modes: [train]\n    optimizer: sgd\n    lr: 0\n")
 expect_failure("config train lr 0" "'lr' is '0', but it must be a number > 0" ${BENCH} --config=${CMAKE_CURRENT_BINARY_DIR}/train_lr.yaml)
 expect_failure("infer tiny input" "too small for inception_v3" ${INFER} --network=inception-v3 --input_size=64 --output=x.safetensors)
+set(T_FILES --input=x.safetensors --labels=y.safetensors --output=o.safetensors --report=r.json)
+expect_failure("train_step missing flag" "--weights is required" ${TRAIN} --network=resnet50 ${T_FILES})
+expect_failure("train_step unknown network" "unknown network 'resnet51'" ${TRAIN} --network=resnet51 --weights=w.safetensors ${T_FILES})
+expect_failure("train_step adam" "only sgd is built so far, not 'adam'" ${TRAIN} --network=resnet50 --weights=w.safetensors ${T_FILES} --optimizer=adam)
+expect_failure("train_step bad lr" "--lr must be a number, not 'fast'" ${TRAIN} --network=resnet50 --weights=w.safetensors ${T_FILES} --lr=fast)
+expect_failure("train_step fp16" "training runs fp32 or tf32 so far" ${TRAIN} --network=resnet50 --weights=w.safetensors ${T_FILES} --precision=fp16)
+expect_failure("train_step missing weights" "missing.safetensors" ${TRAIN} --network=resnet50 --weights=missing.safetensors ${T_FILES})
 
 # --list needs no GPU: every network with its parameter count.
 execute_process(COMMAND ${BENCH} --list RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

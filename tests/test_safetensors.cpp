@@ -254,5 +254,31 @@ TEST(Safetensors, SaveErrors) {
   }
 }
 
+TEST(Safetensors, ReadsIntegerLabelsAndRefusesFloatsAsIntegers) {
+  // labels I64 [3] = (7, -1, 199), small I32 [2] = (5, 6), and x F32 [1].
+  std::vector<uint8_t> data;
+  for (int64_t v : {int64_t(7), int64_t(-1), int64_t(199)})
+    for (int i = 0; i < 8; ++i) data.push_back(uint8_t(uint64_t(v) >> (8 * i)));
+  for (int32_t v : {5, 6})
+    for (int i = 0; i < 4; ++i) data.push_back(uint8_t(uint32_t(v) >> (8 * i)));
+  const float one = 1.0f;
+  uint8_t fb[4];
+  std::memcpy(fb, &one, 4);
+  data.insert(data.end(), fb, fb + 4);
+  const std::string header = R"({"labels":{"dtype":"I64","shape":[3],"data_offsets":[0,24]},)"
+                             R"("small":{"dtype":"I32","shape":[2],"data_offsets":[24,32]},)"
+                             R"("x":{"dtype":"F32","shape":[1],"data_offsets":[32,36]}})";
+  const SafetensorsFile f = SafetensorsFile::parse(image(header, data), "labels.safetensors");
+  EXPECT_EQ(f.to_int64("labels"), (std::vector<int64_t>{7, -1, 199}));
+  EXPECT_EQ(f.to_int64("small"), (std::vector<int64_t>{5, 6}));
+  try {
+    f.to_int64("x");
+    FAIL() << "F32 read as integers";
+  } catch (const UserError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cannot be read as integers"));
+    EXPECT_THAT(e.what(), HasSubstr("'x'"));
+  }
+}
+
 }  // namespace
 }  // namespace cnnbench

@@ -14,6 +14,9 @@
 #               EfficientNet-B0 and B4 (relative L2 below 1e-4), batch 2
 #   zoo_sweep   configs/zoo_speed.yaml: fp16 at batch 1, 8, 32, 128, 256, one process per network of
 #               ZOO_NETS (ZOO_NET_TIMEOUT each; ZOO_BATCHES a regex; ZOO_BIN, ZOO_ARGS)
+#   train_cross one SGD step of ResNet-50 (batch 8, fp32) by cnnbench_train_step against PyTorch's
+#               on the same weights and batch: loss, gradient norms, updated weights
+#               (tools/train_step_crosscheck.py; TRAIN_CROSS_TIMEOUT, 200 s)
 #   edges_ab    ResNet-50 fp16 at batch 1, 8, 64, 256 with --graph_edges=captured and =full
 #   zoo_peer    PyTorch's CUDA-graph replay, fp16 channels_last, the torchvision nets of ZOO_NETS
 #   checks      correctness only, in parallel processes sharing the GPU (no timing): the zoo's
@@ -122,6 +125,11 @@ for step in ${*:-sweep peer tests crosscheck}; do
         grep -E "Failure|Which is|differs|^\[  FAILED  \].*\(" "$f" | cut -c1-200 | head -8
       done
       [ -f "$OUT/diagnose.log" ] && grep -vE "^\s*$" "$OUT/diagnose.log" | cut -c1-200 | head -60 ;;
+    train_cross)
+      timeout "$(lim ${TRAIN_CROSS_TIMEOUT:-200})" python3 tools/train_step_crosscheck.py \
+        --binary $B/cnnbench_train_step --network resnet50 --batch 8 --workdir /tmp/train_cross \
+        --out "$OUT/train_cross.json" >"$OUT/train_cross.log" 2>&1
+      echo "train_cross rc=$?"; tail -30 "$OUT/train_cross.log" | cut -c1-200 ;;
     edges_ab)
       # ResNet-50 fp16 with the graph's programmatic edges as captured, then all made full.
       for e in captured full; do

@@ -1,0 +1,195 @@
+// cnnbench_train_step: one training step of a network on given weights and batch, for the
+// cross-check against PyTorch (tools/train_step_crosscheck.py defines the contract). In: a
+// torchvision-named state_dict (.safetensors), "input" float32 [N, 3, S, S] (NCHW) and "labels"
+// integers [N]. Out: the state_dict after the step (parameters after the optimizer, BatchNorm
+// running statistics after the forward) as F32, and a JSON report with the step's loss (before
+// the update) and the L2 norm of every trainable parameter's gradient (before weight decay).
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/check.h"
+#include "harness/safetensors.h"
+#include "harness/session.h"
+#include "networks/registry.h"
+#include "networks/train_model.h"
+#include "networks/weights.h"
+
+namespace cnnbench {
+namespace {
+
+const char* kUsage =
+    R"(usage: cnnbench_train_step --network=NAME --weights=FILE --input=FILE --labels=FILE
+                           --output=FILE --report=FILE [--batch=N] [--input_size=N]
+                           [--num_classes=N] [--precision=fp32|tf32] [--optimizer=sgd]
+                           [--lr=X] [--momentum=X] [--weight_decay=X] [--engine=heuristic|autotune]
+                           [--steps=N]
+  One training step (or --steps of them on the same batch; the report's loss is the first
+  step's): the forward with BatchNorm in training mode, softmax cross-entropy (mean over the
+  batch), the backward, then SGD (torch.optim.SGD, no dampening or Nesterov) from a fresh state.
+  --output  the state_dict after the step(s), every floating-point tensor of --weights, F32
+  --report  JSON: {"loss": the first step's loss, "losses": [...], "grad_norms": {name: L2 norm
+            of dL/dp, the first step's}, "network", "precision", "batch", ...}
+)";
+
+double to_double(const std::string& s, const char* what) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(s, &used);
+    if (used == s.size() && std::isfinite(v)) return v;
+  } catch (const std::exception&) {
+  }
+  throw UserError(std::string("--") + what + " must be a number, not '" + s + "'");
+}
+
+long to_count(const std::string& s, const char* what) {
+  try {
+    size_t used = 0;
+    const long v = std::stol(s, &used);
+    if (used == s.size() && v >= 0) return v;
+  } catch (const std::exception&) {
+  }
+  throw UserError(std::string("--") + what + " must be a non-negative integer, not '" + s + "'");
+}
+
+int run(int argc, char** argv) {
+  std::string network, weights_path, input_path, labels_path, output_path, report_path,
+      batch_s = "0", size_s = "0", classes_s = "1000", precision = "fp32", optimizer = "sgd",
+      lr_s = "0.1", momentum_s = "0.9", wd_s = "0", engine = "heuristic", steps_s = "1";
+  for (int i = 1; i < argc; ++i) {
+    if (take_flag(i, argc, argv, "help", nullptr)) {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (take_flag(i, argc, argv, "network", &network) ||
+        take_flag(i, argc, argv, "weights", &weights_path) ||
+        take_flag(i, argc, argv, "input", &input_path) ||
+        take_flag(i, argc, argv, "labels", &labels_path) ||
+        take_flag(i, argc, argv, "output", &output_path) ||
+        take_flag(i, argc, argv, "report", &report_path) ||
+        take_flag(i, argc, argv, "batch", &batch_s) ||
+        take_flag(i, argc, argv, "input_size", &size_s) ||
+        take_flag(i, argc, argv, "num_classes", &classes_s) ||
+        take_flag(i, argc, argv, "precision", &precision) ||
+        take_flag(i, argc, argv, "optimizer", &optimizer) ||
+        take_flag(i, argc, argv, "lr", &lr_s) ||
+        take_flag(i, argc, argv, "momentum", &momentum_s) ||
+        take_flag(i, argc, argv, "weight_decay", &wd_s) ||
+        take_flag(i, argc, argv, "engine", &engine) || take_flag(i, argc, argv, "steps", &steps_s))
+      continue;
+    throw UserError(std::string("unknown flag '") + argv[i] + "' (see --help)");
+  }
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{"network", &network},
+                                    {"weights", &weights_path},
+                                    {"input", &input_path},
+                                    {"labels", &labels_path},
+                                    {"output", &output_path},
+                                    {"report", &report_path}})
+    if (value->empty()) throw UserError(std::string("--") + flag + " is required (see --help)");
+  network = find_network(network).name;
+  if (optimizer != "sgd")
+    throw UserError("--optimizer: only sgd is built so far, not '" + optimizer + "'");
+  TrainOptions opt;
+  opt.precision = parse_precision(precision);
+  if (opt.precision != Precision::FP32 && opt.precision != Precision::TF32)
+    throw UserError("--precision: training runs fp32 or tf32 so far, not '" + precision + "'");
+  opt.lr = to_double(lr_s, "lr");
+  opt.momentum = to_double(momentum_s, "momentum");
+  opt.weight_decay = to_double(wd_s, "weight_decay");
+  opt.engine = parse_engine_mode(engine);
+  const int steps = int(to_count(steps_s, "steps"));
+  if (steps < 1) throw UserError("--steps must be at least 1");
+
+  const Graph g = build_training_network(network, int(to_count(size_s, "input_size")),
+                                         int(to_count(classes_s, "num_classes")));
+  const HostWeights w = load_weights(g, weights_path);
+  const SafetensorsFile wf = SafetensorsFile::load(weights_path);
+
+  // The batch: its size from the input file unless --batch says it (then they must agree).
+  const SafetensorsFile xf = SafetensorsFile::load(input_path);
+  const Dims d = g.node(g.input_id()).out;
+  const std::vector<int64_t> xs = xf.info("input").shape;
+  if (xs.size() != 4 || xs[1] != d.c || xs[2] != d.h || xs[3] != d.w || xs[0] < 1)
+    throw UserError("input file " + input_path + ": tensor 'input' must have shape [N, " +
+                    std::to_string(d.c) + ", " + std::to_string(d.h) + ", " + std::to_string(d.w) +
+                    "] for " + network + " at this --input_size");
+  opt.batch = int(xs[0]);
+  const long batch_flag = to_count(batch_s, "batch");
+  if (batch_flag != 0 && batch_flag != opt.batch)
+    throw UserError("--batch=" + batch_s + " but input file " + input_path + " holds " +
+                    std::to_string(opt.batch) + " images");
+  const std::vector<float> x = xf.to_float("input");
+  const SafetensorsFile lf = SafetensorsFile::load(labels_path);
+  const std::vector<int64_t> labels64 = lf.to_int64("labels");
+  const int classes = g.node(g.output()).out.c;
+  if (int64_t(labels64.size()) != opt.batch)
+    throw UserError("labels file " + labels_path + ": 'labels' holds " +
+                    std::to_string(labels64.size()) + " labels for a batch of " +
+                    std::to_string(opt.batch));
+  std::vector<int> labels;
+  for (size_t i = 0; i < labels64.size(); ++i) {
+    if (labels64[i] < 0 || labels64[i] >= classes)
+      throw UserError("labels file " + labels_path + ": label " + std::to_string(i) + " is " +
+                      std::to_string(labels64[i]) + ", outside [0, " + std::to_string(classes) +
+                      ")");
+    labels.push_back(int(labels64[i]));
+  }
+
+  require_cuda_device();
+  GpuContext ctx;
+  TrainModel m(ctx, g, w, opt);
+  m.set_input(x);
+  m.set_labels(labels);
+  std::vector<double> losses;
+  nlohmann::ordered_json norms = nlohmann::ordered_json::object();
+  for (int s = 0; s < steps; ++s) {
+    m.step(ctx.stream);
+    losses.push_back(m.loss());  // synchronises
+    if (s == 0)
+      for (const std::string& name : m.trainable_names()) {
+        double sum = 0;
+        for (float v : m.gradient(name)) sum += double(v) * v;
+        norms[name] = std::sqrt(sum);
+      }
+  }
+  CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+
+  // Every floating-point tensor of the weights file, after the step(s), in its own shape.
+  std::vector<SafetensorOut> out;
+  for (const auto& [name, info] : wf.tensors()) {
+    if (name.size() >= 19 && name.compare(name.size() - 19, 19, "num_batches_tracked") == 0)
+      continue;  // an integer counter; the contract lets it be left out
+    out.push_back({name, info.shape, m.parameter(name)});
+  }
+  save_safetensors(output_path, out,
+                   {{"network", network}, {"precision", precision}, {"steps", steps_s}});
+  nlohmann::ordered_json report;
+  report["network"] = network;
+  report["precision"] = precision;
+  report["batch"] = opt.batch;
+  report["optimizer"] = optimizer;
+  report["lr"] = opt.lr;
+  report["momentum"] = opt.momentum;
+  report["weight_decay"] = opt.weight_decay;
+  report["steps"] = steps;
+  report["loss"] = losses.front();
+  report["losses"] = losses;
+  report["grad_norms"] = norms;
+  std::ofstream rf(report_path);
+  rf << report.dump(2) << "\n";
+  if (!rf) throw UserError("cannot write report file " + report_path);
+  std::fprintf(stderr, "cnnbench_train_step: %s %s batch %d: loss %.6f, %zu gradients, wrote %s\n",
+               network.c_str(), precision.c_str(), opt.batch, losses.front(), norms.size(),
+               output_path.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace cnnbench
+
+int main(int argc, char** argv) {
+  return cnnbench::run_main("cnnbench_train_step", cnnbench::run, argc, argv);
+}
