@@ -14,6 +14,7 @@
 #include "harness/check.h"
 #include "harness/config.h"
 #include "harness/session.h"
+#include "networks/train_model.h"
 
 namespace cnnbench {
 namespace {
@@ -42,7 +43,38 @@ struct Job {
   int input_size;
   int num_classes;
   bool graph;
-  bool train;  // mode train: not built yet, reported as such
+  bool train;              // mode train: one training step, captured whole in a CUDA graph
+  TrainSettings settings;  // where train
+};
+
+// A training step captured once in a CUDA graph on its own stream, replayed for timing.
+struct TrainPrepared {
+  std::string key;
+  std::unique_ptr<TrainModel> model;
+  cudaStream_t stream = nullptr;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  DevicePeak peak;
+  double single_step_ms = 0;
+  double flops_per_image = 0;
+  ~TrainPrepared() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    if (stream) cudaStreamDestroy(stream);
+  }
+  // Device time of `steps` replays of the step, between one pair of events.
+  double time_ms(int steps) {
+    CNN_CHECK_CUDA(cudaEventRecord(start, stream));
+    for (int i = 0; i < steps; ++i) CNN_CHECK_CUDA(cudaGraphLaunch(exec, stream));
+    CNN_CHECK_CUDA(cudaEventRecord(stop, stream));
+    CNN_CHECK_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    CNN_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    return ms;
+  }
 };
 
 const std::vector<std::string>& training_only(const std::string& network) {
@@ -69,15 +101,8 @@ class Session {
                             "/batch:" + std::to_string(job.batch) + "/" +
                             std::to_string(job.input_size) + "/" + std::to_string(job.num_classes);
     if (current_ && key_ == key) return *current_;
-    current_.reset();  // free the previous model before building the next
-    key_.clear();
-    if (!ctx_) {
-      ctx_ = std::make_unique<GpuContext>();
-      ctx_->share_plans = opt_.share_plans;
-      ctx_->graph_edges = opt_.graph_edges;
-      ctx_->excluded = opt_.exclude_engines;
-      ctx_->build_threads = opt_.build_threads;
-    }
+    drop();  // free the previous model before building the next
+    if (!ctx_) make_context();
     const Graph& g = graph(job);
     CompileOptions c;
     c.precision = job.precision;
@@ -92,13 +117,111 @@ class Session {
     return *current_;
   }
 
-  void drop() { current_.reset(), key_.clear(); }
+  // The training step of `job`, built and captured (the previous model, inference or training,
+  // freed first).
+  TrainPrepared& get_train(const Job& job) {
+    const std::string key = job.network + "/" + precision_name(job.precision) +
+                            "/train/batch:" + std::to_string(job.batch) + "/" +
+                            std::to_string(job.input_size) + "/" + std::to_string(job.num_classes);
+    if (train_ && train_->key == key) return *train_;
+    drop();
+    if (!ctx_) make_context();
+    const std::string gk = "train:" + graph_key(job);
+    auto it = graphs_.find(gk);
+    if (it == graphs_.end())
+      it = graphs_.emplace(gk, build_training_network(job.network, job.input_size, job.num_classes))
+               .first;
+    const Graph& g = it->second;
+    auto wt = weights_.find(gk);
+    if (wt == weights_.end()) wt = weights_.emplace(gk, random_weights(g, opt_.config.seed)).first;
+    if (job.settings.optimizer != "sgd")
+      throw UserError("training with " + job.settings.optimizer +
+                      " is not built yet (the step runs SGD so far)");
+    TrainOptions t;
+    t.precision = job.precision;
+    t.batch = job.batch;
+    t.lr = job.settings.lr;
+    t.momentum = job.settings.momentum;
+    t.weight_decay = job.settings.weight_decay;
+    t.engine = opt_.engine;
+    t.top_k = opt_.config.autotune_top_k;
+    auto p = std::make_unique<TrainPrepared>();
+    p->key = key;
+    p->peak.sample();
+    p->model = std::make_unique<TrainModel>(*ctx_, g, wt->second, t);
+    p->flops_per_image = 2.0 * double(training_macs(g, p->model->plan()).total());
+    CNN_CHECK_CUDA(cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking));
+    CNN_CHECK_CUDA(cudaEventCreate(&p->start));
+    CNN_CHECK_CUDA(cudaEventCreate(&p->stop));
+    CNN_CHECK_CUDA(cudaStreamBeginCapture(p->stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      p->model->step(p->stream);
+    } catch (...) {
+      cudaGraph_t dropped = nullptr;
+      cudaStreamEndCapture(p->stream, &dropped);
+      if (dropped) cudaGraphDestroy(dropped);
+      throw;
+    }
+    CNN_CHECK_CUDA(cudaStreamEndCapture(p->stream, &p->graph));
+    CNN_CHECK_CUDA(cudaGraphInstantiate(&p->exec, p->graph, 0));
+    // Warm-up: at least three steps and about warmup_ms; the last gives the step's time.
+    double spent = 0;
+    for (int i = 0; i < 3 || spent < opt_.config.warmup_ms; ++i) {
+      p->single_step_ms = p->time_ms(1);
+      spent += p->single_step_ms;
+      p->peak.sample();
+    }
+    log_train(job, g, *p);
+    train_ = std::move(p);
+    return *train_;
+  }
+
+  void drop() {
+    current_.reset(), key_.clear();
+    train_.reset();
+  }
   void finish() {
     drop();
     ctx_.reset();
   }
 
  private:
+  void make_context() {
+    ctx_ = std::make_unique<GpuContext>();
+    ctx_->share_plans = opt_.share_plans;
+    ctx_->graph_edges = opt_.graph_edges;
+    ctx_->excluded = opt_.exclude_engines;
+    ctx_->build_threads = opt_.build_threads;
+  }
+
+  // A training model's entry in the layer table: its library ops (convs forward and backward,
+  // linears) and the step's memory.
+  void log_train(const Job& job, const Graph& g, const TrainPrepared& p) {
+    if (opt_.layers_out.empty()) return;
+    nlohmann::json layers = nlohmann::json::array();
+    for (const LayerRecord& r : p.model->layers())
+      layers.push_back({{"name", r.name},
+                        {"op", r.op},
+                        {"shape", r.shape},
+                        {"engine", r.engine},
+                        {"engine_notes", r.engine_notes},
+                        {"workspace_bytes", r.workspace_bytes},
+                        {"tuned_us", r.tuned_us},
+                        {"candidates", r.candidates},
+                        {"build_ms", r.build_ms}});
+    log_.push_back({{"model", p.key},
+                    {"mode", "train"},
+                    {"network", g.name()},
+                    {"precision", precision_name(job.precision)},
+                    {"batch", job.batch},
+                    {"optimizer", job.settings.optimizer},
+                    {"engine_choice", engine_mode_name(opt_.engine)},
+                    {"arena", {{"total_bytes", p.model->arena().total_bytes()}}},
+                    {"layers", layers}});
+    std::ofstream out(opt_.layers_out);
+    out << nlohmann::json{{"models", log_}}.dump(1) << "\n";
+  }
+
   static std::string graph_key(const Job& job) {
     return job.network + "@" + std::to_string(job.input_size) + "/" +
            std::to_string(job.num_classes);
@@ -175,6 +298,7 @@ class Session {
   std::unique_ptr<GpuContext> ctx_;
   std::unique_ptr<Prepared> current_;
   std::string key_;
+  std::unique_ptr<TrainPrepared> train_;
   std::map<std::string, Graph> graphs_;
   std::map<std::string, HostWeights> weights_;
   nlohmann::json log_ = nlohmann::json::array();
@@ -182,19 +306,54 @@ class Session {
 
 Session* g_session = nullptr;
 
-void run_benchmark(benchmark::State& state, Job job) {
-  if (job.train) {
-    state.SkipWithError(
-        "train mode is not built yet: issue 4 has its host plan (networks/train_plan.h) but no GPU "
-        "training step");
-    return;
+// Training steps per event pair: enough for about 20 ms.
+void run_train(benchmark::State& state, const Job& job) {
+  TrainPrepared& p = g_session->get_train(job);
+  const int chunk = std::max(1, int(std::ceil(20.0 / std::max(p.single_step_ms, 1e-3))));
+  p.time_ms(1);  // warm this repetition
+  Measurement m;
+  m.batch = job.batch;
+  m.replays_per_timing = chunk;
+  while (state.KeepRunningBatch(chunk)) {
+    const double ms = p.time_ms(chunk);
+    state.SetIterationTime(ms * 1e-3);
+    m.total_ms += ms;
+    m.forwards += chunk;
   }
+  p.peak.sample();
+  m.flops_per_image = p.flops_per_image;
+  m.weights_bytes = p.model->arena().total_bytes();  // one persistent arena so far
+  m.device_peak_bytes = p.peak.peak();
+  const auto counters = counters_for(m);
+  for (const auto& kv : counters) state.counters[kv.first] = kv.second;
+  const double img_s = counters.at("img_per_s");
+  state.counters["epoch_s"] = img_s > 0 ? job.settings.epoch_images / img_s : 0.0;
+  // The same batch every step: the loss after the timed steps says the step still learns.
+  const float loss = p.model->loss();
+  if (!std::isfinite(loss)) throw std::runtime_error("training loss is not finite after timing");
+  state.counters["loss"] = loss;
+  state.SetLabel("train " + job.settings.optimizer + " lr " + std::to_string(job.settings.lr) +
+                 ", " + std::to_string(p.model->layers().size()) + " library ops");
+}
+
+void run_benchmark(benchmark::State& state, Job job) {
   // A job that failed once fails its later repetitions the same way, at once.
   static std::map<std::string, std::string> failed;
   const std::string id = job.network + "/" + precision_name(job.precision) + "/" +
-                         std::to_string(job.batch) + "/" + std::to_string(job.input_size);
+                         (job.train ? "train/" : "") + std::to_string(job.batch) + "/" +
+                         std::to_string(job.input_size);
   if (failed.count(id)) {
     state.SkipWithError(failed[id].c_str());
+    return;
+  }
+  if (job.train) {
+    try {
+      run_train(state, job);
+    } catch (const std::exception& e) {
+      g_session->drop();
+      failed[id] = e.what();
+      state.SkipWithError(failed[id].c_str());
+    }
     return;
   }
   try {
@@ -335,8 +494,8 @@ int run(int argc_in, char** argv_in) {
     for (const std::string& prec : e.precisions)
       for (int batch : e.batches)
         for (const std::string& mode : modes) {
-          Job job{e.network,     parse_precision(prec), batch,          e.input_size,
-                  e.num_classes, mode == "graph",       mode == "train"};
+          Job job{e.network,     parse_precision(prec), batch,           e.input_size,
+                  e.num_classes, mode == "graph",       mode == "train", e.train};
           std::string name =
               e.network + "/" + prec + "/" + mode + "/batch:" + std::to_string(batch);
           if (e.input_size != find_network(e.network).limits.default_input_size)

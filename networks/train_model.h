@@ -72,6 +72,7 @@ class TrainModel {
   const Dims& input_dims() const { return input_dims_; }
   int classes() const { return classes_; }
   const TrainPlan& plan() const { return plan_; }
+  const Arena& arena() const { return arena_; }
   std::vector<LayerRecord> layers() const;
 
  private:

@@ -314,9 +314,11 @@ TEST(Config, TrainingConfigsOfTheRepository) {
   ASSERT_EQ(t.benchmarks.size(), 2u);
   EXPECT_EQ(t.benchmarks[0].network, "resnet50");
   EXPECT_EQ(t.benchmarks[1].network, "efficientnet_b0");
+  // ResNet-50 in the precisions the step trains so far and in fp16, the target.
+  EXPECT_EQ(t.benchmarks[0].precisions, (std::vector<std::string>{"tf32", "fp32", "fp16"}));
+  EXPECT_EQ(t.benchmarks[1].precisions, std::vector<std::string>{"fp16"});
   for (const BenchmarkEntry& b : t.benchmarks) {
     EXPECT_TRUE(b.trains());
-    EXPECT_EQ(b.precisions, std::vector<std::string>{"fp16"});
     EXPECT_EQ(b.batches, (std::vector<int>{32, 64, 256}));
     EXPECT_EQ(b.train.optimizer, "sgd");
     EXPECT_DOUBLE_EQ(b.train.lr, 0.1);

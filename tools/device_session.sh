@@ -17,6 +17,8 @@
 #   train_cross one SGD step of ResNet-50 (batch 8, fp32) by cnnbench_train_step against PyTorch's
 #               on the same weights and batch: loss, gradient norms, updated weights
 #               (tools/train_step_crosscheck.py; TRAIN_CROSS_TIMEOUT, 200 s)
+#   train_sweep configs/train.yaml (TRAIN_CONFIG): the training step's benchmarks, JSON + layer
+#               table (TRAIN_TIMEOUT, 240 s; TRAIN_ARGS)
 #   edges_ab    ResNet-50 fp16 at batch 1, 8, 64, 256 with --graph_edges=captured and =full
 #   zoo_peer    PyTorch's CUDA-graph replay, fp16 channels_last, the torchvision nets of ZOO_NETS
 #   checks      correctness only, in parallel processes sharing the GPU (no timing): the zoo's
@@ -130,6 +132,11 @@ for step in ${*:-sweep peer tests crosscheck}; do
         --binary $B/cnnbench_train_step --network resnet50 --batch 8 --workdir /tmp/train_cross \
         --out "$OUT/train_cross.json" >"$OUT/train_cross.log" 2>&1
       echo "train_cross rc=$?"; tail -30 "$OUT/train_cross.log" | cut -c1-200 ;;
+    train_sweep)
+      timeout "$(lim ${TRAIN_TIMEOUT:-240})" $B/cnnbench --config="${TRAIN_CONFIG:-configs/train.yaml}" \
+        --benchmark_out="$OUT/train.json" ${TRAIN_ARGS:-} >"$OUT/train.log" 2>&1
+      echo "train_sweep rc=$? medians=$(grep -c manual_time_median "$OUT/train.log")"
+      grep -E "ERROR OCCURRED|manual_time_median" "$OUT/train.log" | cut -c1-300 | sort -u | head -16 ;;
     edges_ab)
       # ResNet-50 fp16 with the graph's programmatic edges as captured, then all made full.
       for e in captured full; do
