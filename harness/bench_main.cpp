@@ -332,6 +332,10 @@ void run_train(benchmark::State& state, const Job& job) {
   const float loss = p.model->loss();
   if (!std::isfinite(loss)) throw std::runtime_error("training loss is not finite after timing");
   state.counters["loss"] = loss;
+  if (job.precision == Precision::FP16) {  // GradScaler's state, over the whole run so far
+    state.counters["skipped_steps"] = p.model->skipped_steps();
+    state.counters["loss_scale"] = p.model->loss_scale();
+  }
   state.SetLabel("train " + job.settings.optimizer + " lr " + std::to_string(job.settings.lr) +
                  ", " + std::to_string(p.model->layers().size()) + " library ops");
 }

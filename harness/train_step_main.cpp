@@ -95,7 +95,9 @@ int run(int argc, char** argv) {
   TrainOptions opt;
   opt.precision = parse_precision(precision);
   if (opt.precision != Precision::FP32 && opt.precision != Precision::TF32)
-    throw UserError("--precision: training runs fp32 or tf32 so far, not '" + precision + "'");
+    throw UserError(
+        "--precision: this tool checks fp32 and tf32 steps (gradients unscaled), not '" +
+        precision + "'");
   opt.lr = to_double(lr_s, "lr");
   opt.momentum = to_double(momentum_s, "momentum");
   opt.weight_decay = to_double(wd_s, "weight_decay");

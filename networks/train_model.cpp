@@ -62,9 +62,6 @@ std::string unsupported(const Graph& g, const Node& n) {
 TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weights,
                        const TrainOptions& opt)
     : ctx_(ctx), opt_(opt) {
-  if (opt.precision == Precision::FP16 || opt.precision == Precision::BF16)
-    throw UserError(std::string("training: ") + precision_name(opt.precision) +
-                    " not supported yet");
   if (opt.batch < 1) throw UserError("training: batch must be positive");
   const auto& nodes = g.nodes();
   for (const Node& n : nodes) {
@@ -76,6 +73,8 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   plan_ = plan_training(g);
   const DType t = storage_type(opt.precision);  // F32 for fp32 and tf32
   const size_t esize = dtype_size(t);
+  const bool mixed = t != DType::F32;   // fp16, bf16: fp32 master weights, working copies in t
+  const bool scaled = t == DType::F16;  // fp16 also scales the loss
   const int N = opt.batch;
   auto src = [&](int id) { return plan_.source[id]; };
   auto dims = [&](int id) { return batched(nodes[src(id)].out, N); };
@@ -91,7 +90,9 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     std::vector<float> host;
   };
   std::vector<Upload> uploads;
-  auto add_param = [&](const Node& n, size_t role, bool krsc) -> Param& {
+  // Working copies of conv and linear parameters (mixed precision), uploaded in t.
+  std::vector<std::pair<int, std::vector<uint8_t>>> copy_uploads;
+  auto add_param = [&](const Node& n, size_t role, bool krsc, bool copy) -> Param& {
     const ParamSpec& spec = g.params().at(n.params.at(role));
     auto it = weights.find(spec.name);
     if (it == weights.end()) throw UserError("weights have no tensor '" + spec.name + "'");
@@ -117,6 +118,10 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
               host[((size_t(k) * p.r + r) * p.s + s) * p.c + c] =
                   it->second[((size_t(k) * p.c + c) * p.r + r) * p.s + s];
     }
+    if (mixed && copy) {
+      p.work = arena_.add_weights(size_t(p.count) * esize);
+      copy_uploads.push_back({p.work, to_storage(host, t)});
+    }
     uploads.push_back({p.value, std::move(host)});
     return params_[spec.name] = p;
   };
@@ -127,13 +132,13 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     value[id] = arena_.add_weights(size_t(d.numel()) * esize);
     if (plan_.needs_grad[id]) grad[id] = arena_.add_weights(size_t(d.numel()) * esize);
     if (n.kind == OpKind::Conv) {
-      add_param(n, 0, true);
+      add_param(n, 0, true, true);
       zero_bias[id] = arena_.add_weights(size_t(n.out.c) * esize);  // ConvSpec always adds one
     } else if (n.kind == OpKind::Linear) {
-      add_param(n, 0, false);
-      add_param(n, 1, false);
+      add_param(n, 0, false, true);
+      add_param(n, 1, false, true);
     } else if (n.kind == OpKind::BatchNorm) {
-      for (size_t role = 0; role < 4; ++role) add_param(n, role, false);  // not the counter
+      for (size_t role = 0; role < 4; ++role) add_param(n, role, false, false);  // not the counter
       mean[id] = arena_.add_weights(size_t(n.out.c) * sizeof(float));
       invstd[id] = arena_.add_weights(size_t(n.out.c) * sizeof(float));
       reduce_scratch = std::max(reduce_scratch, channel_reduce_scratch_bytes(rows_of(d), d.c));
@@ -147,6 +152,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     loss_bufs_.push_back(arena_.add_weights(sizeof(float)));
     xent_scratch.push_back(arena_.add_weights(xent_scratch_bytes(N)));
   }
+  if (scaled) loss_scale_buf_ = arena_.add_weights(sizeof(LossScaleState));
   arena_.plan();
   arena_.allocate();
   // Everything starts at zero: gradients, momentum, the zero biases, xent's counter.
@@ -155,6 +161,16 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   for (const Upload& u : uploads)
     CNN_CHECK_CUDA(cudaMemcpy(arena_.ptr(u.id), u.host.data(), u.host.size() * sizeof(float),
                               cudaMemcpyHostToDevice));
+  for (const auto& [id, bytes] : copy_uploads)
+    CNN_CHECK_CUDA(cudaMemcpy(arena_.ptr(id), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  LossScaleState* const ls =
+      scaled ? static_cast<LossScaleState*>(arena_.ptr(loss_scale_buf_)) : nullptr;
+  auto reset_loss_scale = [&] {
+    if (!ls) return;
+    const LossScaleState init = loss_scale_initial_state(opt.initial_loss_scale);
+    CNN_CHECK_CUDA(cudaMemcpy(ls, &init, sizeof init, cudaMemcpyHostToDevice));
+  };
+  reset_loss_scale();
 
   // 2. The step's launches, in plan order. `prep[i]`: the library op run_[i] runs, if any.
   auto vptr = [&](int id) { return arena_.ptr(value[src(id)]); };
@@ -164,6 +180,12 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   };
   auto pval = [&](const Node& n, size_t role) { return fptr(param_of(n, role).value); };
   auto pgrad = [&](const Node& n, size_t role) { return fptr(param_of(n, role).grad); };
+  // What the forward and backward-data read: the working copy in t, or the fp32 master.
+  auto wval = [&](const Node& n, size_t role) -> void* {
+    const Param& p = param_of(n, role);
+    return p.work >= 0 ? arena_.ptr(p.work) : arena_.ptr(p.value);
+  };
+  std::vector<std::pair<ConvBackwardOp*, std::string>> filter_ops;
   auto conv_spec = [&](int id) {
     const Node& n = nodes[id];
     ConvSpec s;
@@ -209,7 +231,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
       void* y = vptr(id);
       switch (n.kind) {
         case OpKind::Conv: {
-          ConvBuffers b{vptr(x), pval(n, 0), arena_.ptr(zero_bias[id]), nullptr, y};
+          ConvBuffers b{vptr(x), wval(n, 0), arena_.ptr(zero_bias[id]), nullptr, y};
           Op* c = own(std::make_unique<ConvOp>(conv_spec(id), b));
           add([c](cudaStream_t s) { c->run(s); }, c);
           break;
@@ -253,7 +275,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           s.in_features = nodes[n.inputs[0]].out.c;
           s.out_features = n.out.c;
           s.precision = opt.precision;
-          Op* l = own(std::make_unique<LinearOp>(s, vptr(x), pval(n, 0), pval(n, 1), y));
+          Op* l = own(std::make_unique<LinearOp>(s, vptr(x), wval(n, 0), wval(n, 1), y));
           add([l](cudaStream_t st) { l->run(st); }, l);
           break;
         }
@@ -271,8 +293,9 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
       void* xs = arena_.ptr(xent_scratch[h]);
       const double w = op.loss_weight;
       const int classes = n.out.c;
+      const float* scale = ls ? loss_scale_field(ls) : nullptr;
       add([=](cudaStream_t st) {
-        launch_softmax_xent(t, logits, labels, N, classes, w, nullptr, loss, dlogits, xs, st);
+        launch_softmax_xent(t, logits, labels, N, classes, w, scale, loss, dlogits, xs, st);
       });
     } else {  // Backward
       const void* dy = gptr(id);
@@ -286,9 +309,10 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
             b.x = vptr(x), b.dy = dy, b.dw = pgrad(n, 0);
             Op* c = own(std::make_unique<ConvBackwardOp>(s, ConvGrad::Filter, b));
             add([c](cudaStream_t st) { c->run(st); }, c);
+            filter_ops.push_back({static_cast<ConvBackwardOp*>(c), g.params()[n.params[0]].name});
           } else {
             s.accumulate = acc_of(0);
-            b.w = pval(n, 0), b.dy = dy, b.dx = dx_of(0);
+            b.w = wval(n, 0), b.dy = dy, b.dx = dx_of(0);
             Op* c = own(std::make_unique<ConvBackwardOp>(s, ConvGrad::Data, b));
             add([c](cudaStream_t st) { c->run(st); }, c);
           }
@@ -305,7 +329,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           s.out_features = n.out.c;
           s.precision = opt.precision;
           LinearBackwardBuffers b;
-          b.x = vptr(x), b.w = pval(n, 0), b.dy = dy, b.dw = pgrad(n, 0), b.db = pgrad(n, 1);
+          b.x = vptr(x), b.w = wval(n, 0), b.dy = dy, b.dw = pgrad(n, 0), b.db = pgrad(n, 1);
           for (const TrainOp& d : plan_.ops)
             if (d.pass == TrainPass::Backward && d.node == id && d.part == BackwardPart::Data) {
               b.dx = gptr(d.grad_writes.at(0));
@@ -363,20 +387,6 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     }
   }
 
-  // 3. SGD on every trainable parameter, after the backward.
-  SgdRef h;
-  h.lr = opt.lr, h.momentum = opt.momentum, h.weight_decay = opt.weight_decay;
-  for (const auto& [name, p] : params_) {
-    if (p.grad < 0) continue;
-    float* w = fptr(p.value);
-    float* m = p.momentum >= 0 ? fptr(p.momentum) : nullptr;
-    const void* gr = arena_.ptr(p.grad);
-    const int64_t count = p.count;
-    optimizer_.push_back([=](cudaStream_t st) {
-      launch_sgd_step(w, m, gr, DType::F32, count, h, StepControl{}, nullptr, DType::F32, st);
-    });
-  }
-
   // 4. Engines: each library op is prepared on the data the step gives it (a random batch), with
   // the tuning scratch as its workspace, then every launch of the step but the optimizer runs.
   // That pass moves the running statistics, so they are uploaded again after it.
@@ -392,9 +402,6 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
       if (prep[i]) {
         prep[i]->prepare(ctx, opt.engine, opt.top_k, ts);
         prep[i]->bind_workspace(ts.ptr, ts.bytes);
-        if (auto* c = dynamic_cast<ConvBackwardOp*>(prep[i]))
-          if (c->grad() == ConvGrad::Filter && c->dw_type() != DType::F32)
-            throw std::logic_error("training: a conv's weight gradient is not fp32");
       }
       run_[i](ctx.stream);
     }
@@ -410,6 +417,41 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   for (const Upload& u : uploads)
     CNN_CHECK_CUDA(cudaMemcpy(arena_.ptr(u.id), u.host.data(), u.host.size() * sizeof(float),
                               cudaMemcpyHostToDevice));
+  reset_loss_scale();
+  // A conv's weight gradient is fp32 where an engine builds it, else in t (then the optimizer
+  // reads it in t): known once the ops are prepared.
+  for (const auto& [op, name] : filter_ops) params_.at(name).grad_t = op->dw_type();
+
+  // 3. The optimizer, after the backward: with fp16, first the overflow check of every gradient
+  // (an overflow skips the whole step), the update reading gradients divided by the loss scale,
+  // then the scale's update (GradScaler). The update also refreshes the working copies.
+  StepControl control;
+  if (ls) {
+    std::vector<GradBuffer> grads;
+    for (const auto& [name, p] : params_)
+      if (p.grad >= 0) grads.push_back({arena_.ptr(p.grad), p.count, p.grad_t});
+    int* found_inf = found_inf_field(ls);
+    optimizer_.push_back([=](cudaStream_t st) { launch_check_finite(grads, found_inf, st); });
+    control.found_inf = found_inf;
+    control.loss_scale = loss_scale_field(ls);
+  }
+  SgdRef h;
+  h.lr = opt.lr, h.momentum = opt.momentum, h.weight_decay = opt.weight_decay;
+  for (const auto& [name, p] : params_) {
+    if (p.grad < 0) continue;
+    float* w = fptr(p.value);
+    float* m = p.momentum >= 0 ? fptr(p.momentum) : nullptr;
+    const void* gr = arena_.ptr(p.grad);
+    void* copy = p.work >= 0 ? arena_.ptr(p.work) : nullptr;
+    const DType gt = p.grad_t;
+    const int64_t count = p.count;
+    optimizer_.push_back(
+        [=](cudaStream_t st) { launch_sgd_step(w, m, gr, gt, count, h, control, copy, t, st); });
+  }
+  if (ls) {
+    const LossScaleParams lp;
+    optimizer_.push_back([=](cudaStream_t st) { launch_loss_scale_update(ls, lp, st); });
+  }
 }
 
 TrainModel::~TrainModel() {
@@ -446,8 +488,8 @@ float TrainModel::loss() const {
   return sum;
 }
 
-std::vector<float> TrainModel::download_param(const Param& p, int id) const {
-  const std::vector<float> d = download(arena_.ptr(id), size_t(p.count), DType::F32);
+std::vector<float> TrainModel::download_param(const Param& p, int id, DType t) const {
+  const std::vector<float> d = download(arena_.ptr(id), size_t(p.count), t);
   if (!p.krsc) return d;
   std::vector<float> oihw(d.size());
   for (int k = 0; k < p.k; ++k)
@@ -462,14 +504,14 @@ std::vector<float> TrainModel::download_param(const Param& p, int id) const {
 std::vector<float> TrainModel::parameter(const std::string& name) const {
   auto it = params_.find(name);
   if (it == params_.end()) throw UserError("training: no parameter '" + name + "'");
-  return download_param(it->second, it->second.value);
+  return download_param(it->second, it->second.value, DType::F32);
 }
 
 std::vector<float> TrainModel::gradient(const std::string& name) const {
   auto it = params_.find(name);
   if (it == params_.end() || it->second.grad < 0)
     throw UserError("training: no gradient of '" + name + "'");
-  return download_param(it->second, it->second.grad);
+  return download_param(it->second, it->second.grad, it->second.grad_t);
 }
 
 std::vector<std::string> TrainModel::tensor_names() const {
@@ -483,6 +525,22 @@ std::vector<std::string> TrainModel::trainable_names() const {
   for (const auto& [name, p] : params_)
     if (p.grad >= 0) out.push_back(name);
   return out;
+}
+
+float TrainModel::loss_scale() const {
+  if (loss_scale_buf_ < 0) return 1.0f;
+  LossScaleState st;
+  CNN_CHECK_CUDA(cudaStreamSynchronize(ctx_.stream));
+  CNN_CHECK_CUDA(cudaMemcpy(&st, arena_.ptr(loss_scale_buf_), sizeof st, cudaMemcpyDeviceToHost));
+  return st.scale;
+}
+
+int TrainModel::skipped_steps() const {
+  if (loss_scale_buf_ < 0) return 0;
+  LossScaleState st;
+  CNN_CHECK_CUDA(cudaStreamSynchronize(ctx_.stream));
+  CNN_CHECK_CUDA(cudaMemcpy(&st, arena_.ptr(loss_scale_buf_), sizeof st, cudaMemcpyDeviceToHost));
+  return st.skipped_steps;
 }
 
 std::vector<LayerRecord> TrainModel::layers() const {

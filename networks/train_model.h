@@ -1,18 +1,24 @@
 // One training step on the GPU (issue 4), first slice: the ResNet family only (Input, Conv
 // without bias, BatchNorm, ReLU, Add, MaxPool, GlobalAvgPool / AdaptiveAvgPool to 1x1, Flatten,
-// Linear), fp32 and tf32, SGD. The step follows plan_training(g) op by op: the forward (BatchNorm
-// in training mode, updating its running statistics), softmax cross-entropy on integer labels,
-// the backward in the plan's order with its accumulate flags, then SGD on every trainable
-// parameter. step() only enqueues work on a stream (no allocation, no host synchronisation), so
-// it can be captured in a CUDA graph and replayed.
+// Linear), in fp32, tf32, fp16 and bf16, SGD. The step follows plan_training(g) op by op: the
+// forward (BatchNorm in training mode, updating its running statistics), softmax cross-entropy on
+// integer labels, the backward in the plan's order with its accumulate flags, then SGD on every
+// trainable parameter. step() only enqueues work on a stream (no allocation, no host
+// synchronisation), so it can be captured in a CUDA graph and replayed.
 //
 // Memory: this slice gives every value, gradient, batch statistic and parameter its own buffer
 // for the whole run (one Arena, all of it persistent: no lifetime reuse). plan_training_memory's
 // plan (saved activations, reuse of transient buffers) comes later.
 //
-// Layouts: activations and their gradients NHWC fp32; conv weights and their gradients KRSC fp32
-// (the master weights are the working weights in fp32 and tf32); linear weights [out][in];
-// BatchNorm's gamma, beta, running statistics fp32. Parameters are read and written by their
+// Layouts: activations and their gradients NHWC in the precision's storage type; conv weights
+// KRSC, linear weights [out][in]; BatchNorm's gamma, beta, running statistics fp32. Master
+// weights are fp32: in fp32 and tf32 the convs and linears read them; in fp16 and bf16 they read
+// a working copy in the storage type that the optimizer rewrites after each update (mixed
+// precision as torch.autocast runs it). Parameter gradients are fp32 (a conv's weight gradient in
+// the storage type where no cuDNN engine writes fp32). fp16 scales the loss as
+// torch.amp.GradScaler does: the gradients come out multiplied by the scale, every one is
+// checked for inf/NaN, an overflow skips the step and halves the scale, and 2000 good steps in a
+// row double it; all of it on the device, inside the step. Parameters are read and written by their
 // torchvision names in torchvision's layouts (OIHW for conv weights).
 #pragma once
 
@@ -33,7 +39,8 @@
 namespace cnnbench {
 
 struct TrainOptions {
-  Precision precision = Precision::FP32;  // fp32 or tf32; fp16 and bf16 throw "not yet"
+  Precision precision = Precision::FP32;
+  float initial_loss_scale = 65536.0f;  // fp16's GradScaler init_scale
   int batch = 4;
   // torch.optim.SGD without dampening or Nesterov.
   double lr = 0.1, momentum = 0.9, weight_decay = 0;
@@ -61,6 +68,7 @@ class TrainModel {
   float loss() const;
   // A trainable parameter, its gradient from the last step, or a BatchNorm running statistic,
   // by torchvision name, in torchvision's layout. Synchronise first. UserError on unknown names.
+  // In fp16 the gradient is as the backward left it: multiplied by the loss scale of that step.
   std::vector<float> parameter(const std::string& name) const;
   std::vector<float> gradient(const std::string& name) const;
 
@@ -68,6 +76,9 @@ class TrainModel {
   // those gradient() takes, each sorted.
   std::vector<std::string> tensor_names() const;
   std::vector<std::string> trainable_names() const;
+  // fp16's loss scale now, and the steps skipped for an overflow so far (1 and 0 otherwise).
+  float loss_scale() const;
+  int skipped_steps() const;
 
   const Dims& input_dims() const { return input_dims_; }
   int classes() const { return classes_; }
@@ -79,10 +90,12 @@ class TrainModel {
   struct Param {
     int64_t count = 0;
     int value = -1, grad = -1, momentum = -1;  // arena ids (grad, momentum: trainable only)
+    int work = -1;                             // the working copy in the storage type (mixed)
+    DType grad_t = DType::F32;                 // the gradient's type (a conv's: dw_type())
     bool krsc = false;                         // a conv weight: OIHW on the host, KRSC here
     int k = 0, c = 0, r = 0, s = 0;
   };
-  std::vector<float> download_param(const Param& p, int id) const;
+  std::vector<float> download_param(const Param& p, int id, DType t) const;
   float* fptr(int id) const { return static_cast<float*>(arena_.ptr(id)); }
 
   GpuContext& ctx_;
@@ -95,7 +108,7 @@ class TrainModel {
   std::map<std::string, Param> params_;
   Dims input_dims_;
   int classes_ = 0;
-  int input_buf_ = -1, labels_buf_ = -1;
+  int input_buf_ = -1, labels_buf_ = -1, loss_scale_buf_ = -1;
   std::vector<int> loss_bufs_;
 };
 

@@ -36,7 +36,7 @@ expect_failure("train_step missing flag" "--weights is required" ${TRAIN} --netw
 expect_failure("train_step unknown network" "unknown network 'resnet51'" ${TRAIN} --network=resnet51 --weights=w.safetensors ${T_FILES})
 expect_failure("train_step adam" "only sgd is built so far, not 'adam'" ${TRAIN} --network=resnet50 --weights=w.safetensors ${T_FILES} --optimizer=adam)
 expect_failure("train_step bad lr" "--lr must be a number, not 'fast'" ${TRAIN} --network=resnet50 --weights=w.safetensors ${T_FILES} --lr=fast)
-expect_failure("train_step fp16" "training runs fp32 or tf32 so far" ${TRAIN} --network=resnet50 --weights=w.safetensors ${T_FILES} --precision=fp16)
+expect_failure("train_step fp16" "this tool checks fp32 and tf32 steps" ${TRAIN} --network=resnet50 --weights=w.safetensors ${T_FILES} --precision=fp16)
 expect_failure("train_step missing weights" "missing.safetensors" ${TRAIN} --network=resnet50 --weights=missing.safetensors ${T_FILES})
 
 # --list needs no GPU: every network with its parameter count.

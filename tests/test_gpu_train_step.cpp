@@ -235,7 +235,7 @@ TEST(GpuTrainStep, GraphReplayMatchesEagerSteps) {
   CNN_CHECK_CUDA(cudaGraphDestroy(graph));
 }
 
-TEST(GpuTrainStep, UnsupportedOpsAndPrecisionsAreRefused) {
+TEST(GpuTrainStep, UnsupportedOpsAreRefused) {
   Graph g("concat_net");
   int x = g.input(3, 8, 8);
   const int a = g.conv(x, "a", 4, 3, 1, 1);
@@ -251,9 +251,47 @@ TEST(GpuTrainStep, UnsupportedOpsAndPrecisionsAreRefused) {
     EXPECT_NE(std::string(e.what()).find("concat not supported yet"), std::string::npos)
         << e.what();
   }
+}
+
+// Mixed precision: fp16 with the loss scaled (GradScaler's rules, on the device) and bf16 without,
+// both on fp32 master weights. The small ResNet must still memorise its four images, the first
+// loss must be the host forward's within half-precision rounding, and fp16's scale must account
+// for every skipped step (65536 halved once per overflow; 50 steps are too few to grow it).
+TEST(GpuTrainStep, MixedPrecisionLearnsOneBatch) {
   const Fixture f;
-  o.precision = Precision::FP16;
-  EXPECT_THROW(TrainModel(ctx, f.g, f.w, o), UserError);
+  const double ref = host_train_loss(f.g, f.w, f.x, f.labels, f.batch);
+  for (Precision p : {Precision::FP16, Precision::BF16}) {
+    GpuContext ctx;
+    TrainOptions o = f.options(0.02);
+    o.precision = p;
+    TrainModel m(ctx, f.g, f.w, o);
+    m.set_input(f.x);
+    m.set_labels(f.labels);
+    std::vector<float> losses;
+    for (int i = 0; i < 50; ++i) {
+      m.step(ctx.stream);
+      losses.push_back(m.loss());
+      ASSERT_TRUE(std::isfinite(losses.back())) << precision_name(p) << " step " << i;
+    }
+    const int skipped = m.skipped_steps();
+    const float scale = m.loss_scale();
+    std::printf(
+        "  %s: first loss %.6f (host %.6f), %.4f after 50 steps (%.1fx), %d skipped, "
+        "scale %g\n",
+        precision_name(p), losses.front(), ref, losses.back(), losses.front() / losses.back(),
+        skipped, scale);
+    EXPECT_NEAR(losses.front(), ref, 2e-2 * std::max(1.0, std::abs(ref))) << precision_name(p);
+    EXPECT_GE(losses.front() / losses.back(), 5.0f) << precision_name(p);
+    if (p == Precision::FP16) {
+      EXPECT_LT(skipped, 20) << "the scale never settled";
+      EXPECT_EQ(scale, std::ldexp(65536.0f, -skipped));
+    } else {
+      EXPECT_EQ(skipped, 0);
+      EXPECT_EQ(scale, 1.0f);
+    }
+    // The fp32 master weights moved (the falling loss says the working copy followed them).
+    EXPECT_NE(m.parameter("fc.weight"), f.w.at("fc.weight"));
+  }
 }
 
 }  // namespace
