@@ -134,10 +134,8 @@ class Session {
     const Graph& g = it->second;
     auto wt = weights_.find(gk);
     if (wt == weights_.end()) wt = weights_.emplace(gk, random_weights(g, opt_.config.seed)).first;
-    if (job.settings.optimizer != "sgd")
-      throw UserError("training with " + job.settings.optimizer +
-                      " is not built yet (the step runs SGD so far)");
     TrainOptions t;
+    t.optimizer = job.settings.optimizer == "adam" ? Optimizer::Adam : Optimizer::SGD;
     t.precision = job.precision;
     t.batch = job.batch;
     t.lr = job.settings.lr;

@@ -24,12 +24,13 @@ namespace {
 const char* kUsage =
     R"(usage: cnnbench_train_step --network=NAME --weights=FILE --input=FILE --labels=FILE
                            --output=FILE --report=FILE [--batch=N] [--input_size=N]
-                           [--num_classes=N] [--precision=fp32|tf32] [--optimizer=sgd]
+                           [--num_classes=N] [--precision=fp32|tf32] [--optimizer=sgd|adam]
                            [--lr=X] [--momentum=X] [--weight_decay=X] [--engine=heuristic|autotune]
                            [--steps=N]
   One training step (or --steps of them on the same batch; the report's loss is the first
   step's): the forward with BatchNorm in training mode, softmax cross-entropy (mean over the
-  batch), the backward, then SGD (torch.optim.SGD, no dampening or Nesterov) from a fresh state.
+  batch), the backward, then SGD (torch.optim.SGD, no dampening or Nesterov) or Adam
+  (torch.optim.Adam, betas 0.9 and 0.999, eps 1e-8), from a fresh state.
   --output  the state_dict after the step(s), every floating-point tensor of --weights, F32
   --report  JSON: {"loss": the first step's loss, "losses": [...], "grad_norms": {name: L2 norm
             of dL/dp, the first step's}, "network", "precision", "batch", ...}
@@ -90,9 +91,10 @@ int run(int argc, char** argv) {
                                     {"report", &report_path}})
     if (value->empty()) throw UserError(std::string("--") + flag + " is required (see --help)");
   network = find_network(network).name;
-  if (optimizer != "sgd")
-    throw UserError("--optimizer: only sgd is built so far, not '" + optimizer + "'");
+  if (optimizer != "sgd" && optimizer != "adam")
+    throw UserError("--optimizer takes sgd or adam, not '" + optimizer + "'");
   TrainOptions opt;
+  opt.optimizer = optimizer == "adam" ? Optimizer::Adam : Optimizer::SGD;
   opt.precision = parse_precision(precision);
   if (opt.precision != Precision::FP32 && opt.precision != Precision::TF32)
     throw UserError(

@@ -104,7 +104,12 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     p.value = arena_.add_weights(bytes);
     if (spec.trainable) {
       p.grad = arena_.add_weights(bytes);
-      if (opt.momentum != 0) p.momentum = arena_.add_weights(bytes);
+      if (opt.optimizer == Optimizer::Adam) {
+        p.momentum = arena_.add_weights(bytes);
+        p.second = arena_.add_weights(bytes);
+      } else if (opt.momentum != 0) {
+        p.momentum = arena_.add_weights(bytes);
+      }
     }
     std::vector<float> host = it->second;
     if (krsc) {
@@ -153,6 +158,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     xent_scratch.push_back(arena_.add_weights(xent_scratch_bytes(N)));
   }
   if (scaled) loss_scale_buf_ = arena_.add_weights(sizeof(LossScaleState));
+  if (opt.optimizer == Optimizer::Adam) step_buf_ = arena_.add_weights(sizeof(int));
   arena_.plan();
   arena_.allocate();
   // Everything starts at zero: gradients, momentum, the zero biases, xent's counter.
@@ -435,18 +441,33 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     control.found_inf = found_inf;
     control.loss_scale = loss_scale_field(ls);
   }
+  if (step_buf_ >= 0) {  // Adam's step count: advanced unless the step is skipped
+    int* step = static_cast<int*>(arena_.ptr(step_buf_));
+    const int* found_inf = control.found_inf;
+    optimizer_.push_back([=](cudaStream_t st) { launch_step_advance(step, found_inf, st); });
+    control.step = step;
+  }
   SgdRef h;
   h.lr = opt.lr, h.momentum = opt.momentum, h.weight_decay = opt.weight_decay;
+  AdamRef ah;
+  ah.lr = opt.lr, ah.beta1 = opt.beta1, ah.beta2 = opt.beta2, ah.eps = opt.eps;
+  ah.weight_decay = opt.weight_decay;
   for (const auto& [name, p] : params_) {
     if (p.grad < 0) continue;
     float* w = fptr(p.value);
     float* m = p.momentum >= 0 ? fptr(p.momentum) : nullptr;
+    float* v = p.second >= 0 ? fptr(p.second) : nullptr;
     const void* gr = arena_.ptr(p.grad);
     void* copy = p.work >= 0 ? arena_.ptr(p.work) : nullptr;
     const DType gt = p.grad_t;
     const int64_t count = p.count;
-    optimizer_.push_back(
-        [=](cudaStream_t st) { launch_sgd_step(w, m, gr, gt, count, h, control, copy, t, st); });
+    if (opt.optimizer == Optimizer::Adam)
+      optimizer_.push_back([=](cudaStream_t st) {
+        launch_adam_step(w, m, v, gr, gt, count, ah, control, copy, t, st);
+      });
+    else
+      optimizer_.push_back(
+          [=](cudaStream_t st) { launch_sgd_step(w, m, gr, gt, count, h, control, copy, t, st); });
   }
   if (ls) {
     const LossScaleParams lp;

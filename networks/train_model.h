@@ -1,8 +1,8 @@
 // One training step on the GPU (issue 4), first slice: the ResNet family only (Input, Conv
 // without bias, BatchNorm, ReLU, Add, MaxPool, GlobalAvgPool / AdaptiveAvgPool to 1x1, Flatten,
-// Linear), in fp32, tf32, fp16 and bf16, SGD. The step follows plan_training(g) op by op: the
-// forward (BatchNorm in training mode, updating its running statistics), softmax cross-entropy on
-// integer labels, the backward in the plan's order with its accumulate flags, then SGD on every
+// Linear), in fp32, tf32, fp16 and bf16, SGD or Adam. The step follows plan_training(g) op by op:
+// the forward (BatchNorm in training mode, updating its running statistics), softmax cross-entropy
+// on integer labels, the backward in the plan's order with its accumulate flags, then SGD on every
 // trainable parameter. step() only enqueues work on a stream (no allocation, no host
 // synchronisation), so it can be captured in a CUDA graph and replayed.
 //
@@ -42,8 +42,11 @@ struct TrainOptions {
   Precision precision = Precision::FP32;
   float initial_loss_scale = 65536.0f;  // fp16's GradScaler init_scale
   int batch = 4;
-  // torch.optim.SGD without dampening or Nesterov.
+  // torch.optim.SGD without dampening or Nesterov (momentum), or torch.optim.Adam (betas, eps;
+  // weight_decay is L2 added to the gradient, as both take it), each from a fresh state.
+  Optimizer optimizer = Optimizer::SGD;
   double lr = 0.1, momentum = 0.9, weight_decay = 0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   EngineMode engine = EngineMode::Heuristic;
   int top_k = 4;
   size_t tune_scratch_bytes = size_t(256) << 20;
@@ -90,6 +93,7 @@ class TrainModel {
   struct Param {
     int64_t count = 0;
     int value = -1, grad = -1, momentum = -1;  // arena ids (grad, momentum: trainable only)
+    int second = -1;                           // Adam's v (its m is `momentum`)
     int work = -1;                             // the working copy in the storage type (mixed)
     DType grad_t = DType::F32;                 // the gradient's type (a conv's: dw_type())
     bool krsc = false;                         // a conv weight: OIHW on the host, KRSC here
@@ -108,7 +112,7 @@ class TrainModel {
   std::map<std::string, Param> params_;
   Dims input_dims_;
   int classes_ = 0;
-  int input_buf_ = -1, labels_buf_ = -1, loss_scale_buf_ = -1;
+  int input_buf_ = -1, labels_buf_ = -1, loss_scale_buf_ = -1, step_buf_ = -1;
   std::vector<int> loss_bufs_;
 };
 

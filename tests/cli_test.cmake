@@ -34,7 +34,7 @@ expect_failure("infer tiny input" "too small for inception_v3" ${INFER} --networ
 set(T_FILES --input=x.safetensors --labels=y.safetensors --output=o.safetensors --report=r.json)
 expect_failure("train_step missing flag" "--weights is required" ${TRAIN} --network=resnet50 ${T_FILES})
 expect_failure("train_step unknown network" "unknown network 'resnet51'" ${TRAIN} --network=resnet51 --weights=w.safetensors ${T_FILES})
-expect_failure("train_step adam" "only sgd is built so far, not 'adam'" ${TRAIN} --network=resnet50 --weights=w.safetensors ${T_FILES} --optimizer=adam)
+expect_failure("train_step optimizer" "--optimizer takes sgd or adam, not 'lamb'" ${TRAIN} --network=resnet50 --weights=w.safetensors ${T_FILES} --optimizer=lamb)
 expect_failure("train_step bad lr" "--lr must be a number, not 'fast'" ${TRAIN} --network=resnet50 --weights=w.safetensors ${T_FILES} --lr=fast)
 expect_failure("train_step fp16" "this tool checks fp32 and tf32 steps" ${TRAIN} --network=resnet50 --weights=w.safetensors ${T_FILES} --precision=fp16)
 expect_failure("train_step missing weights" "missing.safetensors" ${TRAIN} --network=resnet50 --weights=missing.safetensors ${T_FILES})

@@ -10,6 +10,7 @@
 
 #include "gpu_util.h"
 #include "harness/check.h"
+#include "kernels/train_refs.h"
 #include "networks/resnet.h"
 #include "networks/train_model.h"
 #include "networks/weights.h"
@@ -233,6 +234,45 @@ TEST(GpuTrainStep, GraphReplayMatchesEagerSteps) {
   }
   CNN_CHECK_CUDA(cudaGraphExecDestroy(exec));
   CNN_CHECK_CUDA(cudaGraphDestroy(graph));
+}
+
+// One step's update of a conv weight, a BatchNorm weight and the classifier, against the host
+// references of torch.optim.SGD (momentum, weight decay) and torch.optim.Adam, from the gradient
+// the step computed (before weight decay) and the weights before it.
+TEST(GpuTrainStep, OneStepUpdatesAsTheReference) {
+  const Fixture f;
+  for (Optimizer which : {Optimizer::SGD, Optimizer::Adam}) {
+    GpuContext ctx;
+    TrainOptions o = f.options(which == Optimizer::SGD ? 0.05 : 1e-3);
+    o.optimizer = which;
+    o.weight_decay = 1e-2;
+    TrainModel m(ctx, f.g, f.w, o);
+    m.set_input(f.x);
+    m.set_labels(f.labels);
+    const char* names[] = {"conv1.weight", "bn1.weight", "fc.weight", "fc.bias"};
+    std::vector<std::vector<float>> before;
+    for (const char* n : names) before.push_back(m.parameter(n));
+    m.step(ctx.stream);
+    for (size_t i = 0; i < std::size(names); ++i) {
+      const std::vector<float> g = m.gradient(names[i]), after = m.parameter(names[i]);
+      RefVec p(before[i].begin(), before[i].end()), gr(g.begin(), g.end());
+      if (which == Optimizer::SGD) {
+        SgdRef h;
+        h.lr = o.lr, h.momentum = o.momentum, h.weight_decay = o.weight_decay;
+        SgdState st;
+        sgd_step_ref(p, gr, st, h);
+      } else {
+        AdamRef h;
+        h.lr = o.lr, h.weight_decay = o.weight_decay;
+        AdamState st;
+        st.m.assign(p.size(), 0.0), st.v.assign(p.size(), 0.0);
+        adam_step_ref(p, gr, st, h);
+      }
+      const double err = test::rel_l2(after, p);
+      EXPECT_LT(err, 1e-5) << (which == Optimizer::SGD ? "sgd " : "adam ") << names[i];
+      EXPECT_NE(after, before[i]) << names[i] << " did not move";
+    }
+  }
 }
 
 TEST(GpuTrainStep, UnsupportedOpsAreRefused) {
