@@ -207,15 +207,20 @@ class Session {
                         {"tuned_us", r.tuned_us},
                         {"candidates", r.candidates},
                         {"build_ms", r.build_ms}});
-    log_.push_back({{"model", p.key},
-                    {"mode", "train"},
-                    {"network", g.name()},
-                    {"precision", precision_name(job.precision)},
-                    {"batch", job.batch},
-                    {"optimizer", job.settings.optimizer},
-                    {"engine_choice", engine_mode_name(opt_.engine)},
-                    {"arena", {{"total_bytes", p.model->arena().total_bytes()}}},
-                    {"layers", layers}});
+    log_.push_back(
+        {{"model", p.key},
+         {"mode", "train"},
+         {"network", g.name()},
+         {"precision", precision_name(job.precision)},
+         {"batch", job.batch},
+         {"optimizer", job.settings.optimizer},
+         {"engine_choice", engine_mode_name(opt_.engine)},
+         {"arena",
+          {{"persistent_bytes", p.model->arena().bytes(MemKind::Weights)},
+           {"activations_bytes", p.model->arena().bytes(MemKind::Activations)},
+           {"activations_without_reuse_bytes", p.model->arena().activations_unplanned_bytes()},
+           {"workspace_bytes", p.model->arena().bytes(MemKind::Workspace)}}},
+         {"layers", layers}});
     std::ofstream out(opt_.layers_out);
     out << nlohmann::json{{"models", log_}}.dump(1) << "\n";
   }
@@ -320,7 +325,10 @@ void run_train(benchmark::State& state, const Job& job) {
   }
   p.peak.sample();
   m.flops_per_image = p.flops_per_image;
-  m.weights_bytes = p.model->arena().total_bytes();  // one persistent arena so far
+  const Arena& a = p.model->arena();
+  m.weights_bytes = a.bytes(MemKind::Weights);  // parameters, gradients, optimizer state, image
+  m.activations_bytes = a.bytes(MemKind::Activations);  // values, their gradients, statistics
+  m.workspace_bytes = a.bytes(MemKind::Workspace);
   m.device_peak_bytes = p.peak.peak();
   const auto counters = counters_for(m);
   for (const auto& kv : counters) state.counters[kv.first] = kv.second;

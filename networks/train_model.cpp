@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <stdexcept>
 
 #include "harness/check.h"
@@ -81,9 +82,41 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   input_dims_ = batched(nodes[g.input_id()].out, N);
   classes_ = nodes[g.output()].out.c;
 
-  // 1. Buffers: one per value, gradient, batch statistic, parameter and its state.
+  // 1. Buffers. Parameters, their gradients and state, the image, the labels and the losses are
+  // persistent. Values, their gradients and batch statistics live as plan_training_memory says
+  // (from their first write to their last read, in plan steps), sharing memory where lifetimes do
+  // not overlap; with opt.reuse_memory off each gets its own buffer for the whole run.
   std::vector<int> value(nodes.size(), -1), grad(nodes.size(), -1), mean(nodes.size(), -1),
       invstd(nodes.size(), -1), zero_bias(nodes.size(), -1);
+  bool reuse = opt.reuse_memory;
+  for (size_t id = 0; id < nodes.size(); ++id)  // views into a concat's buffer: not planned yet
+    if (plan_.active[id] && plan_.view[src(int(id))].root != src(int(id))) reuse = false;
+  std::map<std::pair<int, TrainBufferKind>, TrainBuffer> planned;
+  if (reuse) {
+    TrainMemoryOptions mo;
+    mo.batch = N;
+    mo.precision = opt.precision;
+    mo.optimizer = opt.optimizer;
+    mo.sgd_momentum = opt.momentum != 0;
+    for (const TrainBuffer& b : plan_training_memory(g, plan_, mo).buffers)
+      planned[{b.node, b.kind}] = b;
+    // A linear layer's one cuBLASLt backward writes dx at the filter step, before the data step
+    // where the plan starts that gradient's life.
+    for (size_t i = 0; i < plan_.ops.size(); ++i) {
+      const TrainOp& op = plan_.ops[i];
+      if (op.pass != TrainPass::Backward || op.part != BackwardPart::Filter ||
+          nodes[op.node].kind != OpKind::Linear)
+        continue;
+      auto it = planned.find({src(nodes[op.node].inputs[0]), TrainBufferKind::Gradient});
+      if (it != planned.end()) it->second.first = std::min(it->second.first, int(i));
+    }
+  }
+  // A buffer of `bytes` for (node, kind): planned where the plan has it, else persistent.
+  auto transient = [&](int node, TrainBufferKind kind, size_t bytes) {
+    auto it = reuse ? planned.find({node, kind}) : planned.end();
+    if (it == planned.end()) return arena_.add_weights(bytes);
+    return arena_.add_activation(bytes, it->second.first, it->second.last);
+  };
   size_t reduce_scratch = 0;
   struct Upload {
     int id;
@@ -134,8 +167,10 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     const Node& n = nodes[id];
     if (!plan_.active[id] || src(int(id)) != int(id)) continue;
     const Dims d = dims(int(id));
-    value[id] = arena_.add_weights(size_t(d.numel()) * esize);
-    if (plan_.needs_grad[id]) grad[id] = arena_.add_weights(size_t(d.numel()) * esize);
+    const size_t vbytes = size_t(d.numel()) * esize;
+    value[id] = int(id) == g.input_id() ? arena_.add_weights(vbytes)  // set between steps
+                                        : transient(int(id), TrainBufferKind::Value, vbytes);
+    if (plan_.needs_grad[id]) grad[id] = transient(int(id), TrainBufferKind::Gradient, vbytes);
     if (n.kind == OpKind::Conv) {
       add_param(n, 0, true, true);
       zero_bias[id] = arena_.add_weights(size_t(n.out.c) * esize);  // ConvSpec always adds one
@@ -144,8 +179,8 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
       add_param(n, 1, false, true);
     } else if (n.kind == OpKind::BatchNorm) {
       for (size_t role = 0; role < 4; ++role) add_param(n, role, false, false);  // not the counter
-      mean[id] = arena_.add_weights(size_t(n.out.c) * sizeof(float));
-      invstd[id] = arena_.add_weights(size_t(n.out.c) * sizeof(float));
+      mean[id] = transient(int(id), TrainBufferKind::BnStats, size_t(n.out.c) * sizeof(float));
+      invstd[id] = transient(int(id), TrainBufferKind::BnStats, size_t(n.out.c) * sizeof(float));
       reduce_scratch = std::max(reduce_scratch, channel_reduce_scratch_bytes(rows_of(d), d.c));
     }
   }

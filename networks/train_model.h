@@ -6,9 +6,10 @@
 // trainable parameter. step() only enqueues work on a stream (no allocation, no host
 // synchronisation), so it can be captured in a CUDA graph and replayed.
 //
-// Memory: this slice gives every value, gradient, batch statistic and parameter its own buffer
-// for the whole run (one Arena, all of it persistent: no lifetime reuse). plan_training_memory's
-// plan (saved activations, reuse of transient buffers) comes later.
+// Memory: parameters, their gradients and optimizer state, the image and the labels are
+// persistent; values, their gradients and batch statistics follow plan_training_memory's plan
+// (each live from its first write to its last read; buffers whose lives do not overlap share
+// memory), so what the backward needs is kept and the rest reused. arena() reports both parts.
 //
 // Layouts: activations and their gradients NHWC in the precision's storage type; conv weights
 // KRSC, linear weights [out][in]; BatchNorm's gamma, beta, running statistics fp32. Master
@@ -50,6 +51,9 @@ struct TrainOptions {
   EngineMode engine = EngineMode::Heuristic;
   int top_k = 4;
   size_t tune_scratch_bytes = size_t(256) << 20;
+  // Values, their gradients and batch statistics share memory by lifetime
+  // (plan_training_memory); off: each its own buffer for the whole run (for comparison).
+  bool reuse_memory = true;
 };
 
 class TrainModel {
