@@ -916,6 +916,53 @@ void launch_scale_backward(DType t, const void* x, const float* gate, const void
   });
 }
 
+namespace {
+
+template <typename T>
+__global__ void scale_forward_kernel(const T* x, const T* gate, T* y, int64_t total,
+                                     int64_t per_image, int C) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t n = i / per_image;
+    const int c = int(i % C);
+    store_f(y, i, load_f(x, i) * load_f(gate, n * C + c));
+  }
+}
+
+template <typename From, typename To>
+__global__ void convert_kernel(const From* src, To* dst, int64_t n, bool accumulate) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float v = load_f(src, i);
+    store_f(dst, i, accumulate ? load_f(dst, i) + v : v);
+  }
+}
+
+}  // namespace
+
+void launch_scale_forward(DType t, const void* x, const void* gate, void* y, const Dims& d,
+                          cudaStream_t stream) {
+  const int64_t total = d.numel(), per_image = int64_t(d.h) * d.w * d.c;
+  if (total <= 0) return;
+  CNN_DISPATCH_DTYPE(t, scale_forward_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(
+                            static_cast<const T*>(x), static_cast<const T*>(gate),
+                            static_cast<T*>(y), total, per_image, d.c));
+  CNN_CHECK_LAUNCH();
+}
+
+void launch_convert(DType from, const void* src, DType to, void* dst, int64_t n, bool accumulate,
+                    cudaStream_t stream) {
+  if (n <= 0) return;
+  CNN_DISPATCH_DTYPE(from, {
+    using From = T;
+    CNN_DISPATCH_DTYPE(to, {
+      convert_kernel<From, T><<<blocks_for(n), kThreads, 0, stream>>>(
+          static_cast<const From*>(src), static_cast<T*>(dst), n, accumulate);
+    });
+  });
+  CNN_CHECK_LAUNCH();
+}
+
 void launch_dropout_forward(DType t, const void* x, void* y, uint8_t* mask, int64_t n, double p,
                             const DropoutRng& rng, cudaStream_t stream) {
   const uint32_t threshold = dropout_threshold(p);

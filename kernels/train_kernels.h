@@ -126,6 +126,16 @@ void launch_scale_backward(DType t, const void* x, const float* gate, const void
                            float* dgate, const Dims& d, bool accumulate, void* scratch,
                            cudaStream_t stream);
 
+// Its forward for training: y[n, h, w, c] = x[n, h, w, c] * gate[n, c], x, y packed NHWC of dims
+// d and gate [N][C], all in type t.
+void launch_scale_forward(DType t, const void* x, const void* gate, void* y, const Dims& d,
+                          cudaStream_t stream);
+
+// dst = src (dst += src when `accumulate`) over n elements, converting between storage types
+// through float (fp32 statistics and gradients to and from a half-precision step's buffers).
+void launch_convert(DType from, const void* src, DType to, void* dst, int64_t n, bool accumulate,
+                    cudaStream_t stream);
+
 // ---- Dropout -----------------------------------------------------------------------------------
 
 // Element i keeps with probability 1 - p by a counter-based hash of (seed, offset, i): splitmix64

@@ -28,6 +28,19 @@ int64_t rows_of(const Dims& d) {
   return int64_t(d.n) * d.h * d.w;
 }
 
+Act activation_of(OpKind k) {
+  switch (k) {
+    case OpKind::ReLU:
+      return Act::ReLU;
+    case OpKind::SiLU:
+      return Act::SiLU;
+    case OpKind::Sigmoid:
+      return Act::Sigmoid;
+    default:
+      return Act::None;
+  }
+}
+
 // Whether this slice trains node n; the reason when not.
 std::string unsupported(const Graph& g, const Node& n) {
   const std::string kind = op_kind_name(n.kind);
@@ -35,13 +48,16 @@ std::string unsupported(const Graph& g, const Node& n) {
     case OpKind::Input:
     case OpKind::BatchNorm:
     case OpKind::ReLU:
+    case OpKind::SiLU:
+    case OpKind::Sigmoid:
+    case OpKind::Scale:
+    case OpKind::Dropout:
     case OpKind::Add:
     case OpKind::MaxPool:
     case OpKind::GlobalAvgPool:
     case OpKind::Flatten:
+    case OpKind::Conv:  // grouped and depthwise too, with or without bias
       return "";
-    case OpKind::Conv:
-      return n.bias ? "conv with bias" : "";
     case OpKind::AdaptiveAvgPool: {  // to 1x1 (the global mean), or the identity (an alias)
       const Dims in = g.node(n.inputs[0]).out;
       const bool identity = in.h == n.out.h && in.w == n.out.w;
@@ -87,7 +103,10 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   // (from their first write to their last read, in plan steps), sharing memory where lifetimes do
   // not overlap; with opt.reuse_memory off each gets its own buffer for the whole run.
   std::vector<int> value(nodes.size(), -1), grad(nodes.size(), -1), mean(nodes.size(), -1),
-      invstd(nodes.size(), -1), zero_bias(nodes.size(), -1);
+      invstd(nodes.size(), -1), zero_bias(nodes.size(), -1), gate32(nodes.size(), -1),
+      dgate32(nodes.size(), -1), mask(nodes.size(), -1);
+  std::vector<uint64_t> dropout_offset(nodes.size(), 0);  // each dropout's elements in the stream
+  uint64_t dropout_elements = 0;
   bool reuse = opt.reuse_memory;
   for (size_t id = 0; id < nodes.size(); ++id)  // views into a concat's buffer: not planned yet
     if (plan_.active[id] && plan_.view[src(int(id))].root != src(int(id))) reuse = false;
@@ -173,7 +192,22 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     if (plan_.needs_grad[id]) grad[id] = transient(int(id), TrainBufferKind::Gradient, vbytes);
     if (n.kind == OpKind::Conv) {
       add_param(n, 0, true, true);
-      zero_bias[id] = arena_.add_weights(size_t(n.out.c) * esize);  // ConvSpec always adds one
+      if (n.bias) {
+        add_param(n, 1, false, true);
+        reduce_scratch = std::max(reduce_scratch, channel_reduce_scratch_bytes(rows_of(d), d.c));
+      } else {
+        zero_bias[id] = arena_.add_weights(size_t(n.out.c) * esize);  // ConvSpec always adds one
+      }
+    } else if (n.kind == OpKind::Scale) {
+      // The gate [N][C] and its gradient in fp32, for the scale's backward kernel.
+      gate32[id] = arena_.add_weights(size_t(N) * d.c * sizeof(float));
+      dgate32[id] = arena_.add_weights(size_t(N) * d.c * sizeof(float));
+      reduce_scratch =
+          std::max(reduce_scratch, channel_reduce_scratch_bytes(int64_t(d.h) * d.w, d.c, N));
+    } else if (n.kind == OpKind::Dropout) {
+      mask[id] = transient(int(id), TrainBufferKind::DropoutMask, size_t(d.numel()));
+      dropout_offset[id] = dropout_elements;
+      dropout_elements += uint64_t(d.numel());
     } else if (n.kind == OpKind::Linear) {
       add_param(n, 0, false, true);
       add_param(n, 1, false, true);
@@ -193,6 +227,8 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     xent_scratch.push_back(arena_.add_weights(xent_scratch_bytes(N)));
   }
   if (scaled) loss_scale_buf_ = arena_.add_weights(sizeof(LossScaleState));
+  // Dropout's counter: each step draws fresh masks at offset *counter (advanced after the step).
+  const int dropout_counter = dropout_elements ? arena_.add_weights(sizeof(uint64_t)) : -1;
   if (opt.optimizer == Optimizer::Adam) step_buf_ = arena_.add_weights(sizeof(int));
   arena_.plan();
   arena_.allocate();
@@ -272,7 +308,8 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
       void* y = vptr(id);
       switch (n.kind) {
         case OpKind::Conv: {
-          ConvBuffers b{vptr(x), wval(n, 0), arena_.ptr(zero_bias[id]), nullptr, y};
+          ConvBuffers b{vptr(x), wval(n, 0), n.bias ? wval(n, 1) : arena_.ptr(zero_bias[id]),
+                        nullptr, y};
           Op* c = own(std::make_unique<ConvOp>(conv_spec(id), b));
           add([c](cudaStream_t s) { c->run(s); }, c);
           break;
@@ -288,14 +325,35 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           break;
         }
         case OpKind::ReLU:
+        case OpKind::SiLU:
+        case OpKind::Sigmoid:
         case OpKind::Add: {
           RowLayout l;
           l.rows = rows_of(dims(id));
           l.channels = n.out.c;
           const void* a = vptr(x);
           const void* z = n.kind == OpKind::Add ? vptr(n.inputs[1]) : nullptr;
-          const Act act = n.kind == OpKind::ReLU ? Act::ReLU : Act::None;
+          const Act act = activation_of(n.kind);
           add([=](cudaStream_t st) { launch_epilogue(t, y, a, nullptr, nullptr, z, act, l, st); });
+          break;
+        }
+        case OpKind::Scale: {  // squeeze-excitation: x * gate, the gate [N, C, 1, 1]
+          const void* a = vptr(x);
+          const void* gate = vptr(n.inputs[1]);
+          const Dims d = dims(id);
+          add([=](cudaStream_t st) { launch_scale_forward(t, a, gate, y, d, st); });
+          break;
+        }
+        case OpKind::Dropout: {
+          const void* a = vptr(x);
+          uint8_t* mk = static_cast<uint8_t*>(arena_.ptr(mask[id]));
+          const int64_t count = dims(id).numel();
+          const double p = n.dropout_p;
+          DropoutRng rng;
+          rng.seed = opt.dropout_seed;
+          rng.offset = dropout_offset[id];
+          rng.device_offset = static_cast<const uint64_t*>(arena_.ptr(dropout_counter));
+          add([=](cudaStream_t st) { launch_dropout_forward(t, a, y, mk, count, p, rng, st); });
           break;
         }
         case OpKind::MaxPool:
@@ -351,6 +409,14 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
             Op* c = own(std::make_unique<ConvBackwardOp>(s, ConvGrad::Filter, b));
             add([c](cudaStream_t st) { c->run(st); }, c);
             filter_ops.push_back({static_cast<ConvBackwardOp*>(c), g.params()[n.params[0]].name});
+            if (n.bias) {
+              float* db = pgrad(n, 1);
+              const int64_t rows = rows_of(dims(id));
+              const int C = n.out.c;
+              add([=](cudaStream_t st) {
+                launch_bias_backward(t, dy, 0, db, rows, C, scratch, st);
+              });
+            }
           } else {
             s.accumulate = acc_of(0);
             b.w = wval(n, 0), b.dy = dy, b.dx = dx_of(0);
@@ -394,18 +460,59 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           break;
         }
         case OpKind::ReLU:
+        case OpKind::SiLU:
+        case OpKind::Sigmoid:
         case OpKind::Add: {
           GradLayout l;
           l.rows = rows_of(dims(id));
           l.channels = n.out.c;
-          // ReLU: dx = dy * (y > 0); add: each input's gradient is dy (copied or added).
-          const Act act = n.kind == OpKind::ReLU ? Act::ReLU : Act::None;
-          const void* saved = n.kind == OpKind::ReLU ? vptr(id) : dy;
+          // ReLU: dx = dy * (y > 0); sigmoid from its output, SiLU from its input; add: each
+          // input's gradient is dy (copied or added).
+          const Act act = activation_of(n.kind);
+          const void* saved = n.kind == OpKind::ReLU || n.kind == OpKind::Sigmoid ? vptr(id)
+                              : n.kind == OpKind::SiLU                            ? vptr(x)
+                                                                                  : dy;
           for (size_t i = 0; i < op.grad_writes.size(); ++i) {
             void* dx = dx_of(i);
             const bool acc = acc_of(i);
             add([=](cudaStream_t st) { launch_act_backward(t, act, saved, dy, dx, l, acc, st); });
           }
+          break;
+        }
+        case OpKind::Scale: {
+          // grad_writes follow the inputs that need a gradient, in order: x, then the gate.
+          const int gate_node = src(n.inputs[1]);
+          size_t w = 0;
+          void* dx = nullptr;
+          bool acc_x = false;
+          if (plan_.needs_grad[x]) dx = dx_of(w), acc_x = acc_of(w), ++w;
+          if (!dx) throw std::logic_error("training: a scale whose input needs no gradient");
+          const bool gate_grad = plan_.needs_grad[gate_node];
+          const bool acc_gate = gate_grad && acc_of(w);
+          void* dgate = gate_grad ? dx_of(w) : nullptr;
+          const Dims d = dims(id);
+          const int64_t nc = int64_t(d.n) * d.c;
+          const void* a = vptr(x);
+          const void* gate = vptr(gate_node);
+          float* g32 = fptr(gate32[id]);
+          float* dg32 = fptr(dgate32[id]);
+          const bool direct = t == DType::F32;
+          add([=](cudaStream_t st) {
+            const float* gf = direct ? static_cast<const float*>(gate) : g32;
+            if (!direct) launch_convert(t, gate, DType::F32, g32, nc, false, st);
+            launch_scale_backward(t, a, gf, dy, dx, dg32, d, acc_x, scratch, st);
+            if (dgate) launch_convert(DType::F32, dg32, t, dgate, nc, acc_gate, st);
+          });
+          break;
+        }
+        case OpKind::Dropout: {
+          if (op.grad_writes.empty()) break;
+          void* dx = dx_of(0);
+          const bool acc = acc_of(0);
+          const uint8_t* mk = static_cast<const uint8_t*>(arena_.ptr(mask[id]));
+          const int64_t count = dims(id).numel();
+          const double p = n.dropout_p;
+          add([=](cudaStream_t st) { launch_dropout_backward(t, dy, dx, mk, count, p, acc, st); });
           break;
         }
         case OpKind::MaxPool:
@@ -507,6 +614,11 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   if (ls) {
     const LossScaleParams lp;
     optimizer_.push_back([=](cudaStream_t st) { launch_loss_scale_update(ls, lp, st); });
+  }
+  if (dropout_counter >= 0) {  // the next step draws new masks
+    uint64_t* counter = static_cast<uint64_t*>(arena_.ptr(dropout_counter));
+    const uint64_t by = dropout_elements;
+    optimizer_.push_back([=](cudaStream_t st) { launch_counter_add(counter, by, st); });
   }
 }
 

@@ -1,6 +1,8 @@
-// One training step on the GPU (issue 4), first slice: the ResNet family only (Input, Conv
-// without bias, BatchNorm, ReLU, Add, MaxPool, GlobalAvgPool / AdaptiveAvgPool to 1x1, Flatten,
-// Linear), in fp32, tf32, fp16 and bf16, SGD or Adam. The step follows plan_training(g) op by op:
+// One training step on the GPU (issue 4): Input, Conv (grouped and depthwise, with or without
+// bias), BatchNorm, ReLU, SiLU, Sigmoid, Scale (squeeze-excitation's), Dropout, Add, MaxPool,
+// GlobalAvgPool / AdaptiveAvgPool to 1x1, Flatten and Linear: the ResNet and EfficientNet
+// families (EfficientNet without its stochastic depth, which the graph does not model), in fp32,
+// tf32, fp16 and bf16, SGD or Adam. The step follows plan_training(g) op by op:
 // the forward (BatchNorm in training mode, updating its running statistics), softmax cross-entropy
 // on integer labels, the backward in the plan's order with its accumulate flags, then SGD on every
 // trainable parameter. step() only enqueues work on a stream (no allocation, no host
@@ -54,6 +56,7 @@ struct TrainOptions {
   // Values, their gradients and batch statistics share memory by lifetime
   // (plan_training_memory); off: each its own buffer for the whole run (for comparison).
   bool reuse_memory = true;
+  uint64_t dropout_seed = 0;  // dropout masks: a counter-based hash of (seed, element, step)
 };
 
 class TrainModel {

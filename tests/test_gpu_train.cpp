@@ -641,6 +641,41 @@ TEST(GpuTrain, ScaleBackwardMatchesReference) {
       }
 }
 
+// The training forward of the scale (x * gate, gate in the storage type) and the conversions the
+// step's scale backward runs (the gate to fp32, dgate back, added or not).
+TEST(GpuTrain, ScaleForwardAndConvertMatchReference) {
+  const unsigned seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937 rng(seed);
+  for (Precision p : kStorage) {
+    const DType t = storage_type(p);
+    const Dims d{3, 40, 5, 7};
+    const size_t n = size_t(d.numel()), nc = size_t(d.n) * d.c;
+    const auto x = rounded(random_vector(n, rng, -2, 2), t);
+    const auto gate = rounded(random_vector(nc, rng, 0, 1), t);
+    RefVec ref(n);
+    for (int i = 0; i < d.n; ++i)
+      for (int r = 0; r < d.h * d.w; ++r)
+        for (int c = 0; c < d.c; ++c) {
+          const size_t k = (size_t(i) * d.h * d.w + r) * d.c + c;
+          ref[k] = double(x[k]) * gate[size_t(i) * d.c + c];
+        }
+    DeviceBuffer bx(x, t), bg(gate, t), by(n, t);
+    launch_scale_forward(t, bx.get(), bg.get(), by.get(), d, nullptr);
+    EXPECT_LT(rel_l2(by.download(), ref), tolerance(p)) << precision_name(p) << " scale";
+    // t -> fp32 exactly (the values are representable), fp32 -> t rounded, then added.
+    DeviceArray<float> g32(nc);
+    launch_convert(t, bg.get(), DType::F32, g32.get(), int64_t(nc), false, nullptr);
+    EXPECT_EQ(g32.download(), gate) << precision_name(p) << " to fp32";
+    const auto base = rounded(random_vector(nc, rng), t);
+    DeviceBuffer dst(base, t);
+    launch_convert(DType::F32, g32.get(), t, dst.get(), int64_t(nc), true, nullptr);
+    RefVec sum(nc);
+    for (size_t i = 0; i < nc; ++i) sum[i] = double(base[i]) + gate[i];
+    EXPECT_LT(rel_l2(dst.download(), sum), tolerance(p)) << precision_name(p) << " accumulate";
+  }
+}
+
 // ---- Dropout -----------------------------------------------------------------------------------
 
 namespace {
