@@ -1087,3 +1087,71 @@ class ZooTableTest(TempFiles):
         rc, _ = self.run_table("--pair", os.path.join(self.dir, "none.json"),
                                os.path.join(self.dir, "none2.json"))
         self.assertEqual(rc, 2)
+
+
+# --------------------------------------------------------------------------------------------
+class CompareTrainTest(TempFiles):
+    def run_tool(self, *argv):
+        import compare_train as ct
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            rc = ct.main(list(argv))
+        return rc, out.getvalue()
+
+    @staticmethod
+    def train_row(model, mode, batch, img_s, reserved, error=None):
+        if error:
+            return {"model": model, "mode": mode, "precision": "fp16", "batch": batch,
+                    "error": error}
+        return {"model": model, "mode": mode, "precision": "fp16", "batch": batch,
+                "img_s": img_s, "peak_reserved_mib": reserved, "peak_allocated_mib": reserved / 2}
+
+    def test_faster_and_smaller_passes_and_each_shortfall_is_named(self):
+        entries = []
+        for batch, img_s, arena in ((32, 3000.0, 5000.0), (64, 2500.0, 9000.0),
+                                    (256, 3500.0, 30000.0)):
+            for e in gb_repeated("resnet50", "fp16", "train", batch, [img_s, img_s * 1.01]):
+                e["arena_peak_mib"] = arena
+                entries.append(e)
+        entries += gb_repeated("resnet50", "fp32", "train", 32, [999.0])  # another precision
+        cb = self.gb(entries)
+        pt = self.pt([self.train_row("resnet50", "eager", 32, 2000.0, 6000.0),
+                      self.train_row("resnet50", "graph", 32, 2800.0, 5500.0),
+                      self.train_row("resnet50", "eager", 64, 2600.0, 12000.0),
+                      self.train_row("resnet50", "graph", 64, 2400.0, 8000.0),
+                      self.train_row("resnet50", "eager", 256, 0, 0, error="out of memory")],
+                     "pt_train.json")
+        rc, out = self.run_tool("--cnnbench", cb, "--pytorch", pt, "--check")
+        self.assertEqual(rc, 1)
+        # batch 32: ahead of the faster mode (graph), arena below its reserved pool
+        self.assertRegex(out, r"\| resnet50 \| 32 \| 3,0\d\d \| 2,000 \| 2,800 \| 1\.0\dx \| 5,000 "
+                              r"\| 200 \| 5,500 \| ok \|")
+        # batch 64: the faster mode is eager (2,600), which it trails, in less memory than eager's
+        self.assertRegex(out, r"\| resnet50 \| 64 \|.*\| 0\.9\dx \| 9,000 \| 200 \| 12,000 \| "
+                              r"FAIL: slower \|")
+        # batch 256: PyTorch ran out of memory in its only mode
+        self.assertRegex(out, r"\| resnet50 \| 256 \|.*out of memory.*\| ok \(PyTorch out of memory\) \|")
+        self.assertNotIn("| 32 | 999", out)
+
+    def test_more_memory_fails_and_an_error_row_fails(self):
+        entries = gb_repeated("efficientnet_b0", "fp16", "train", 32, [4000.0])
+        for e in entries:
+            e["arena_peak_mib"] = 7000.0
+        entries.append(gb_entry("efficientnet_b0", "fp16", "train", 64, 0,
+                                error="training: concat not supported yet"))
+        cb = self.gb(entries)
+        pt = self.pt([self.train_row("efficientnet_b0", "graph", 32, 3000.0, 6000.0),
+                      self.train_row("efficientnet_b0", "graph", 64, 3000.0, 9000.0)],
+                     "pt_train.json")
+        rc, out = self.run_tool("--cnnbench", cb, "--pytorch", pt, "--check")
+        self.assertEqual(rc, 1)
+        self.assertRegex(out, r"\| efficientnet_b0 \| 32 \|.*\| 1\.33x \| 7,000 \|.*FAIL: more memory \|")
+        self.assertIn("FAIL: training: concat not supported yet", out)
+        rc, _ = self.run_tool("--cnnbench", cb, "--pytorch", pt)  # without --check: a table only
+        self.assertEqual(rc, 0)
+
+    def test_unreadable_input_is_exit_2(self):
+        rc, _ = self.run_tool("--cnnbench", os.path.join(self.dir, "none.json"),
+                              "--pytorch", os.path.join(self.dir, "none2.json"))
+        self.assertEqual(rc, 2)

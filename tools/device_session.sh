@@ -19,6 +19,9 @@
 #               (tools/train_step_crosscheck.py; TRAIN_CROSS_TIMEOUT, 200 s)
 #   train_sweep configs/train.yaml (TRAIN_CONFIG): the training step's benchmarks, JSON + layer
 #               table (TRAIN_TIMEOUT, 240 s; TRAIN_ARGS)
+#   train_peer  PyTorch's training step beside a train_sweep of the same call
+#               (tools/pytorch_train_baseline.py, TRAIN_PEER_MODELS, TRAIN_PEER_BATCHES, eager and
+#               graph, fp16), then tools/compare_train.py (TRAIN_PEER_TIMEOUT, 300 s)
 #   edges_ab    ResNet-50 fp16 at batch 1, 8, 64, 256 with --graph_edges=captured and =full
 #   zoo_peer    PyTorch's CUDA-graph replay, fp16 channels_last, the torchvision nets of ZOO_NETS
 #   checks      correctness only, in parallel processes sharing the GPU (no timing): the zoo's
@@ -137,6 +140,13 @@ for step in ${*:-sweep peer tests crosscheck}; do
         --benchmark_out="$OUT/train.json" ${TRAIN_ARGS:-} >"$OUT/train.log" 2>&1
       echo "train_sweep rc=$? medians=$(grep -c manual_time_median "$OUT/train.log")"
       grep -E "ERROR OCCURRED|manual_time_median" "$OUT/train.log" | cut -c1-300 | sort -u | head -16 ;;
+    train_peer)
+      PYTHONUNBUFFERED=1 timeout "$(lim ${TRAIN_PEER_TIMEOUT:-300})" python3 tools/pytorch_train_baseline.py \
+        --models "${TRAIN_PEER_MODELS:-resnet50,efficientnet_b0}" --batches "${TRAIN_PEER_BATCHES:-32,64,256}" \
+        --modes eager,graph --precision fp16 --out "$OUT/pytorch_train.json" >"$OUT/pytorch_train.log" 2>&1
+      echo "train_peer rc=$?"
+      python3 tools/compare_train.py --cnnbench "$OUT/train.json" --pytorch "$OUT/pytorch_train.json" \
+        --out-md "$OUT/compare_train_fp16.md" --check | head -20 ;;
     edges_ab)
       # ResNet-50 fp16 with the graph's programmatic edges as captured, then all made full.
       for e in captured full; do
