@@ -78,15 +78,7 @@ int run(int argc, char** argv) {
   if (network.empty()) throw UserError("--network is required (see --help)");
   network = find_network(network).name;  // an alias becomes the canonical name
   if (output_path.empty()) throw UserError("--output is required (see --help)");
-  auto to_int = [](const std::string& s, const char* what) {
-    try {
-      size_t used = 0;
-      const long v = std::stol(s, &used);
-      if (used == s.size() && v >= 0) return v;
-    } catch (const std::exception&) {
-    }
-    throw UserError(std::string("--") + what + " must be a non-negative integer, not '" + s + "'");
-  };
+  auto to_int = parse_count;
   const int batch = int(to_int(batch_s, "batch"));
   if (batch < 1) throw UserError("--batch must be at least 1");
 

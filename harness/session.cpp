@@ -74,6 +74,16 @@ int run_main(const char* program, int (*body)(int, char**), int argc, char** arg
   }
 }
 
+long parse_count(const std::string& s, const char* flag) {
+  try {
+    size_t used = 0;
+    const long v = std::stol(s, &used);
+    if (used == s.size() && v >= 0) return v;
+  } catch (const std::exception&) {
+  }
+  throw UserError(std::string("--") + flag + " must be a non-negative integer, not '" + s + "'");
+}
+
 int parse_build_threads(const std::string& s) {
   size_t used = 0;
   int n = 0;

@@ -47,6 +47,9 @@ std::unique_ptr<Prepared> prepare_model(GpuContext& ctx, const Graph& g, const H
 // other error (a library's) one line and exit status 1.
 int run_main(const char* program, int (*body)(int, char**), int argc, char** argv);
 
+// A flag's non-negative whole number ("--batch must be a non-negative integer, not 'x'").
+long parse_count(const std::string& s, const char* flag);
+
 // --build_threads: 1 to 64; UserError otherwise.
 int parse_build_threads(const std::string& s);
 

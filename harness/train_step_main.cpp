@@ -46,16 +46,6 @@ double to_double(const std::string& s, const char* what) {
   throw UserError(std::string("--") + what + " must be a number, not '" + s + "'");
 }
 
-long to_count(const std::string& s, const char* what) {
-  try {
-    size_t used = 0;
-    const long v = std::stol(s, &used);
-    if (used == s.size() && v >= 0) return v;
-  } catch (const std::exception&) {
-  }
-  throw UserError(std::string("--") + what + " must be a non-negative integer, not '" + s + "'");
-}
-
 int run(int argc, char** argv) {
   std::string network, weights_path, input_path, labels_path, output_path, report_path,
       batch_s = "0", size_s = "0", classes_s = "1000", precision = "fp32", optimizer = "sgd",
@@ -104,11 +94,11 @@ int run(int argc, char** argv) {
   opt.momentum = to_double(momentum_s, "momentum");
   opt.weight_decay = to_double(wd_s, "weight_decay");
   opt.engine = parse_engine_mode(engine);
-  const int steps = int(to_count(steps_s, "steps"));
+  const int steps = int(parse_count(steps_s, "steps"));
   if (steps < 1) throw UserError("--steps must be at least 1");
 
-  const Graph g = build_training_network(network, int(to_count(size_s, "input_size")),
-                                         int(to_count(classes_s, "num_classes")));
+  const Graph g = build_training_network(network, int(parse_count(size_s, "input_size")),
+                                         int(parse_count(classes_s, "num_classes")));
   const HostWeights w = load_weights(g, weights_path);
   const SafetensorsFile wf = SafetensorsFile::load(weights_path);
 
@@ -121,7 +111,7 @@ int run(int argc, char** argv) {
                     std::to_string(d.c) + ", " + std::to_string(d.h) + ", " + std::to_string(d.w) +
                     "] for " + network + " at this --input_size");
   opt.batch = int(xs[0]);
-  const long batch_flag = to_count(batch_s, "batch");
+  const long batch_flag = parse_count(batch_s, "batch");
   if (batch_flag != 0 && batch_flag != opt.batch)
     throw UserError("--batch=" + batch_s + " but input file " + input_path + " holds " +
                     std::to_string(opt.batch) + " images");

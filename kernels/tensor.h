@@ -26,4 +26,10 @@ struct Dims {
   std::string str() const;  // "NxCxHxW"
 };
 
+// d with its batch set to n (graph nodes hold one image's dims).
+inline Dims batched(Dims d, int n) {
+  d.n = n;
+  return d;
+}
+
 }  // namespace cnnbench

@@ -182,24 +182,6 @@ class ConcatCopyOp : public Op {
   std::vector<Copy> copies_;
 };
 
-Dims batched(Dims d, int n) {
-  d.n = n;
-  return d;
-}
-
-Act act_of(OpKind k) {
-  switch (k) {
-    case OpKind::ReLU:
-      return Act::ReLU;
-    case OpKind::SiLU:
-      return Act::SiLU;
-    case OpKind::Sigmoid:
-      return Act::Sigmoid;
-    default:
-      return Act::None;
-  }
-}
-
 // The weights of a node's parameter by role order (see Node::params).
 const std::vector<float>& tensor_of(const HostWeights& w, const Graph& g, const Node& n,
                                     size_t index) {

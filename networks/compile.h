@@ -9,11 +9,26 @@
 
 #include "harness/arena.h"
 #include "kernels/op.h"
+#include "kernels/pointwise.h"
 #include "kernels/storage.h"
 #include "networks/graph.h"
 #include "networks/weights.h"
 
 namespace cnnbench {
+
+// The activation a graph op applies: ReLU, SiLU or sigmoid, None for any other kind.
+inline Act act_of(OpKind k) {
+  switch (k) {
+    case OpKind::ReLU:
+      return Act::ReLU;
+    case OpKind::SiLU:
+      return Act::SiLU;
+    case OpKind::Sigmoid:
+      return Act::Sigmoid;
+    default:
+      return Act::None;
+  }
+}
 
 struct CompileOptions {
   Precision precision = Precision::FP32;

@@ -14,31 +14,14 @@
 #include "kernels/pool.h"
 #include "kernels/storage.h"
 #include "kernels/train_kernels.h"
+#include "networks/compile.h"
 
 namespace cnnbench {
 
 namespace {
 
-Dims batched(Dims d, int n) {
-  d.n = n;
-  return d;
-}
-
 int64_t rows_of(const Dims& d) {
   return int64_t(d.n) * d.h * d.w;
-}
-
-Act activation_of(OpKind k) {
-  switch (k) {
-    case OpKind::ReLU:
-      return Act::ReLU;
-    case OpKind::SiLU:
-      return Act::SiLU;
-    case OpKind::Sigmoid:
-      return Act::Sigmoid;
-    default:
-      return Act::None;
-  }
 }
 
 // Whether this slice trains node n; the reason when not.
@@ -333,7 +316,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           l.channels = n.out.c;
           const void* a = vptr(x);
           const void* z = n.kind == OpKind::Add ? vptr(n.inputs[1]) : nullptr;
-          const Act act = activation_of(n.kind);
+          const Act act = act_of(n.kind);
           add([=](cudaStream_t st) { launch_epilogue(t, y, a, nullptr, nullptr, z, act, l, st); });
           break;
         }
@@ -468,7 +451,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           l.channels = n.out.c;
           // ReLU: dx = dy * (y > 0); sigmoid from its output, SiLU from its input; add: each
           // input's gradient is dy (copied or added).
-          const Act act = activation_of(n.kind);
+          const Act act = act_of(n.kind);
           const void* saved = n.kind == OpKind::ReLU || n.kind == OpKind::Sigmoid ? vptr(id)
                               : n.kind == OpKind::SiLU                            ? vptr(x)
                                                                                   : dy;
@@ -695,20 +678,20 @@ std::vector<std::string> TrainModel::trainable_names() const {
   return out;
 }
 
-float TrainModel::loss_scale() const {
-  if (loss_scale_buf_ < 0) return 1.0f;
+LossScaleState TrainModel::loss_scale_state() const {
   LossScaleState st;
+  if (loss_scale_buf_ < 0) return st;
   CNN_CHECK_CUDA(cudaStreamSynchronize(ctx_.stream));
   CNN_CHECK_CUDA(cudaMemcpy(&st, arena_.ptr(loss_scale_buf_), sizeof st, cudaMemcpyDeviceToHost));
-  return st.scale;
+  return st;
+}
+
+float TrainModel::loss_scale() const {
+  return loss_scale_buf_ < 0 ? 1.0f : loss_scale_state().scale;
 }
 
 int TrainModel::skipped_steps() const {
-  if (loss_scale_buf_ < 0) return 0;
-  LossScaleState st;
-  CNN_CHECK_CUDA(cudaStreamSynchronize(ctx_.stream));
-  CNN_CHECK_CUDA(cudaMemcpy(&st, arena_.ptr(loss_scale_buf_), sizeof st, cudaMemcpyDeviceToHost));
-  return st.skipped_steps;
+  return loss_scale_state().skipped_steps;
 }
 
 std::vector<LayerRecord> TrainModel::layers() const {

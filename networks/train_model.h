@@ -35,6 +35,7 @@
 
 #include "harness/arena.h"
 #include "kernels/op.h"
+#include "kernels/train_kernels.h"
 #include "networks/graph.h"
 #include "networks/train_plan.h"
 #include "networks/weights.h"
@@ -107,6 +108,7 @@ class TrainModel {
     int k = 0, c = 0, r = 0, s = 0;
   };
   std::vector<float> download_param(const Param& p, int id, DType t) const;
+  LossScaleState loss_scale_state() const;  // synchronises; the defaults without fp16
   float* fptr(int id) const { return static_cast<float*>(arena_.ptr(id)); }
 
   GpuContext& ctx_;
