@@ -46,12 +46,8 @@ std::string unsupported(const Graph& g, const Node& n) {
       const bool identity = in.h == n.out.h && in.w == n.out.w;
       return (n.out.h == 1 && n.out.w == 1) || identity ? "" : "adaptive_avgpool to more than 1x1";
     }
-    case OpKind::Linear: {
-      const Node& in = g.node(n.inputs[0]);
-      const Node& pre = in.kind == OpKind::Flatten ? g.node(in.inputs[0]) : in;
-      if (pre.out.h * pre.out.w > 1) return "linear on a spatial input";
+    case OpKind::Linear:  // on a flatten of C x H x W too (VGG's, AlexNet's first)
       return n.bias ? "" : "linear without bias";
-    }
     default:
       return kind;
   }
@@ -77,6 +73,13 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   const bool scaled = t == DType::F16;  // fp16 also scales the loss
   const int N = opt.batch;
   auto src = [&](int id) { return plan_.source[id]; };
+  // What a linear's input holds, in memory order: a flatten or a dropout of it keeps the order of
+  // the value it came from.
+  auto flat_source = [&](int id) {
+    int v = src(id);
+    while (nodes[v].kind == OpKind::Dropout) v = src(nodes[v].inputs[0]);
+    return v;
+  };
   auto dims = [&](int id) { return batched(nodes[src(id)].out, N); };
   input_dims_ = batched(nodes[g.input_id()].out, N);
   classes_ = nodes[g.output()].out.c;
@@ -127,6 +130,9 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   std::vector<Upload> uploads;
   // Working copies of conv and linear parameters (mixed precision), uploaded in t.
   std::vector<std::pair<int, std::vector<uint8_t>>> copy_uploads;
+  // krsc: a conv weight (OIHW on the host, KRSC here), or a linear weight whose input is a flatten
+  // of C x H x W: torchvision's columns are (c, h, w), a flatten of NHWC storage reads (h, w, c),
+  // the same permutation with K = out, R x S = H x W.
   auto add_param = [&](const Node& n, size_t role, bool krsc, bool copy) -> Param& {
     const ParamSpec& spec = g.params().at(n.params.at(role));
     auto it = weights.find(spec.name);
@@ -148,9 +154,14 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     }
     std::vector<float> host = it->second;
     if (krsc) {
-      const Dims in = nodes[n.inputs[0]].out;
       p.krsc = true;
-      p.k = n.out.c, p.c = in.c / n.groups, p.r = n.kernel, p.s = n.kernel_w;
+      if (n.kind == OpKind::Linear) {
+        const Dims pre = nodes[flat_source(n.inputs[0])].out;
+        p.k = n.out.c, p.c = pre.c, p.r = pre.h, p.s = pre.w;
+      } else {
+        const Dims in = nodes[n.inputs[0]].out;
+        p.k = n.out.c, p.c = in.c / n.groups, p.r = n.kernel, p.s = n.kernel_w;
+      }
       for (int k = 0; k < p.k; ++k)
         for (int c = 0; c < p.c; ++c)
           for (int r = 0; r < p.r; ++r)
@@ -192,7 +203,8 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
       dropout_offset[id] = dropout_elements;
       dropout_elements += uint64_t(d.numel());
     } else if (n.kind == OpKind::Linear) {
-      add_param(n, 0, false, true);
+      const Dims pre = nodes[flat_source(n.inputs[0])].out;
+      add_param(n, 0, pre.h * pre.w > 1, true);
       add_param(n, 1, false, true);
     } else if (n.kind == OpKind::BatchNorm) {
       for (size_t role = 0; role < 4; ++role) add_param(n, role, false, false);  // not the counter
