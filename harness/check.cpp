@@ -18,6 +18,14 @@ LibraryError::LibraryError(const std::string& lib, int c, const std::string& mes
                            const std::string& call, const char* file, int line)
     : std::runtime_error(format(lib, c, message, call, file, line)), library(lib), code(c) {}
 
+bool is_out_of_memory(const std::exception& e) {
+  const auto* l = dynamic_cast<const LibraryError*>(&e);
+  if (!l) return false;
+  return (l->library == "CUDA" && l->code == 2) ||      // cudaErrorMemoryAllocation
+         (l->library == "cuDNN" && l->code == 4004) ||  // ..._DEVICE_ALLOCATION_FAILED
+         (l->library == "cuBLAS" && l->code == 3);      // CUBLAS_STATUS_ALLOC_FAILED
+}
+
 void throw_cuda_error(int code, const char* call, const char* file, int line) {
   const auto err = static_cast<cudaError_t>(code);
   throw LibraryError("CUDA", code,

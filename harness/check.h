@@ -23,6 +23,11 @@ struct LibraryError : std::runtime_error {
   int code;
 };
 
+// Whether e is a library's failure to allocate device memory: CUDA's cudaErrorMemoryAllocation,
+// cuDNN's CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED, cuBLAS's
+// CUBLAS_STATUS_ALLOC_FAILED. An expected outcome of a max-batch search, unlike every other error.
+bool is_out_of_memory(const std::exception& e);
+
 [[noreturn]] void throw_cuda_error(int code, const char* call, const char* file, int line);
 [[noreturn]] void throw_cudnn_error(int code, const char* call, const char* file, int line);
 [[noreturn]] void throw_cublas_error(int code, const char* call, const char* file, int line);
