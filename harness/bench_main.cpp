@@ -4,6 +4,8 @@
 // beside it (--layers_out, by default <benchmark_out>.layers.json).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -13,6 +15,8 @@
 
 #include "harness/check.h"
 #include "harness/config.h"
+#include "harness/gpus.h"
+#include "harness/max_batch.h"
 #include "harness/session.h"
 #include "networks/train_model.h"
 
@@ -33,6 +37,13 @@ const char* kUsage =
                        default the host's cores, at most 16; 1 builds them one by one
   --graph_edges=captured|full  the CUDA graph's programmatic (PDL) edges: kept (default), or
                        made full-completion dependencies
+  --memory_limit=16|A100|...  behave as a card of that memory: the rest of the device is held
+                       while the suite runs (GiB, or a card of --gpus); the CUDA context and the
+                       libraries count toward it
+  --max_batch   also search, per (network, precision, mode), the largest batch that fits: one row
+                       each (largest_batch, first_failed), beside the throughput rows
+  --max_batch_cap=N    the search's largest batch (default 4096)
+  --gpus=FILE   the card table for --memory_limit (default configs/gpus.yaml)
   --list        print the networks (name, input size, parameters, GMACs) and exit
 )";
 
@@ -45,6 +56,8 @@ struct Job {
   bool graph;
   bool train;              // mode train: one training step, captured whole in a CUDA graph
   TrainSettings settings;  // where train
+  bool max_batch = false;  // the largest-batch search of (network, precision, mode)
+  int search_start = 1;    // its first batch
 };
 
 // A training step captured once in a CUDA graph on its own stream, replayed for timing.
@@ -90,6 +103,8 @@ struct Options {
   GraphEdges graph_edges = GraphEdges::Captured;
   std::vector<std::string> exclude_engines;
   int build_threads = default_build_threads();
+  MemoryLimit memory_limit;
+  int max_batch_cap = 4096;
 };
 
 class Session {
@@ -178,6 +193,7 @@ class Session {
     current_.reset(), key_.clear();
     train_.reset();
   }
+  bool quiet = false;  // no layer-table entries (the models a max-batch search builds)
   void finish() {
     drop();
     ctx_.reset();
@@ -195,7 +211,7 @@ class Session {
   // A training model's entry in the layer table: its library ops (convs forward and backward,
   // linears) and the step's memory.
   void log_train(const Job& job, const Graph& g, const TrainPrepared& p) {
-    if (opt_.layers_out.empty()) return;
+    if (opt_.layers_out.empty() || quiet) return;
     nlohmann::json layers = nlohmann::json::array();
     for (const LayerRecord& r : p.model->layers())
       layers.push_back({{"name", r.name},
@@ -253,7 +269,7 @@ class Session {
   // Written once the model is compiled (captured: false) and again once its graph is captured
   // and checked, so a model whose capture fails still shows its engines.
   void log_layers(const Job& job, const Graph& g, const Prepared& p, bool captured) {
-    if (opt_.layers_out.empty()) return;
+    if (opt_.layers_out.empty() || quiet) return;
     const Model& m = *p.model;
     nlohmann::json layers = nlohmann::json::array();
     for (const LayerRecord& r : m.layers())
@@ -308,6 +324,7 @@ class Session {
 };
 
 Session* g_session = nullptr;
+const Options* g_options = nullptr;
 
 // Training steps per event pair: enough for about 20 ms.
 void run_train(benchmark::State& state, const Job& job) {
@@ -346,6 +363,79 @@ void run_train(benchmark::State& state, const Job& job) {
                  ", " + std::to_string(p.model->layers().size()) + " library ops");
 }
 
+// The largest batch that fits: each batch tried is built, captured and run as its benchmark would
+// be, then freed; an out-of-memory is an outcome, any other error stops the search.
+void run_max_batch(benchmark::State& state, const Job& job, int cap) {
+  const double mib = 1.0 / (1 << 20);
+  g_session->drop();
+  g_session->quiet = true;
+  uint64_t baseline = 0;  // free memory after the first attempt (lazily loaded kernels settled)
+  double drift_mib = 0;   // the most free memory missing after a later attempt
+  MaxBatch r;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    r = search_max_batch(
+        [&](int b) {
+          Attempt a;
+          a.batch = b;
+          Job j = job;
+          j.batch = b;
+          try {
+            if (job.train) {
+              TrainPrepared& p = g_session->get_train(j);
+              p.time_ms(1);
+              p.peak.sample();
+              a.peak_mib = p.peak.peak() * mib;
+            } else {
+              Prepared& p = g_session->get(j);
+              p.peak.sample();
+              a.peak_mib = p.peak.peak() * mib;
+            }
+          } catch (const std::exception& e) {
+            a.fit = is_out_of_memory(e) ? Fit::OutOfMemory : Fit::Error;
+            a.message = e.what();
+          }
+          g_session->drop();
+          if (a.fit != Fit::Error) {
+            CNN_CHECK_CUDA(cudaDeviceSynchronize());
+            const uint64_t free_now = device_free_bytes();
+            if (baseline == 0)
+              baseline = free_now;
+            else
+              drift_mib = std::max(drift_mib, (double(baseline) - double(free_now)) * mib);
+          }
+          std::fprintf(stderr, "cnnbench: max batch %s/%s/%s: batch %d %s%s\n", job.network.c_str(),
+                       precision_name(job.precision), job.train ? "train" : "graph", b,
+                       fit_name(a.fit),
+                       a.fit == Fit::Fits ? "" : (": " + a.message.substr(0, 160)).c_str());
+          return a;
+        },
+        job.search_start, cap);
+    state.SetIterationTime(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  g_session->quiet = false;
+  if (!r.error.empty()) {
+    state.SkipWithError(("max-batch search stopped by an error at " + r.error).c_str());
+    return;
+  }
+  state.counters["largest_batch"] = r.largest;
+  state.counters["first_failed"] = r.first_failed;
+  state.counters["capped"] = r.capped ? 1 : 0;
+  state.counters["attempts"] = double(r.attempts.size());
+  state.counters["peak_mib_at_largest"] = r.peak_mib_at_largest;
+  state.counters["free_drift_mib"] = drift_mib;
+  std::string tried;
+  for (const Attempt& a : r.attempts)
+    tried += (tried.empty() ? "" : " ") + std::to_string(a.batch) +
+             (a.fit == Fit::Fits          ? ""
+              : a.fit == Fit::OutOfMemory ? "(oom)"
+                                          : "(error)");
+  state.SetLabel("largest " + std::to_string(r.largest) +
+                 (r.capped ? " (the cap)" : ", first failing " + std::to_string(r.first_failed)) +
+                 "; tried " + tried);
+}
+
 void run_benchmark(benchmark::State& state, Job job) {
   // A job that failed once fails its later repetitions the same way, at once.
   static std::map<std::string, std::string> failed;
@@ -354,6 +444,16 @@ void run_benchmark(benchmark::State& state, Job job) {
                          std::to_string(job.input_size);
   if (failed.count(id)) {
     state.SkipWithError(failed[id].c_str());
+    return;
+  }
+  if (job.max_batch) {
+    try {
+      run_max_batch(state, job, g_options->max_batch_cap);
+    } catch (const std::exception& e) {
+      g_session->drop();
+      g_session->quiet = false;
+      state.SkipWithError(e.what());
+    }
     return;
   }
   if (job.train) {
@@ -408,8 +508,9 @@ bool user_set(int argc, char** argv, const std::string& flag) {
 
 int run(int argc_in, char** argv_in) {
   Options opt;
-  std::string config_path = "configs/default.yaml", engine, benchmark_out;
-  bool eager = false;
+  std::string config_path = "configs/default.yaml", engine, benchmark_out, memory_limit,
+              gpus_path = "configs/gpus.yaml";
+  bool eager = false, max_batch = false;
   for (int i = 1; i < argc_in; ++i) {
     const std::string a = argv_in[i];
     if (a.rfind("--benchmark_out=", 0) == 0) benchmark_out = a.substr(16);
@@ -457,6 +558,16 @@ int run(int argc_in, char** argv_in) {
       opt.exclude_engines = parse_engine_list(v);
     } else if (take_flag(i, argc, argv, "build_threads", &v)) {
       opt.build_threads = parse_build_threads(v);
+    } else if (take_flag(i, argc, argv, "memory_limit", &v) ||
+               take_flag(i, argc, argv, "memory-limit", &v)) {
+      memory_limit = v;
+    } else if (take_flag(i, argc, argv, "gpus", &v)) {
+      gpus_path = v;
+    } else if (take_flag(i, argc, argv, "max_batch_cap", &v)) {
+      opt.max_batch_cap = int(parse_count(v, "max_batch_cap"));
+      if (opt.max_batch_cap < 1) throw UserError("--max_batch_cap must be at least 1");
+    } else if (take_flag(i, argc, argv, "max_batch", nullptr)) {
+      max_batch = true;
     } else if (take_flag(i, argc, argv, "eager", nullptr)) {
       eager = true;
     } else {
@@ -482,8 +593,24 @@ int run(int argc_in, char** argv_in) {
       throw UserError("--weights names one file but the sweep has several networks (" + nets + ")");
   }
 
+  if (!memory_limit.empty())
+    opt.memory_limit = parse_memory_limit(memory_limit, load_gpu_table(gpus_path));
+
   require_cuda_device();
   const DeviceInfo dev = discover_device(0);
+  // The cap, once the CUDA context exists (it counts toward the limit, as on a real card).
+  std::unique_ptr<DeviceMemoryCap> cap;
+  if (opt.memory_limit.bytes) {
+    CNN_CHECK_CUDA(cudaFree(nullptr));
+    cap = std::make_unique<DeviceMemoryCap>(opt.memory_limit.bytes);
+  }
+  benchmark::AddCustomContext("memory_limit",
+                              opt.memory_limit.bytes ? opt.memory_limit.label : "none");
+  benchmark::AddCustomContext(
+      "memory_limit_mib",
+      std::to_string(opt.memory_limit.bytes ? opt.memory_limit.bytes >> 20 : 0));
+  benchmark::AddCustomContext("memory_ballast_mib",
+                              std::to_string(cap ? cap->ballast_bytes() >> 20 : 0));
   for (const auto& kv : context_entries(dev)) benchmark::AddCustomContext(kv.first, kv.second);
   benchmark::AddCustomContext("config", config_path);
   benchmark::AddCustomContext("engine_choice", engine_mode_name(opt.engine));
@@ -514,10 +641,27 @@ int run(int argc_in, char** argv_in) {
           auto* b = benchmark::RegisterBenchmark(name.c_str(), run_benchmark, job);
           b->UseManualTime()->Unit(benchmark::kMillisecond);
         }
+    // One largest-batch search per (precision, mode), after the entry's throughput rows.
+    if (max_batch)
+      for (const std::string& prec : e.precisions)
+        for (const std::string& mode : e.modes) {
+          if (mode != "graph" && mode != "train") continue;
+          Job job{e.network,       parse_precision(prec), 0,      e.input_size, e.num_classes,
+                  mode == "graph", mode == "train",       e.train};
+          job.max_batch = true;
+          job.search_start = *std::max_element(e.batches.begin(), e.batches.end());
+          std::string name = e.network + "/" + prec + "/" + mode + "/max_batch";
+          if (e.input_size != find_network(e.network).limits.default_input_size)
+            name += "/size:" + std::to_string(e.input_size);
+          if (e.num_classes != 1000) name += "/classes:" + std::to_string(e.num_classes);
+          auto* b = benchmark::RegisterBenchmark(name.c_str(), run_benchmark, job);
+          b->UseManualTime()->Unit(benchmark::kSecond)->Iterations(1)->Repetitions(1);
+        }
   }
 
   Session session(opt);
   g_session = &session;
+  g_options = &opt;
   benchmark::RunSpecifiedBenchmarks();
   session.finish();
   benchmark::Shutdown();

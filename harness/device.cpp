@@ -64,6 +64,29 @@ DeviceInfo discover_device(int device) {
   return d;
 }
 
+uint64_t device_free_bytes() {
+  size_t free_bytes = 0, total = 0;
+  CNN_CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total));
+  return free_bytes;
+}
+
+DeviceMemoryCap::DeviceMemoryCap(uint64_t limit_bytes) {
+  size_t free_bytes = 0, total = 0;
+  CNN_CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total));
+  const uint64_t used = total - free_bytes;
+  if (limit_bytes >= total) return;
+  if (limit_bytes <= used)
+    throw UserError("--memory-limit of " + std::to_string(limit_bytes >> 20) +
+                    " MiB is below what the device already uses (" + std::to_string(used >> 20) +
+                    " MiB: the CUDA context and libraries)");
+  bytes_ = free_bytes - (limit_bytes - used);
+  CNN_CHECK_CUDA(cudaMalloc(&ballast_, bytes_));
+}
+
+DeviceMemoryCap::~DeviceMemoryCap() {
+  if (ballast_) cudaFree(ballast_);
+}
+
 uint64_t DevicePeak::sample() {
   size_t free_bytes = 0, total = 0;
   CNN_CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total));

@@ -14,6 +14,27 @@ DeviceInfo discover_device(int device = 0);
 
 // Tracks the device's used memory (total - free from cudaMemGetInfo, so the context and the
 // libraries' own allocations count) at its highest across sample() calls.
+// The device's free memory now (cudaMemGetInfo).
+uint64_t device_free_bytes();
+
+// --memory-limit (issue 5): while it lives, the rest of the device is held by one allocation (the
+// ballast), so every allocation past `limit_bytes` of used memory fails as it would on a card of
+// that size: ours, cuDNN's and cuBLAS's alike, and the CUDA context and the libraries' own
+// memory count toward the limit. UserError where the limit is below what is already in use; no
+// ballast where it is at or above the device's size.
+class DeviceMemoryCap {
+ public:
+  explicit DeviceMemoryCap(uint64_t limit_bytes);
+  ~DeviceMemoryCap();
+  DeviceMemoryCap(const DeviceMemoryCap&) = delete;
+  DeviceMemoryCap& operator=(const DeviceMemoryCap&) = delete;
+  uint64_t ballast_bytes() const { return bytes_; }
+
+ private:
+  void* ballast_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
 class DevicePeak {
  public:
   void reset() { peak_ = 0; }

@@ -39,6 +39,10 @@ expect_failure("train_step bad lr" "--lr must be a number, not 'fast'" ${TRAIN} 
 expect_failure("train_step fp16" "this tool checks fp32 and tf32 steps" ${TRAIN} --network=resnet50 --weights=w.safetensors ${T_FILES} --precision=fp16)
 expect_failure("train_step missing weights" "missing.safetensors" ${TRAIN} --network=resnet50 --weights=missing.safetensors ${T_FILES})
 
+expect_failure("unknown card" "--memory-limit takes a size in GiB .* or a card name .*A6000.*, not 'rtx9090'" ${BENCH} --memory_limit=rtx9090)
+expect_failure("negative limit" "--memory-limit must be positive" ${BENCH} --memory-limit=-8)
+expect_failure("max batch cap" "--max_batch_cap must be at least 1" ${BENCH} --max_batch --max_batch_cap=0)
+
 # --list needs no GPU: every network with its parameter count.
 execute_process(COMMAND ${BENCH} --list RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0 OR NOT out MATCHES "inception_bn +224 +11295240" OR NOT out MATCHES "efficientnet_b7 +600 +66347960")
@@ -49,6 +53,7 @@ message(STATUS "ok: --list")
 execute_process(COMMAND nvidia-smi -L RESULT_VARIABLE has_gpu OUTPUT_QUIET ERROR_QUIET)
 if(NOT has_gpu EQUAL 0)
   expect_failure("no device" "no CUDA device: " ${BENCH})
+  expect_failure("max batch, no device" "no CUDA device: " ${BENCH} --max_batch --memory_limit=A100)
   # The training configs get as far as the device: they parse against the real registry.
   expect_failure("train config, no device" "no CUDA device: " ${BENCH} --config=configs/train.yaml)
   expect_failure("tiny imagenet config, no device" "no CUDA device: " ${BENCH} --config=configs/train_tiny_imagenet.yaml)

@@ -1155,3 +1155,51 @@ class CompareTrainTest(TempFiles):
         rc, _ = self.run_tool("--cnnbench", os.path.join(self.dir, "none.json"),
                               "--pytorch", os.path.join(self.dir, "none2.json"))
         self.assertEqual(rc, 2)
+
+
+# --------------------------------------------------------------------------------------------
+class MaxBatchTableTest(TempFiles):
+    def run_tool(self, *argv):
+        import max_batch_table as mt
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            rc = mt.main(list(argv))
+        return rc, out.getvalue()
+
+    def run_json(self, name, limit_label, limit_mib, rows):
+        ctx = dict(CONTEXT, memory_limit=limit_label, memory_limit_mib=str(limit_mib))
+        return self.write(name, {"context": ctx, "benchmarks": rows})
+
+    @staticmethod
+    def row(name, largest=0, capped=False, error=None):
+        e = {"name": name, "run_name": name, "run_type": "iteration", "repetitions": 1,
+             "iterations": 1, "real_time": 10.0, "time_unit": "s"}
+        if error:
+            e.update(error_occurred=True, error_message=error)
+        else:
+            e.update(largest_batch=largest, first_failed=0 if capped else largest + 1,
+                     capped=1 if capped else 0)
+        return e
+
+    def test_columns_by_limit_cells_and_the_article_row(self):
+        net = "efficientnet_b0/fp16/train/max_batch/size:64/classes:200"
+        a = self.run_json("m16.json", "16 GiB", 16384, [
+            self.row(net, 71), self.row("resnet50/fp16/graph/max_batch", 900),
+            # a throughput row is not a max-batch row
+            gb_entry("resnet50", "fp16", "graph", 32, 9000.0)])
+        b = self.run_json("m8.json", "8 GiB", 8192, [
+            self.row(net, 33), self.row("resnet50/fp16/graph/max_batch", error="illegal address")])
+        c = self.run_json("all.json", "none", 0, [self.row(net, 4096, capped=True)])
+        rc, out = self.run_tool(a, c, b, "--article")
+        self.assertEqual(rc, 0)
+        self.assertIn("| network | mode | precision | input | 8 GiB | 16 GiB | whole device |", out)
+        self.assertIn("| efficientnet_b0 | train | fp16 | 64 | 33 | 71 | >= 4096 |", out)
+        self.assertIn("| article (EfficientNet, tiny-imagenet) | train | its framework's | 64 | 32 "
+                      "| 64 | - |", out)
+        self.assertIn("| resnet50 | graph | fp16 | default | error | 900 | - |", out)
+        self.assertIn("- resnet50 graph fp16: illegal address", out)
+
+    def test_unreadable_input_is_exit_2(self):
+        rc, _ = self.run_tool(os.path.join(self.dir, "none.json"))
+        self.assertEqual(rc, 2)

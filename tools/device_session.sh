@@ -22,6 +22,8 @@
 #   train_peer  PyTorch's training step beside a train_sweep of the same call
 #               (tools/pytorch_train_baseline.py, TRAIN_PEER_MODELS, TRAIN_PEER_BATCHES, eager and
 #               graph, fp16), then tools/compare_train.py (TRAIN_PEER_TIMEOUT, 300 s)
+#   max_batch   tools/max_batch_sweep.sh: the largest batch at each card size (MAX_BATCH_CONFIG,
+#               configs/max_batch.yaml; SIZES; MAX_BATCH_TIMEOUT, 400 s)
 #   edges_ab    ResNet-50 fp16 at batch 1, 8, 64, 256 with --graph_edges=captured and =full
 #   zoo_peer    PyTorch's CUDA-graph replay, fp16 channels_last, the torchvision nets of ZOO_NETS
 #   checks      correctness only, in parallel processes sharing the GPU (no timing): the zoo's
@@ -147,6 +149,10 @@ for step in ${*:-sweep peer tests crosscheck}; do
       echo "train_peer rc=$?"
       python3 tools/compare_train.py --cnnbench "$OUT/train.json" --pytorch "$OUT/pytorch_train.json" \
         --out-md "$OUT/compare_train_fp16.md" --check | head -20 ;;
+    max_batch)
+      timeout "$(lim ${MAX_BATCH_TIMEOUT:-400})" bash tools/max_batch_sweep.sh \
+        "${MAX_BATCH_CONFIG:-configs/max_batch.yaml}" "$OUT/max_batch" 2>&1 | tail -12
+      cat "$OUT/max_batch/max_batch.md" 2>/dev/null | head -20 ;;
     edges_ab)
       # ResNet-50 fp16 with the graph's programmatic edges as captured, then all made full.
       for e in captured full; do
