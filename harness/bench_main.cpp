@@ -69,6 +69,7 @@ struct TrainPrepared {
   cudaGraphExec_t exec = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
   DevicePeak peak;
+  uint64_t device_before = 0;  // used before the model was built
   double single_step_ms = 0;
   double flops_per_image = 0;
   ~TrainPrepared() {
@@ -160,7 +161,7 @@ class Session {
     t.top_k = opt_.config.autotune_top_k;
     auto p = std::make_unique<TrainPrepared>();
     p->key = key;
-    p->peak.sample();
+    p->device_before = p->peak.sample();
     p->model = std::make_unique<TrainModel>(*ctx_, g, wt->second, t);
     p->flops_per_image = 2.0 * double(training_macs(g, p->model->plan()).total());
     CNN_CHECK_CUDA(cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking));
@@ -343,9 +344,15 @@ void run_train(benchmark::State& state, const Job& job) {
   p.peak.sample();
   m.flops_per_image = p.flops_per_image;
   const Arena& a = p.model->arena();
-  m.weights_bytes = a.bytes(MemKind::Weights);  // parameters, gradients, optimizer state, image
-  m.activations_bytes = a.bytes(MemKind::Activations);  // values, their gradients, statistics
+  const TrainModel::Footprint f = p.model->footprint();
+  m.weights_bytes = f.weights;
+  m.gradients_bytes = f.gradients;
+  m.optimizer_state_bytes = f.optimizer_state;
+  // Everything else: the planned values, their gradients and statistics, the image and labels.
+  m.activations_bytes = a.bytes(MemKind::Weights) + a.bytes(MemKind::Activations) - f.weights -
+                        f.gradients - f.optimizer_state;
   m.workspace_bytes = a.bytes(MemKind::Workspace);
+  m.device_before_bytes = p.device_before;
   m.device_peak_bytes = p.peak.peak();
   const auto counters = counters_for(m);
   for (const auto& kv : counters) state.counters[kv.first] = kv.second;
@@ -487,6 +494,7 @@ void run_benchmark(benchmark::State& state, Job job) {
     m.activations_bytes = model.arena().bytes(MemKind::Activations);
     m.workspace_bytes = model.arena().bytes(MemKind::Workspace);
     m.device_peak_bytes = p.peak.peak();
+    m.device_before_bytes = p.device_before;
     for (const auto& kv : counters_for(m)) state.counters[kv.first] = kv.second;
     int convs = 0, fused = 0;
     for (const LayerRecord& r : model.layers())

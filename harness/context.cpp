@@ -39,8 +39,10 @@ std::vector<std::pair<std::string, std::string>> context_entries(const DeviceInf
 
 const std::vector<std::string>& counter_names() {
   static const std::vector<std::string> names = {
-      "img_per_s",   "ms_per_batch",    "tflops",        "arena_peak_mib", "device_peak_mib",
-      "weights_mib", "activations_mib", "workspace_mib", "batch",          "replays_per_timing"};
+      "img_per_s",         "ms_per_batch",        "tflops",        "arena_peak_mib",
+      "device_peak_mib",   "device_before_mib",   "weights_mib",   "activations_mib",
+      "gradients_mib",     "optimizer_state_mib", "workspace_mib", "batch",
+      "replays_per_timing"};
   return names;
 }
 
@@ -48,13 +50,17 @@ std::map<std::string, double> counters_for(const Measurement& m) {
   const double mib = 1.0 / (1 << 20);
   const double ms = m.forwards > 0 ? m.total_ms / double(m.forwards) : 0.0;
   const double seconds = ms * 1e-3;
-  const uint64_t arena = m.weights_bytes + m.activations_bytes + m.workspace_bytes;
+  const uint64_t arena = m.weights_bytes + m.activations_bytes + m.workspace_bytes +
+                         m.gradients_bytes + m.optimizer_state_bytes;
   return {
       {"img_per_s", seconds > 0 ? m.batch / seconds : 0.0},
       {"ms_per_batch", ms},
       {"tflops", seconds > 0 ? m.flops_per_image * m.batch / seconds * 1e-12 : 0.0},
       {"arena_peak_mib", arena * mib},
       {"device_peak_mib", m.device_peak_bytes * mib},
+      {"device_before_mib", m.device_before_bytes * mib},
+      {"gradients_mib", m.gradients_bytes * mib},
+      {"optimizer_state_mib", m.optimizer_state_bytes * mib},
       {"weights_mib", m.weights_bytes * mib},
       {"activations_mib", m.activations_bytes * mib},
       {"workspace_mib", m.workspace_bytes * mib},

@@ -42,8 +42,10 @@ struct Measurement {
   double total_ms = 0;   // their summed device time (CUDA events)
   double flops_per_image = 0;
   uint64_t weights_bytes = 0, activations_bytes = 0, workspace_bytes = 0;
-  uint64_t device_peak_bytes = 0;  // cudaMemGetInfo: used at its highest, context included
-  int replays_per_timing = 1;      // forwards between one pair of events
+  uint64_t gradients_bytes = 0, optimizer_state_bytes = 0;  // training only
+  uint64_t device_before_bytes = 0;  // cudaMemGetInfo: used before the model was built
+  uint64_t device_peak_bytes = 0;    // cudaMemGetInfo: used at its highest, context included
+  int replays_per_timing = 1;        // forwards between one pair of events
 };
 
 // The counter names, in the order they are written.

@@ -42,7 +42,7 @@ std::unique_ptr<Prepared> prepare_model(GpuContext& ctx, const Graph& g, const H
                                         const std::function<void(const Prepared&)>& built) {
   auto p = std::make_unique<Prepared>();
   p->key = g.name() + "/" + precision_name(opt.precision) + "/batch:" + std::to_string(opt.batch);
-  p->peak.sample();
+  p->device_before = p->peak.sample();
   build_and_capture(
       ctx, [&] { return std::make_unique<Model>(ctx, g, w, opt); }, p->model, p->runner, p->repairs,
       [&] {

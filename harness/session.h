@@ -22,6 +22,7 @@ struct Prepared {
   std::unique_ptr<Model> model;
   std::unique_ptr<Runner> runner;
   DevicePeak peak;
+  uint64_t device_before = 0;        // the device's used memory before the model was built
   double single_forward_ms = 0;      // measured during warm-up (graph replay)
   std::vector<std::string> repairs;  // engines banned because the whole graph departed from eager
 };

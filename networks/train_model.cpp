@@ -677,6 +677,17 @@ std::vector<float> TrainModel::gradient(const std::string& name) const {
   return download_param(it->second, it->second.grad, it->second.grad_t);
 }
 
+TrainModel::Footprint TrainModel::footprint() const {
+  Footprint f;
+  for (const auto& [name, p] : params_) {
+    f.weights += arena_.size(p.value) + (p.work >= 0 ? arena_.size(p.work) : 0);
+    if (p.grad >= 0) f.gradients += arena_.size(p.grad);
+    if (p.momentum >= 0) f.optimizer_state += arena_.size(p.momentum);
+    if (p.second >= 0) f.optimizer_state += arena_.size(p.second);
+  }
+  return f;
+}
+
 std::vector<std::string> TrainModel::tensor_names() const {
   std::vector<std::string> out;
   for (const auto& [name, p] : params_) out.push_back(name);

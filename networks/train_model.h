@@ -93,6 +93,15 @@ class TrainModel {
 
   const Dims& input_dims() const { return input_dims_; }
   int classes() const { return classes_; }
+  // The persistent arena's parameter side: weights (fp32 values and, in fp16/bf16, the working
+  // copies), parameter gradients, optimizer state (momentum; Adam's m and v). The rest of the
+  // arena is activations (the planned values, gradients and statistics, and the image, labels and
+  // scratch) and the workspace.
+  struct Footprint {
+    size_t weights = 0, gradients = 0, optimizer_state = 0;
+  };
+  Footprint footprint() const;
+
   const TrainPlan& plan() const { return plan_; }
   const Arena& arena() const { return arena_; }
   std::vector<LayerRecord> layers() const;

@@ -45,6 +45,9 @@ TEST(Context, CountersNamesAndValues) {
   m.activations_bytes = 30u << 20;
   m.workspace_bytes = 4u << 20;
   m.device_peak_bytes = 700u << 20;
+  m.device_before_bytes = 500u << 20;
+  m.gradients_bytes = 6u << 20;
+  m.optimizer_state_bytes = 10u << 20;
   const auto c = counters_for(m);
   std::set<std::string> names;
   for (const auto& kv : c) names.insert(kv.first);
@@ -52,7 +55,11 @@ TEST(Context, CountersNamesAndValues) {
   EXPECT_DOUBLE_EQ(c.at("ms_per_batch"), 2.5);
   EXPECT_DOUBLE_EQ(c.at("img_per_s"), 32 / 2.5e-3);
   EXPECT_NEAR(c.at("tflops"), 8.18e9 * 32 / 2.5e-3 * 1e-12, 1e-9);
-  EXPECT_DOUBLE_EQ(c.at("arena_peak_mib"), 84.0);
+  EXPECT_DOUBLE_EQ(c.at("arena_peak_mib"),
+                   100.0);  // weights, activations, workspace, gradients, state
+  EXPECT_DOUBLE_EQ(c.at("gradients_mib"), 6.0);
+  EXPECT_DOUBLE_EQ(c.at("optimizer_state_mib"), 10.0);
+  EXPECT_DOUBLE_EQ(c.at("device_before_mib"), 500.0);
   EXPECT_DOUBLE_EQ(c.at("device_peak_mib"), 700.0);
   EXPECT_DOUBLE_EQ(c.at("batch"), 32.0);
 }
