@@ -39,6 +39,8 @@ std::string unsupported(const Graph& g, const Node& n) {
     case OpKind::MaxPool:
     case OpKind::GlobalAvgPool:
     case OpKind::Flatten:
+    case OpKind::Concat:
+    case OpKind::AvgPool:
     case OpKind::Conv:  // grouped and depthwise too, with or without bias
       return "";
     case OpKind::AdaptiveAvgPool: {  // to 1x1 (the global mean), or the identity (an alias)
@@ -66,7 +68,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
       throw UserError("training: " + why + " not supported yet" +
                       (n.name.empty() ? "" : " (" + n.name + ")"));
   }
-  plan_ = plan_training(g);
+  plan_ = plan_training(g, false);  // concats copy their inputs in and their gradients out
   const DType t = storage_type(opt.precision);  // F32 for fp32 and tf32
   const size_t esize = dtype_size(t);
   const bool mixed = t != DType::F32;   // fp16, bf16: fp32 master weights, working copies in t
@@ -339,6 +341,19 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           add([=](cudaStream_t st) { launch_scale_forward(t, a, gate, y, d, st); });
           break;
         }
+        case OpKind::Concat: {  // each input copied into its channel slice
+          const int64_t rows = rows_of(dims(id));
+          const int ld = n.out.c;
+          int offset = 0;
+          for (int in : n.inputs) {
+            const void* from = vptr(in);
+            void* to = static_cast<char*>(y) + size_t(offset) * esize;
+            const int c = nodes[in].out.c;
+            add([=](cudaStream_t st) { launch_copy_channels(t, to, ld, from, c, rows, c, st); });
+            offset += c;
+          }
+          break;
+        }
         case OpKind::Dropout: {
           const void* a = vptr(x);
           uint8_t* mk = static_cast<uint8_t*>(arena_.ptr(mask[id]));
@@ -352,12 +367,15 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           break;
         }
         case OpKind::MaxPool:
+        case OpKind::AvgPool:
         case OpKind::GlobalAvgPool:
         case OpKind::AdaptiveAvgPool: {  // to 1x1 (checked above): the global mean
           const PoolSpec s = pool_spec(id);
           const void* in = vptr(x);
           if (n.kind == OpKind::MaxPool)
             add([=](cudaStream_t st) { launch_maxpool(t, in, y, s, st); });
+          else if (n.kind == OpKind::AvgPool)
+            add([=](cudaStream_t st) { launch_avgpool(t, in, y, s, st); });
           else
             add([=](cudaStream_t st) { launch_global_avgpool(t, in, y, s, st); });
           break;
@@ -500,6 +518,31 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           });
           break;
         }
+        case OpKind::Concat: {
+          // Each input that needs a gradient takes its slice of dy, copied or added, in the
+          // order of grad_writes (the inputs', skipping those without one).
+          const int64_t rows = rows_of(dims(id));
+          const int ld = n.out.c;
+          int offset = 0;
+          size_t w = 0;
+          for (int in : n.inputs) {
+            const int c = nodes[in].out.c;
+            if (plan_.needs_grad[src(in)]) {
+              const void* from = static_cast<const char*>(dy) + size_t(offset) * esize;
+              void* to = dx_of(w);
+              const bool acc = acc_of(w);
+              ++w;
+              add([=](cudaStream_t st) {
+                if (acc)
+                  launch_grad_add(t, to, c, from, ld, rows, c, st);
+                else
+                  launch_copy_channels(t, to, c, from, ld, rows, c, st);
+              });
+            }
+            offset += c;
+          }
+          break;
+        }
         case OpKind::Dropout: {
           if (op.grad_writes.empty()) break;
           void* dx = dx_of(0);
@@ -511,6 +554,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           break;
         }
         case OpKind::MaxPool:
+        case OpKind::AvgPool:
         case OpKind::GlobalAvgPool:
         case OpKind::AdaptiveAvgPool: {
           if (op.grad_writes.empty()) break;
@@ -520,6 +564,8 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           const bool acc = acc_of(0);
           if (n.kind == OpKind::MaxPool)
             add([=](cudaStream_t st) { launch_maxpool_backward(t, in, dy, dx, s, acc, st); });
+          else if (n.kind == OpKind::AvgPool)
+            add([=](cudaStream_t st) { launch_avgpool_backward(t, dy, dx, s, acc, st); });
           else
             add([=](cudaStream_t st) { launch_global_avgpool_backward(t, dy, dx, s, acc, st); });
           break;

@@ -56,7 +56,7 @@ const char* optimizer_name(Optimizer o) {
   return o == Optimizer::SGD ? "sgd" : "adam";
 }
 
-TrainPlan plan_training(const Graph& g) {
+TrainPlan plan_training(const Graph& g, bool concat_views) {
   const auto& nodes = g.nodes();
   const int count = int(nodes.size());
   const auto consumers = g.consumers();
@@ -115,7 +115,8 @@ TrainPlan plan_training(const Graph& g) {
     std::vector<int> seen;
     for (int in : nodes[id].inputs) {
       const int v = src(in);
-      const bool placeable = v == in && v != g.input_id() && readers[v].size() == 1 &&
+      const bool placeable = concat_views && v == in && v != g.input_id() &&
+                             readers[v].size() == 1 &&
                              std::find(seen.begin(), seen.end(), v) == seen.end();
       seen.push_back(v);
       if (placeable) {

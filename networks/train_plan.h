@@ -76,7 +76,11 @@ struct TrainPlan {
 
 // Every sink of the graph other than its output is an auxiliary classifier (a linear layer
 // of the output's width) and gets the loss weight kAuxLossWeight; logic_error otherwise.
-TrainPlan plan_training(const Graph& g);
+// concat_views: a concat's inputs that only it reads are written into slices of its buffer (no
+// copies; their gradients are slices of its gradient). Off: every input has its own buffer, the
+// concat copies them in (a forward op reading them all) and its backward copies the slices of its
+// gradient out (a backward op writing each input's gradient).
+TrainPlan plan_training(const Graph& g, bool concat_views = true);
 
 // Memory of one step. Storage types follow the precision: fp32 and tf32 keep everything in fp32;
 // fp16 and bf16 keep working weights, activations and all gradients in 16 bits plus fp32 master

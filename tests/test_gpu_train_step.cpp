@@ -122,6 +122,36 @@ double host_train_loss(const Graph& g, const HostWeights& w, const std::vector<f
             y[size_t(b) * o.c + c] = s / (in.h * in.w);
           }
         break;
+      case OpKind::AvgPool:
+        for (int b = 0; b < batch; ++b)
+          for (int c = 0; c < o.c; ++c)
+            for (int oh = 0; oh < o.h; ++oh)
+              for (int ow = 0; ow < o.w; ++ow) {
+                double sum = 0;
+                int inside = 0;
+                for (int r = 0; r < n.kernel; ++r)
+                  for (int q = 0; q < n.kernel; ++q) {
+                    const int ih = oh * n.stride - n.pad + r, iw = ow * n.stride - n.pad + q;
+                    if (ih >= 0 && ih < in.h && iw >= 0 && iw < in.w)
+                      sum += at(b, c, ih, iw), ++inside;
+                  }
+                y[((size_t(b) * o.c + c) * o.h + oh) * o.w + ow] =
+                    sum / (n.count_include_pad ? n.kernel * n.kernel : inside);
+              }
+        break;
+      case OpKind::Concat: {
+        int off = 0;
+        for (int src : n.inputs) {
+          const Dims d = nodes[src].out;
+          const std::vector<double>& u = v[src];
+          for (int b = 0; b < batch; ++b)
+            for (int c = 0; c < d.c; ++c)
+              for (size_t i = 0; i < hw; ++i)
+                y[(size_t(b) * o.c + off + c) * hw + i] = u[(size_t(b) * d.c + c) * hw + i];
+          off += d.c;
+        }
+        break;
+      }
       case OpKind::Flatten:
         y = a;
         break;
@@ -435,20 +465,56 @@ TEST(GpuTrainStep, SpatialLinearAndConvBiasGradientsMatchFiniteDifferences) {
 }
 
 TEST(GpuTrainStep, UnsupportedOpsAreRefused) {
-  Graph g("concat_net");
+  Graph g("lrn_net");
   int x = g.input(3, 8, 8);
-  const int a = g.conv(x, "a", 4, 3, 1, 1);
-  const int b = g.conv(x, "b", 4, 3, 1, 1);
-  x = g.flatten(g.global_avgpool(g.concat({a, b}, "cat")));
-  g.set_output(g.linear(x, "fc", 10));
+  x = g.lrn(g.conv(x, "a", 4, 3, 1, 1), 5, 1e-4, 0.75, 2.0, "norm");
+  g.set_output(g.linear(g.flatten(g.global_avgpool(x)), "fc", 10));
   GpuContext ctx;
   TrainOptions o;
   try {
     TrainModel m(ctx, g, random_weights(g, 1), o);
-    ADD_FAILURE() << "a concat trained";
+    ADD_FAILURE() << "an LRN trained";
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("concat not supported yet"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("lrn not supported yet"), std::string::npos) << e.what();
+  }
+}
+
+// Inception's ops: a concat of a conv branch, a 1x1 branch and the first branch again (its
+// gradient is the sum of two slices), then an average pool (3x3, stride 2, padding counted): the
+// first loss is the host forward's and the gradients match central differences of it.
+TEST(GpuTrainStep, ConcatAndAvgPoolGradientsMatchFiniteDifferences) {
+  Graph g("concat_net");
+  int x = g.input(3, 8, 8);
+  const int a = g.relu(g.conv(x, "a", 4, 3, 1, 1, true));
+  const int b = g.conv(x, "b", 2, 1, 1, 0, true);
+  x = g.avgpool(g.concat({a, b, a}, "cat"), 3, 2, 1, true);
+  g.set_output(g.linear(g.flatten(g.global_avgpool(x)), "fc", 10));
+  const HostWeights w = random_weights(g, 21);
+  const int batch = 3;
+  std::mt19937 rng(17);
+  const std::vector<float> in = random_vector(size_t(batch) * 3 * 8 * 8, rng);
+  const std::vector<int> labels{4, 1, 8};
+  GpuContext ctx;
+  TrainOptions o;
+  o.batch = batch;
+  o.lr = 0.0;
+  o.momentum = 0;
+  TrainModel m(ctx, g, w, o);
+  m.set_input(in);
+  m.set_labels(labels);
+  m.step(ctx.stream);
+  const double ref = host_train_loss(g, w, in, labels, batch);
+  EXPECT_NEAR(m.loss(), ref, 1e-5 * std::max(1.0, std::abs(ref)));
+  for (const auto& [name, idx] : std::vector<std::pair<std::string, size_t>>{
+           {"a.weight", 5}, {"a.weight", 100}, {"a.bias", 2}, {"b.weight", 3}, {"b.bias", 1}}) {
+    HostWeights plus = w, minus = w;
+    plus[name][idx] += 1e-3f;
+    minus[name][idx] -= 1e-3f;
+    const double fd = (host_train_loss(g, plus, in, labels, batch) -
+                       host_train_loss(g, minus, in, labels, batch)) /
+                      (double(plus[name][idx]) - double(minus[name][idx]));
+    EXPECT_NEAR(m.gradient(name)[idx], fd, 1e-3 * std::max(1e-2, std::abs(fd)))
+        << name << "[" << idx << "]";
   }
 }
 

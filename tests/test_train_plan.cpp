@@ -458,3 +458,44 @@ TEST(TrainMacs, EveryNetworkLeavesOutOnlyTheImageGradient) {
     EXPECT_EQ(t.backward_data, g.macs() - first);
   }
 }
+
+// Without concat views (how TrainModel trains): no value is a slice of another, every concat has
+// a forward op that reads all its inputs and a backward op that writes each input's gradient,
+// and every gradient is written before it is read.
+TEST(TrainPlan, ConcatsAsCopiesReadAndWriteEveryInput) {
+  for (const char* net : {"inception_v3", "inception_bn"}) {
+    const Graph g = build_training_network(net);
+    SCOPED_TRACE(net);
+    const TrainPlan p = plan_training(g, false);
+    const auto& nodes = g.nodes();
+    int concats = 0;
+    for (size_t id = 0; id < nodes.size(); ++id) {
+      EXPECT_EQ(p.slice_of[id], -1) << nodes[id].name;
+      if (!p.active[id] || nodes[id].kind != OpKind::Concat) continue;
+      ++concats;
+      int forward = 0, backward = 0;
+      for (const TrainOp& op : p.ops) {
+        if (op.node != int(id)) continue;
+        if (op.pass == TrainPass::Forward) {
+          ++forward;
+          EXPECT_EQ(op.reads.size(), nodes[id].inputs.size());
+        } else if (op.pass == TrainPass::Backward) {
+          ++backward;
+          size_t need = 0;
+          for (int in : nodes[id].inputs) need += p.needs_grad[p.source[in]];
+          EXPECT_EQ(op.grad_writes.size(), need);
+        }
+      }
+      EXPECT_EQ(forward, 1) << nodes[id].name;
+      EXPECT_EQ(backward, 1) << nodes[id].name;
+    }
+    EXPECT_GT(concats, 5);
+    std::vector<int> written(nodes.size(), -1);
+    for (int s = 0; s < int(p.ops.size()); ++s) {
+      const TrainOp& op = p.ops[s];
+      for (int v : op.grad_reads) EXPECT_GE(written[v], 0) << op.label(g);
+      for (int v : op.grad_writes)
+        if (written[v] < 0) written[v] = s;
+    }
+  }
+}
