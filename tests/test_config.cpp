@@ -355,6 +355,36 @@ TEST(Config, NearestWord) {
   EXPECT_EQ(nearest_word("batches", {}), "");
 }
 
+// The max-batch config: inference and training entries, the article's tiny-imagenet case among
+// them.
+TEST(Config, TheMaxBatchConfigParses) {
+  const SweepConfig c = parse_config_file(
+      std::string(CNNBENCH_TEST_DATA) + "/../../configs/max_batch.yaml", config_schema());
+  ASSERT_EQ(c.benchmarks.size(), 4u);
+  bool tiny = false;
+  for (const BenchmarkEntry& e : c.benchmarks)
+    if (e.network == "efficientnet_b0" && e.input_size == 64) {
+      tiny = true;
+      EXPECT_EQ(e.num_classes, 200);
+      EXPECT_EQ(e.train.optimizer, "adam");
+      EXPECT_EQ(e.modes, std::vector<std::string>{"train"});
+    }
+  EXPECT_TRUE(tiny);
+}
+
+// The seed's training sweep parses: three networks, train mode, SGD.
+TEST(Config, TheMxnetTrainingConfigParses) {
+  const SweepConfig c = parse_config_file(
+      std::string(CNNBENCH_TEST_DATA) + "/../../configs/mxnet_train_imagenet.yaml",
+      config_schema());
+  ASSERT_EQ(c.benchmarks.size(), 3u);
+  for (const BenchmarkEntry& e : c.benchmarks) {
+    EXPECT_TRUE(e.trains()) << e.network;
+    EXPECT_EQ(e.train.optimizer, "sgd");
+  }
+  EXPECT_EQ(c.benchmarks[0].batches.back(), 256);  // AlexNet: the seed's batch column x 8
+}
+
 }  // namespace
 }  // namespace cnnbench
 

@@ -7,10 +7,8 @@
 #include <set>
 
 #include "harness/check.h"
-#include "harness/config.h"
 #include "harness/gpus.h"
 #include "harness/max_batch.h"
-#include "networks/registry.h"
 
 namespace cnnbench {
 namespace {
@@ -124,23 +122,6 @@ TEST(Gpus, MemoryLimitTakesSizesAndCardNames) {
   EXPECT_THROW(parse_gpu_table("sizes: [8]\ncards: []\n", "empty.yaml"), UserError);
   EXPECT_THROW(parse_gpu_table("sizes: [8]\ncards:\n  - {name: X, memory_gib: 0}\n", "z.yaml"),
                UserError);
-}
-
-// The max-batch config: inference and training entries, the article's tiny-imagenet case among
-// them.
-TEST(Gpus, TheMaxBatchConfigParses) {
-  const SweepConfig c = parse_config_file(
-      std::string(CNNBENCH_TEST_DATA) + "/../../configs/max_batch.yaml", config_schema());
-  ASSERT_EQ(c.benchmarks.size(), 4u);
-  bool tiny = false;
-  for (const BenchmarkEntry& e : c.benchmarks)
-    if (e.network == "efficientnet_b0" && e.input_size == 64) {
-      tiny = true;
-      EXPECT_EQ(e.num_classes, 200);
-      EXPECT_EQ(e.train.optimizer, "adam");
-      EXPECT_EQ(e.modes, std::vector<std::string>{"train"});
-    }
-  EXPECT_TRUE(tiny);
 }
 
 TEST(Check, OutOfMemoryIsTheLibrariesAllocationFailuresOnly) {
