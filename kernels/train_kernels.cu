@@ -963,6 +963,49 @@ void launch_convert(DType from, const void* src, DType to, void* dst, int64_t n,
   CNN_CHECK_LAUNCH();
 }
 
+namespace {
+
+template <typename T>
+__global__ void lrn_backward_kernel(const T* x, const T* dy, T* dx, int64_t total, int C, int size,
+                                    float alpha_n, float beta, float k, bool accumulate) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t row = i / C;
+    const int c = int(i % C);
+    const T* xr = x + row * C;
+    const T* dyr = dy + row * C;
+    // S[m] = k + alpha / size * sum of x^2 over window(m) = [m - (size-1)/2, m + size/2].
+    auto norm = [&](int m) {
+      float sq = 0.0f;
+      for (int j = max(0, m - (size - 1) / 2); j <= min(C - 1, m + size / 2); ++j) {
+        const float v = load_f(xr, j);
+        sq += v * v;
+      }
+      return k + alpha_n * sq;
+    };
+    // The windows holding channel c: m in [c - size/2, c + (size-1)/2].
+    float sum = 0.0f;
+    for (int m = max(0, c - size / 2); m <= min(C - 1, c + (size - 1) / 2); ++m)
+      sum += load_f(dyr, m) * load_f(xr, m) * powf(norm(m), -beta - 1.0f);
+    const float g =
+        load_f(dyr, c) * powf(norm(c), -beta) - 2.0f * beta * alpha_n * load_f(xr, c) * sum;
+    store_f(dx, i, accumulate ? load_f(dx, i) + g : g);
+  }
+}
+
+}  // namespace
+
+void launch_lrn_backward(DType t, const void* x, const void* dy, void* dx, const LrnSpec& s,
+                         bool accumulate, cudaStream_t stream) {
+  const int64_t total = s.x.numel();
+  if (total <= 0) return;
+  CNN_DISPATCH_DTYPE(
+      t, lrn_backward_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(
+             static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), total, s.x.c,
+             s.size, float(s.alpha / s.size), float(s.beta), float(s.k), accumulate));
+  CNN_CHECK_LAUNCH();
+}
+
 void launch_dropout_forward(DType t, const void* x, void* y, uint8_t* mask, int64_t n, double p,
                             const DropoutRng& rng, cudaStream_t stream) {
   const uint32_t threshold = dropout_threshold(p);

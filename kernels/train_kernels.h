@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/lrn.h"
 #include "kernels/pointwise.h"
 #include "kernels/pool.h"
 #include "kernels/tensor.h"
@@ -135,6 +136,15 @@ void launch_scale_forward(DType t, const void* x, const void* gate, void* y, con
 // through float (fp32 statistics and gradients to and from a half-precision step's buffers).
 void launch_convert(DType from, const void* src, DType to, void* dst, int64_t n, bool accumulate,
                     cudaStream_t stream);
+
+// ---- LRN ---------------------------------------------------------------------------------------
+
+// Cross-channel LRN's backward (lrn_backward_ref; kernels/lrn.h's convention), from the saved
+// input x (the normalizers are recomputed): dx = dy * S^-beta - 2 beta alpha / size * x *
+// sum over the windows holding the channel of dy x S^(-beta - 1). x, dy, dx packed NHWC of dims
+// s.x (s.ld_x, s.ld_y are not used); += when `accumulate`.
+void launch_lrn_backward(DType t, const void* x, const void* dy, void* dx, const LrnSpec& s,
+                         bool accumulate, cudaStream_t stream);
 
 // ---- Dropout -----------------------------------------------------------------------------------
 

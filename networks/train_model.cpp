@@ -9,6 +9,7 @@
 #include "kernels/conv.h"
 #include "kernels/conv_backward.h"
 #include "kernels/linear_backward.h"
+#include "kernels/lrn.h"
 #include "kernels/matmul.h"
 #include "kernels/pointwise.h"
 #include "kernels/pool.h"
@@ -41,6 +42,7 @@ std::string unsupported(const Graph& g, const Node& n) {
     case OpKind::Flatten:
     case OpKind::Concat:
     case OpKind::AvgPool:
+    case OpKind::LRN:
     case OpKind::Conv:  // grouped and depthwise too, with or without bias
       return "";
     case OpKind::AdaptiveAvgPool: {  // to 1x1 (the global mean), or the identity (an alias)
@@ -341,6 +343,14 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           add([=](cudaStream_t st) { launch_scale_forward(t, a, gate, y, d, st); });
           break;
         }
+        case OpKind::LRN: {
+          LrnSpec s;
+          s.x = dims(id);
+          s.size = n.lrn_size, s.alpha = n.lrn_alpha, s.beta = n.lrn_beta, s.k = n.lrn_k;
+          const void* a = vptr(x);
+          add([=](cudaStream_t st) { launch_lrn(t, a, y, s, st); });
+          break;
+        }
         case OpKind::Concat: {  // each input copied into its channel slice
           const int64_t rows = rows_of(dims(id));
           const int ld = n.out.c;
@@ -516,6 +526,17 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
             launch_scale_backward(t, a, gf, dy, dx, dg32, d, acc_x, scratch, st);
             if (dgate) launch_convert(DType::F32, dg32, t, dgate, nc, acc_gate, st);
           });
+          break;
+        }
+        case OpKind::LRN: {
+          if (op.grad_writes.empty()) break;
+          LrnSpec s;
+          s.x = dims(id);
+          s.size = n.lrn_size, s.alpha = n.lrn_alpha, s.beta = n.lrn_beta, s.k = n.lrn_k;
+          const void* a = vptr(x);
+          void* dx = dx_of(0);
+          const bool acc = acc_of(0);
+          add([=](cudaStream_t st) { launch_lrn_backward(t, a, dy, dx, s, acc, st); });
           break;
         }
         case OpKind::Concat: {

@@ -676,6 +676,40 @@ TEST(GpuTrain, ScaleForwardAndConvertMatchReference) {
   }
 }
 
+// LRN's backward against lrn_backward_ref (itself checked against finite differences in
+// test_train_refs.cpp): AlexNet-LRN's two shapes' channel counts, odd and even window sizes,
+// accumulating or not.
+TEST(GpuTrain, LrnBackwardMatchesReference) {
+  const unsigned seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937 rng(seed);
+  struct Case {
+    Dims d;
+    int size;
+  };
+  const Case cases[] = {{{2, 96, 5, 7}, 5}, {{3, 256, 3, 3}, 5}, {{2, 10, 4, 4}, 4}};
+  for (Precision p : kStorage)
+    for (const Case& cs : cases)
+      for (bool accumulate : {false, true}) {
+        const DType t = storage_type(p);
+        const size_t n = size_t(cs.d.numel());
+        const auto x = rounded(random_vector(n, rng, -3, 3), t);
+        const auto dy = rounded(random_vector(n, rng), t);
+        const auto dx0 = rounded(random_vector(n, rng), t);
+        LrnGeom g{cs.d, cs.size, 1e-2, 0.75, 2.0};
+        RefVec ref = lrn_backward_ref(to_ref(x), to_ref(dy), g);
+        if (accumulate) ref = add(ref, dx0);
+        DeviceBuffer bx(x, t), bdy(dy, t), bdx(n, t);
+        if (accumulate) bdx.upload(dx0);
+        LrnSpec s;
+        s.x = cs.d, s.size = cs.size, s.alpha = g.alpha, s.beta = g.beta, s.k = g.k;
+        launch_lrn_backward(t, bx.get(), bdy.get(), bdx.get(), s, accumulate, nullptr);
+        EXPECT_LT(rel_l2(bdx.download(), ref), tolerance(p))
+            << precision_name(p) << " " << cs.d.str() << " size " << cs.size
+            << (accumulate ? " accumulate" : "");
+      }
+}
+
 // ---- Dropout -----------------------------------------------------------------------------------
 
 namespace {
