@@ -1203,3 +1203,45 @@ class MaxBatchTableTest(TempFiles):
     def test_unreadable_input_is_exit_2(self):
         rc, _ = self.run_tool(os.path.join(self.dir, "none.json"))
         self.assertEqual(rc, 2)
+
+
+# --------------------------------------------------------------------------------------------
+class TrainSeedTableTest(TempFiles):
+    """seed_table.py --mode train on the repository's training seed (MXNet's train_imagenet)."""
+
+    def test_train_rows_beside_the_training_seed_with_alexnets_batch_x8(self):
+        entries = gb_repeated("resnet50", "fp16", "train", 32, [900.0])
+        entries += gb_repeated("resnet50", "fp16", "graph", 32, [20000.0])  # inference: not shown
+        for e in gb_repeated("alexnet_lrn", "fp32", "train", 64, [5000.0]):
+            e["run_name"] = e["name"] = e["name"].replace("batch:64", "batch:64/size:224")
+            entries.append(e)
+        cb = self.gb(entries)
+        md = st.build_table([cb], st.DEFAULT_TRAIN_SEED, "Tesla P100", None, "train")
+        self.assertIn("training images/s", md)
+        self.assertIn("(cnnbench, train step, median)", md)
+        self.assertIn("train_imagenet.py", md)
+        rows = [l for l in md.splitlines() if l.startswith("| resnet50 | 224 | 32 |")]
+        self.assertEqual(len(rows), 1)
+        self.assertIn("| 900 |", rows[0])
+        self.assertNotIn("20,000", md)
+        # The seed's AlexNet rows at batch column 8 are batch 64 here.
+        alex = [l for l in md.splitlines() if l.startswith("| alexnet_lrn (seed: alexnet) | 224 | 64 |")]
+        self.assertEqual(len(alex), 1)
+        self.assertIn("| 5,000 |", alex[0])
+        self.assertNotIn("| alexnet_lrn (seed: alexnet) | 224 | 1 |", md)
+
+    def test_readme_markers_are_the_modes_own(self):
+        readme = os.path.join(self.dir, "README.md")
+        with open(readme, "w") as f:
+            f.write("x\n<!-- train-seed-table:begin -->\nold\n<!-- train-seed-table:end -->\ny\n")
+        cb = self.gb(gb_repeated("resnet50", "fp16", "train", 8, [300.0]))
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            rc = st.main(["--cnnbench", cb, "--mode", "train", "--readme", readme])
+        self.assertEqual(rc, 0)
+        text = open(readme).read()
+        self.assertNotIn("old", text)
+        self.assertIn("| resnet50 | 224 | 8 |", text)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            rc = st.main(["--cnnbench", cb, "--readme", readme])  # inference markers: absent
+        self.assertEqual(rc, 2)

@@ -23,6 +23,13 @@ are "—", failed benchmarks "error".
 Several --cnnbench files are merged in order: a later file's result replaces an earlier one's,
 except that an error never replaces a measurement.
 
+--mode train reads our train rows ("<network>/<precision>/train/batch:N", configs/
+mxnet_train_imagenet.yaml) beside the training seed (results/reference/mxnet_training_seed.csv,
+MXNet's train_imagenet.py; the default --seed in this mode): a seed row whose note says "actual
+batch = 8*batch" (its AlexNet rows) is read at 8 times its batch column, and seed rows without a
+figure (an out-of-memory) are left out. The README markers are then <!-- train-seed-table:begin
+--> and <!-- train-seed-table:end -->.
+
 --readme FILE replaces what lies between the lines <!-- seed-table:begin --> and
 <!-- seed-table:end --> with the table (exit 2, file untouched, if the markers are not there
 exactly once each, in that order). --out FILE writes the table alone. Stdlib only; importable.
@@ -41,6 +48,7 @@ import compare_pytorch as cp  # noqa: E402  (the Google Benchmark JSON reader)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_SEED = os.path.join(ROOT, "results", "reference", "mxnet_inference_seed.csv")
+DEFAULT_TRAIN_SEED = os.path.join(ROOT, "results", "reference", "mxnet_training_seed.csv")
 DEFAULT_GPUS = "Tesla P100,GTX 1080 Ti"
 BEGIN_MARKER = "<!-- seed-table:begin -->"
 END_MARKER = "<!-- seed-table:end -->"
@@ -159,10 +167,14 @@ def load_seed(path):
                          f"{', '.join(sorted(need))}")
     networks, sources, values = [], {}, {}
     for i, r in enumerate(rows, start=2):
+        if not (r.get("images_per_sec") or "").strip():
+            continue  # no figure: the run failed (an out-of-memory, say)
         try:
             batch, img_s = int(r["batch"]), float(r["images_per_sec"])
         except (TypeError, ValueError) as e:
             raise InputError(f"{path} line {i}: {e}") from e
+        if "actual batch = 8*batch" in (r.get("note") or ""):
+            batch *= 8
         if r.get("gpus", "1").strip() not in ("", "1"):
             continue  # multi-GPU rows are not comparable with one GPU
         if r["network"] not in networks:
@@ -188,19 +200,19 @@ def seed_columns(seed, gpus):
     return cols
 
 
-def build_rows(cells, seed, columns, batches=None):
+def build_rows(cells, seed, columns, batches=None, mode="graph"):
     """One dict per (seed network, batch): our cells, seed values and the fp16 speed-up."""
     rows = []
     for net in seed["networks"]:
         ours = SEED_TO_OURS.get(net, net)
         size = SEED_INPUT_SIZE.get(net, 224)
         found = {k[3] for k in cells
-                 if k[0] == ours and k[1] in PRECISIONS and k[2] == "graph" and k[4] == size}
+                 if k[0] == ours and k[1] in PRECISIONS and k[2] == mode and k[4] == size}
         found |= {k[3] for k in seed["values"] if k[2] == net and k[:2] in columns}
         for b in sorted(found):
             if batches is not None and b not in batches:
                 continue
-            our = {p: cells.get((ours, p, "graph", b, size)) for p in PRECISIONS}
+            our = {p: cells.get((ours, p, mode, b, size)) for p in PRECISIONS}
             vals = [seed["values"].get((gpu, src, net, b)) for gpu, src in columns]
             best = max((v for v in vals if v is not None), default=None)
             fp16 = our["fp16"]
@@ -243,13 +255,15 @@ def join_words(words):
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def render(rows, contexts, columns, gpus, seed_path):
+def render(rows, contexts, columns, gpus, seed_path, mode="graph"):
     """The Markdown block: title, table, footnotes."""
     gpu = our_gpu(contexts)
-    lines = [f"**{gpu} (cnnbench) next to the seed's {join_words(list(gpus))}**: inference "
-             f"images/s, batches of random images", ""]
+    train = mode == "train"
+    lines = [f"**{gpu} (cnnbench) next to the seed's {join_words(list(gpus))}**: "
+             f"{'training' if train else 'inference'} images/s, batches of random images", ""]
     header = ["network", "input (px)", "batch"]
-    header += [f"{gpu} {p} img/s (cnnbench, graph, median) ¹" for p in PRECISIONS]
+    header += [f"{gpu} {p} img/s (cnnbench, {'train step' if train else 'graph'}, median) ¹"
+               for p in PRECISIONS]
     header += [f"{g} img/s (seed: {source_label(src)}) ²" for g, src in columns]
     header += [f"{gpu} fp16 / best seed (x, speed-up) ³"]
     lines.append("| " + " | ".join(header) + " |")
@@ -264,18 +278,28 @@ def render(rows, contexts, columns, gpus, seed_path):
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     multi = [g for g in gpus if sum(1 for c in columns if c[0] == g) > 1]
-    lines.append("¹ cnnbench: CUDA-graph replays, Google Benchmark's median aggregate over the "
-                 "repetitions (else their median); inputs as MXNet's benchmark_score.py feeds "
-                 "them, 299 px for inception_v3 and 224 px for the others (alexnet_lrn at 224, "
-                 "not its default 227). alexnet_lrn and inception_bn mirror MXNet's symbols; "
-                 "vgg16, inception_v3, resnet50 and resnet152 are torchvision's definitions "
-                 "(MXNet's resnet symbol is the pre-activation variant and its inception-v3 "
-                 "symbol differs in detail), so those rows compare like-sized, not identical, "
-                 "networks.")
+    if train:
+        lines.append("¹ cnnbench: one training step (forward with BatchNorm in training mode, "
+                     "softmax cross-entropy, backward, SGD with momentum), captured whole in a "
+                     "CUDA graph and replayed; Google Benchmark's median aggregate over the "
+                     "repetitions. Inputs at 299 px for inception_v3 and 224 px for the others. "
+                     "alexnet_lrn mirrors MXNet's symbol; resnet50 and inception_v3 are "
+                     "torchvision's definitions, like-sized, not identical, networks.")
+    else:
+        lines.append("¹ cnnbench: CUDA-graph replays, Google Benchmark's median aggregate over "
+                     "the repetitions (else their median); inputs as MXNet's benchmark_score.py "
+                     "feeds them, 299 px for inception_v3 and 224 px for the others (alexnet_lrn "
+                     "at 224, not its default 227). alexnet_lrn and inception_bn mirror MXNet's "
+                     "symbols; vgg16, inception_v3, resnet50 and resnet152 are torchvision's "
+                     "definitions (MXNet's resnet symbol is the pre-activation variant and its "
+                     "inception-v3 symbol differs in detail), so those rows compare like-sized, "
+                     "not identical, networks.")
     lines.append("")
-    seed_note = (f"² Seed: `{display_path(seed_path)}`, "
-                 "one GPU, MXNet's benchmark_score.py (float32, the script's default), one column "
-                 "per source as the CSV names it.")
+    script = ("MXNet's train_imagenet.py on synthetic data (float32; AlexNet's batch column x 8 "
+              "read as the real batch)") if train else (
+                  "MXNet's benchmark_score.py (float32, the script's default)")
+    seed_note = (f"² Seed: `{display_path(seed_path)}`, one GPU, {script}, one column per source "
+                 "as the CSV names it.")
     if multi:
         seed_note += (f" {join_words(multi)} {'has' if len(multi) == 1 else 'have'} more than "
                       "one source: each is shown, none is picked.")
@@ -306,28 +330,29 @@ def display_path(path):
     return os.path.relpath(full, ROOT) if os.path.commonpath([full, ROOT]) == ROOT else path
 
 
-def build_table(cnnbench_paths, seed_path=DEFAULT_SEED, gpus=DEFAULT_GPUS, batches=None):
+def build_table(cnnbench_paths, seed_path=DEFAULT_SEED, gpus=DEFAULT_GPUS, batches=None,
+                mode="graph"):
     """The Markdown block for these inputs (gpus: a comma-separated string or a list)."""
     if isinstance(gpus, str):
         gpus = [g.strip() for g in gpus.split(",") if g.strip()]
     contexts, cells = merge_cnnbench(cnnbench_paths)
     seed = load_seed(seed_path)
     columns = seed_columns(seed, gpus)
-    rows = build_rows(cells, seed, columns, batches)
-    return render(rows, contexts, columns, gpus, seed_path)
+    rows = build_rows(cells, seed, columns, batches, mode)
+    return render(rows, contexts, columns, gpus, seed_path, mode)
 
 
 # --------------------------------------------------------------------------------------------
 # README
 # --------------------------------------------------------------------------------------------
-def replace_between_markers(text, block):
+def replace_between_markers(text, block, begin=BEGIN_MARKER, end=END_MARKER):
     """`text` with the lines between the begin and end marker lines replaced by `block`."""
     lines = text.splitlines(keepends=True)
-    begins = [i for i, line in enumerate(lines) if line.strip() == BEGIN_MARKER]
-    ends = [i for i, line in enumerate(lines) if line.strip() == END_MARKER]
+    begins = [i for i, line in enumerate(lines) if line.strip() == begin]
+    ends = [i for i, line in enumerate(lines) if line.strip() == end]
     if len(begins) != 1 or len(ends) != 1 or ends[0] < begins[0]:
         raise InputError(
-            f"needs the line {BEGIN_MARKER} and, after it, the line {END_MARKER}, each exactly "
+            f"needs the line {begin} and, after it, the line {end}, each exactly "
             f"once (found {len(begins)} begin and {len(ends)} end marker lines"
             + (", the end before the begin" if len(begins) == len(ends) == 1 else "") + ")")
     b, e = begins[0], ends[0]
@@ -336,14 +361,20 @@ def replace_between_markers(text, block):
     return "".join(lines[:b + 1]) + "\n" + block + "\n" + "".join(lines[e:])
 
 
-def update_readme(path, block):
+def markers(mode):
+    if mode == "train":
+        return "<!-- train-seed-table:begin -->", "<!-- train-seed-table:end -->"
+    return BEGIN_MARKER, END_MARKER
+
+
+def update_readme(path, block, mode="graph"):
     try:
         with open(path) as f:
             text = f.read()
     except OSError as e:
         raise InputError(f"cannot read {path}: {e}") from e
     try:
-        new = replace_between_markers(text, block)
+        new = replace_between_markers(text, block, *markers(mode))
     except InputError as e:
         raise InputError(f"{path}: {e}") from e
     tmp = path + ".tmp"
@@ -356,15 +387,19 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cnnbench", action="append", required=True,
                     help="Google Benchmark JSON from cnnbench (repeatable; later files win)")
-    ap.add_argument("--seed", default=DEFAULT_SEED,
-                    help="seed CSV (default: results/reference/mxnet_inference_seed.csv)")
+    ap.add_argument("--mode", default="graph", choices=("graph", "train"),
+                    help="our inference (graph) rows or training-step rows")
+    ap.add_argument("--seed", default=None,
+                    help="seed CSV (default: results/reference/mxnet_inference_seed.csv, or "
+                         "mxnet_training_seed.csv with --mode train)")
     ap.add_argument("--gpus", default=DEFAULT_GPUS,
                     help=f"comma-separated seed GPUs, as the CSV names them (default: {DEFAULT_GPUS})")
     ap.add_argument("--batches", default=None, help="comma-separated batches to keep (default: all)")
     ap.add_argument("--out", default=None, help="also write the table here")
     ap.add_argument("--readme", default=None,
-                    help=f"replace the lines between {BEGIN_MARKER} and {END_MARKER} in this file")
+                    help="replace the lines between the mode's markers in this file")
     args = ap.parse_args(argv)
+    seed = args.seed or (DEFAULT_TRAIN_SEED if args.mode == "train" else DEFAULT_SEED)
     batches = None
     if args.batches:
         try:
@@ -372,9 +407,9 @@ def main(argv=None):
         except ValueError:
             ap.error(f"--batches must be comma-separated integers, not {args.batches!r}")
     try:
-        block = build_table(args.cnnbench, args.seed, args.gpus, batches)
+        block = build_table(args.cnnbench, seed, args.gpus, batches, args.mode)
         if args.readme:
-            update_readme(args.readme, block)
+            update_readme(args.readme, block, args.mode)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
