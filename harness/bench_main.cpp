@@ -44,6 +44,9 @@ const char* kUsage =
                        each (largest_batch, first_failed), beside the throughput rows
   --max_batch_cap=N    the search's largest batch (default 4096)
   --gpus=FILE   the card table for --memory_limit (default configs/gpus.yaml)
+  --se_fold     at batch 1, fold each squeeze-excitation's gates into the 1x1 conv after it
+                       (that conv's weights scaled per input channel) instead of scaling the
+                       activations
   --list        print the networks (name, input size, parameters, GMACs) and exit
 )";
 
@@ -106,6 +109,7 @@ struct Options {
   int build_threads = default_build_threads();
   MemoryLimit memory_limit;
   int max_batch_cap = 4096;
+  bool se_fold = false;
 };
 
 class Session {
@@ -126,6 +130,7 @@ class Session {
     c.engine = opt_.engine;
     c.top_k = opt_.config.autotune_top_k;
     c.input_seed = opt_.config.seed + 1;
+    c.se_fold = opt_.se_fold;
     current_ = prepare_model(*ctx_, g, weights(job, g), c, opt_.config.warmup_ms,
                              [&](const Prepared& p) { log_layers(job, g, p, false); });
     key_ = key;
@@ -576,6 +581,8 @@ int run(int argc_in, char** argv_in) {
       if (opt.max_batch_cap < 1) throw UserError("--max_batch_cap must be at least 1");
     } else if (take_flag(i, argc, argv, "max_batch", nullptr)) {
       max_batch = true;
+    } else if (take_flag(i, argc, argv, "se_fold", nullptr)) {
+      opt.se_fold = true;
     } else if (take_flag(i, argc, argv, "eager", nullptr)) {
       eager = true;
     } else {
@@ -628,6 +635,7 @@ int run(int argc_in, char** argv_in) {
   for (const std::string& e : opt.exclude_engines) excluded += (excluded.empty() ? "" : ",") + e;
   benchmark::AddCustomContext("exclude_engines", excluded.empty() ? "none" : excluded);
   benchmark::AddCustomContext("build_threads", std::to_string(opt.build_threads));
+  benchmark::AddCustomContext("se_fold", opt.se_fold ? "true" : "false");
   benchmark::AddCustomContext("weights", opt.weights_path.empty()
                                              ? "random, seed " + std::to_string(opt.config.seed)
                                              : opt.weights_path);

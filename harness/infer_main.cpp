@@ -26,6 +26,7 @@ const char* kUsage =
                        them full-completion dependencies
   --max_repairs=N      rebuilds, each banning the engine of the first layer where the graph
                        replay departs from eager, before giving up (default 6; 0: none)
+  --se_fold            at batch 1, fold each squeeze-excitation's gates into the next 1x1 conv
   --bisect_graph       capture the first k ops for k = 1.. and report where the graph replay
                        first parts from eager execution
   --verify  also recompute SAMPLES (default 512) outputs of every conv and linear layer on the
@@ -38,7 +39,7 @@ int run(int argc, char** argv) {
                        engine = "heuristic", seed_s = "0", size_s = "0", verify_s, share_s = "true",
                        classes_s = "1000", edges_s = "captured", exclude_s,
                        threads_s = std::to_string(default_build_threads()), repairs_s = "6";
-  bool bisect = false;
+  bool bisect = false, se_fold = false;
   bool eager = false;
   for (int i = 1; i < argc; ++i) {
     if (take_flag(i, argc, argv, "help", nullptr)) {
@@ -69,6 +70,10 @@ int run(int argc, char** argv) {
     if (take_flag(i, argc, argv, "exclude_engines", &exclude_s)) continue;
     if (take_flag(i, argc, argv, "build_threads", &threads_s)) continue;
     if (take_flag(i, argc, argv, "max_repairs", &repairs_s)) continue;
+    if (take_flag(i, argc, argv, "se_fold", nullptr)) {
+      se_fold = true;
+      continue;
+    }
     if (take_flag(i, argc, argv, "bisect_graph", nullptr)) {
       bisect = true;
       continue;
@@ -119,6 +124,7 @@ int run(int argc, char** argv) {
   opt.batch = batch;
   opt.engine = parse_engine_mode(engine);
   opt.input_seed = seed + 1;
+  opt.se_fold = se_fold;
   auto make = [&] {
     auto m = std::make_unique<Model>(ctx, g, w, opt);
     if (!input.empty()) m->set_input(input);

@@ -335,6 +335,45 @@ struct ApplyArgs {
   int hw, C, squeeze, appb;
 };
 
+// fc2 + sigmoid of image n for channels [c0, c0 + cs) into gate[], a warp per channel; `hs`
+// (shared) receives the image's hidden values first. Ends with a barrier.
+__device__ __forceinline__ void slice_gates(const float* hidden, const float* w2, const float* b2,
+                                            int squeeze, int n, int c0, int cs, float* hs,
+                                            float* gate) {
+  const float* h = hidden + int64_t(n) * squeeze;
+  for (int j = threadIdx.x; j < squeeze; j += blockDim.x) hs[j] = __ldcg(h + j);
+  __syncthreads();
+  const int warp = threadIdx.x / 32, wl = threadIdx.x % 32, warps = blockDim.x / 32;
+  for (int c = warp; c < cs; c += warps) {
+    const float* w = w2 + int64_t(c0 + c) * squeeze;
+    float acc = 0.0f;
+    for (int j = wl; j < squeeze; j += 32) acc += __ldg(w + j) * hs[j];
+    for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (wl == 0) gate[c] = 1.0f / (1.0f + expf(-(acc + b2[c0 + c])));
+  }
+  __syncthreads();
+}
+
+// The gates alone, for a gate folded into the next conv's weights: grid (channel slices, N).
+__global__ void __launch_bounds__(kThreads)
+    se_gate_out(const float* hidden, const float* w2, const float* b2, ApplyArgs a, float* out) {
+  extern __shared__ float hs[];
+  __shared__ float gate[kSlice];
+  const int n = blockIdx.y, c0 = blockIdx.x * kSlice;
+  const int cs = min(kSlice, a.C - c0);
+  slice_gates(hidden, w2, b2, a.squeeze, n, c0, cs, hs, gate);
+  for (int c = threadIdx.x; c < cs; c += blockDim.x) out[int64_t(n) * a.C + c0 + c] = gate[c];
+}
+
+// w_out[k][c] = w[k][c] * gate[c]: a 1x1 conv's weights [K][C] (KRSC with R = S = 1) with the
+// gate of its input's channels folded in.
+template <typename T>
+__global__ void se_fold_kernel(const T* w, const float* gate, T* out, int64_t total, int C) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride)
+    store_f(out, i, load_f(w, i) * gate[i % C]);
+}
+
 // fc2 + sigmoid for one slice of kSlice channels, then y = x * gate over one pixel range of one
 // image. y may alias x: every element is read and written by the same thread.
 template <typename T, int V>
@@ -345,18 +384,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float gate[kSlice];
   const int n = blockIdx.z, c0 = blockIdx.y * kSlice;
   const int cs = min(kSlice, a.C - c0);
-  const float* h = hidden + int64_t(n) * a.squeeze;
-  for (int j = threadIdx.x; j < a.squeeze; j += blockDim.x) hs[j] = __ldcg(h + j);
-  __syncthreads();
-  const int warp = threadIdx.x / 32, wl = threadIdx.x % 32, warps = blockDim.x / 32;
-  for (int c = warp; c < cs; c += warps) {
-    const float* w = w2 + int64_t(c0 + c) * a.squeeze;
-    float acc = 0.0f;
-    for (int j = wl; j < a.squeeze; j += 32) acc += __ldg(w + j) * hs[j];
-    for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (wl == 0) gate[c] = 1.0f / (1.0f + expf(-(acc + b2[c0 + c])));
-  }
-  __syncthreads();
+  slice_gates(hidden, w2, b2, a.squeeze, n, c0, cs, hs, gate);
   constexpr int tx = kSlice / V, ty = kThreads / tx;
   const int lane = threadIdx.x % tx, row = threadIdx.x / tx;
   if (lane * V >= cs) return;
@@ -467,9 +495,11 @@ void se_one_block(const T* x, T* y, const float* w1, const float* b1, const floa
   CNN_CHECK_LAUNCH();
 }
 
+// The split variant; with gate_out, the gates are written there and nothing is scaled.
 template <typename T, int V>
 void se_typed(const T* x, T* y, const float* w1, const float* b1, const float* w2, const float* b2,
-              const SeSpec& s, const SePlan& p, void* scratch, cudaStream_t stream) {
+              const SeSpec& s, const SePlan& p, void* scratch, cudaStream_t stream,
+              float* gate_out = nullptr) {
   const Layout l = layout(s);
   char* base = static_cast<char*>(scratch);
   float* partial = reinterpret_cast<float*>(base + l.partial);
@@ -497,6 +527,12 @@ void se_typed(const T* x, T* y, const float* w1, const float* b1, const float* w
   }
   const ApplyArgs aa{s.x.h * s.x.w, s.x.c, s.squeeze, p.appb};
   const size_t hs = size_t(s.squeeze) * sizeof(float);
+  if (gate_out) {
+    allow_smem(reinterpret_cast<const void*>(se_gate_out), hs);
+    se_gate_out<<<dim3(p.cslices, s.x.n), kThreads, hs, stream>>>(hidden, w2, b2, aa, gate_out);
+    CNN_CHECK_LAUNCH();
+    return;
+  }
   allow_smem(reinterpret_cast<const void*>(se_gate_apply<T, V>), hs);
   se_gate_apply<T, V>
       <<<dim3(p.psplits, p.cslices, s.x.n), kThreads, hs, stream>>>(x, y, hidden, w2, b2, aa);
@@ -547,6 +583,31 @@ void launch_se(DType t, const void* x, void* y, const float* w1, const float* b1
         se_typed<T, 1>(xt, yt, w1, b1, w2, b2, s, p, scratch, stream);
     }
   });
+}
+
+void launch_se_gate(DType t, const void* x, const float* w1, const float* b1, const float* w2,
+                    const float* b2, const SeSpec& s, void* scratch, float* gate,
+                    cudaStream_t stream) {
+  const bool aligned = aligned16(x);
+  CNN_DISPATCH_DTYPE(t, {
+    const SePlan p = plan_for(s, sizeof(T), aligned);
+    const T* xt = static_cast<const T*>(x);
+    constexpr int kVec = int(16 / sizeof(T));
+    if (p.v == kVec)
+      se_typed<T, kVec>(xt, nullptr, w1, b1, w2, b2, s, p, scratch, stream, gate);
+    else
+      se_typed<T, 1>(xt, nullptr, w1, b1, w2, b2, s, p, scratch, stream, gate);
+  });
+}
+
+void launch_se_fold(DType t, const void* w, const float* gate, void* w_out, int K, int C,
+                    cudaStream_t stream) {
+  const int64_t total = int64_t(K) * C;
+  if (total <= 0) return;
+  const int blocks = int(std::min<int64_t>((total + kThreads - 1) / kThreads, 132 * 8));
+  CNN_DISPATCH_DTYPE(t, se_fold_kernel<T><<<blocks, kThreads, 0, stream>>>(
+                            static_cast<const T*>(w), gate, static_cast<T*>(w_out), total, C));
+  CNN_CHECK_LAUNCH();
 }
 
 SeVariant tune_se(DType t, const void* x, void* y, const float* w1, const float* b1,

@@ -39,6 +39,17 @@ const char* se_variant_name(SeVariant v);  // "one-block", "split"
 size_t se_scratch_bytes(const SeSpec& s);
 void launch_se(DType t, const void* x, void* y, const float* w1, const float* b1, const float* w2,
                const float* b2, const SeSpec& s, SeVariant v, void* scratch, cudaStream_t stream);
+// At batch 1 a gate can be folded into the 1x1 conv that alone reads the scaled tensor:
+// conv(x * gate, W) = conv(x, W * gate) per input channel. launch_se_gate runs the split
+// variant's pooling and excitation and writes the gates, [N][C] float, to `gate` (scaling
+// nothing); launch_se_fold writes w_out[k][c] = w[k][c] * gate[c] for the conv's [K][C] weights
+// (KRSC with R = S = 1) in type t.
+void launch_se_gate(DType t, const void* x, const float* w1, const float* b1, const float* w2,
+                    const float* b2, const SeSpec& s, void* scratch, float* gate,
+                    cudaStream_t stream);
+void launch_se_fold(DType t, const void* w, const float* gate, void* w_out, int K, int C,
+                    cudaStream_t stream);
+
 // The kernels variant v runs for s, as the layer table shows them ("pool+fc1 | fc2+scale").
 std::string se_kernels(const SeSpec& s, SeVariant v);
 // The variant chosen without timing: split for large images (a million elements) or a large fc1.

@@ -151,6 +151,56 @@ class SeOp : public Op {
   }
 };
 
+// Squeeze-excitation whose gates are folded into the next conv (se_fold at batch 1): pooling and
+// excitation only, the gates [N][C] float to `gate`.
+class SeGateOp : public Op {
+ public:
+  SeGateOp(const std::string& name, DType t, const SeSpec& s, const void* x, const float* w1,
+           const float* b1, const float* w2, const float* b2, void* scratch, float* gate)
+      : t_(t), s_(s), x_(x), w1_(w1), b1_(b1), w2_(w2), b2_(b2), scratch_(scratch), gate_(gate) {
+    record_.name = name;
+    out_ = gate;
+    out_bytes_ = size_t(s.x.n) * s.x.c * sizeof(float);
+    record_.op = "squeeze_excite (gates folded into the next conv)";
+    record_.shape = s.x.str() + " squeeze " + std::to_string(s.squeeze);
+    record_.engine = "cnnbench split: " + se_kernels(s, SeVariant::Split) + ", gates only";
+  }
+  void run(cudaStream_t stream) override {
+    launch_se_gate(t_, x_, w1_, b1_, w2_, b2_, s_, scratch_, gate_, stream);
+  }
+
+ private:
+  DType t_;
+  SeSpec s_;
+  const void* x_;
+  const float *w1_, *b1_, *w2_, *b2_;
+  void* scratch_;
+  float* gate_;
+};
+
+// The gates folded into a 1x1 conv's weights, each run: w_out[k][c] = w[k][c] * gate[c].
+class SeFoldOp : public Op {
+ public:
+  SeFoldOp(const std::string& name, DType t, const void* w, const float* gate, void* w_out, int K,
+           int C)
+      : t_(t), w_(w), gate_(gate), w_out_(w_out), K_(K), C_(C) {
+    record_.name = name;
+    out_ = w_out;
+    out_bytes_ = size_t(K) * C * dtype_size(t);
+    record_.op = "se_fold";
+    record_.shape = std::to_string(K) + "x" + std::to_string(C);
+    record_.engine = "cnnbench kernel";
+  }
+  void run(cudaStream_t stream) override { launch_se_fold(t_, w_, gate_, w_out_, K_, C_, stream); }
+
+ private:
+  DType t_;
+  const void* w_;
+  const float* gate_;
+  void* w_out_;
+  int K_, C_;
+};
+
 // A concat's inputs that their producers could not write in place, copied into their slices.
 class ConcatCopyOp : public Op {
  public:
@@ -226,7 +276,34 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
   flops_per_image_ = 2.0 * double(g.macs());
 
   // 1. Group nodes into ops, in the order they run, and place every value.
-  const Schedule sched = schedule_ops(g);
+  Schedule sched = schedule_ops(g);
+  // At batch 1, with se_fold, a squeeze-excitation whose output only a 1x1 conv reads computes
+  // its gates alone; the conv reads the SE's input with the gates folded into its weights.
+  std::vector<int> fold_of(sched.groups.size(), -1);  // conv group -> its SE group
+  std::vector<bool> gate_only(sched.groups.size(), false);
+  if (opt.se_fold && N == 1) {
+    std::vector<int> readers(nodes.size(), 0);
+    for (const OpGroup& gr : sched.groups)
+      for (int v : gr.in) ++readers[alias_source(g, v)];
+    for (size_t si = 0; si < sched.groups.size(); ++si) {
+      const OpGroup& se = sched.groups[si];
+      if (se.kind != OpKind::Scale) continue;
+      const int a = se.anchor;
+      if (a == g.output() || readers[a] != 1 || sched.view[a].root != a) continue;
+      for (size_t ci = 0; ci < sched.groups.size(); ++ci) {
+        OpGroup& cv = sched.groups[ci];
+        if (cv.kind != OpKind::Conv || cv.in.empty() || cv.in[0] != a || cv.residual == a) continue;
+        const Node& c = nodes[cv.head];
+        if (c.kernel != 1 || c.kernel_w != 1 || c.stride != 1 || c.groups != 1 || c.pad != 0 ||
+            c.pad_w != 0 || c.dilation != 1 || c.inputs[0] != a)
+          continue;
+        fold_of[ci] = int(si);
+        gate_only[si] = true;
+        cv.in[0] = se.in[0];
+        break;
+      }
+    }
+  }
   const std::vector<OpGroup>& groups = sched.groups;
   const std::vector<int>& order = sched.order;
   auto view = [&](int id) { return sched.view[alias_source(g, id)]; };
@@ -265,7 +342,7 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
   };
   std::vector<int> wbuf(groups.size(), -1), bbuf(groups.size(), -1), sbuf(groups.size(), -1);
   std::vector<int> w2buf(groups.size(), -1), b2buf(groups.size(), -1),
-      se_scratch(groups.size(), -1);
+      se_scratch(groups.size(), -1), gate_buf(groups.size(), -1), fold_buf(groups.size(), -1);
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const OpGroup& grp = groups[gi];
     const Node& n = nodes[grp.head];
@@ -324,6 +401,11 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
       se.x = batched(nodes[grp.in[0]].out, N);
       se.squeeze = fc1.out.c;
       se_scratch[gi] = arena_.add_weights(se_scratch_bytes(se));  // persistent: zeroed once
+      if (gate_only[gi]) gate_buf[gi] = arena_.add_weights(size_t(N) * se.x.c * sizeof(float));
+    }
+    if (fold_of[gi] >= 0) {  // the conv's weights with the gates folded in, rewritten each run
+      const Node& c = nodes[grp.head];
+      fold_buf[gi] = arena_.add_weights(size_t(c.out.c) * nodes[grp.in[0]].out.c * esize);
     }
   }
 
@@ -370,8 +452,14 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
         s.residual = grp.residual >= 0;
         s.act = act_of(grp.act);
         s.ld_y = ld_of(grp.anchor);
-        ConvBuffers b{ptr(n.inputs[0]), wptr(wbuf[gi]), wptr(bbuf[gi]),
+        const bool folded = fold_of[gi] >= 0;
+        ConvBuffers b{ptr(folded ? grp.in[0] : n.inputs[0]),
+                      folded ? wptr(fold_buf[gi]) : wptr(wbuf[gi]), wptr(bbuf[gi]),
                       s.residual ? ptr(grp.residual) : nullptr, y};
+        if (folded)
+          ops_.push_back(std::make_unique<SeFoldOp>(name + ".se_fold", t, wptr(wbuf[gi]),
+                                                    fptr(gate_buf[fold_of[gi]]), wptr(fold_buf[gi]),
+                                                    n.out.c, nodes[grp.in[0]].out.c));
         ops_.push_back(std::make_unique<ConvOp>(s, b));
         break;
       }
@@ -414,10 +502,16 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
         SeSpec s;
         s.x = out;
         s.squeeze = nodes[grp.se_fc1].out.c;
-        ops_.push_back(std::make_unique<SeOp>(
-            name.find("avgpool") != std::string::npos ? name.substr(0, name.rfind('.')) : name, t,
-            s, ptr(grp.in[0]), fptr(wbuf[gi]), fptr(bbuf[gi]), fptr(w2buf[gi]), fptr(b2buf[gi]),
-            wptr(se_scratch[gi]), y));
+        const std::string se_name =
+            name.find("avgpool") != std::string::npos ? name.substr(0, name.rfind('.')) : name;
+        if (gate_only[gi])
+          ops_.push_back(std::make_unique<SeGateOp>(
+              se_name, t, s, ptr(grp.in[0]), fptr(wbuf[gi]), fptr(bbuf[gi]), fptr(w2buf[gi]),
+              fptr(b2buf[gi]), wptr(se_scratch[gi]), static_cast<float*>(wptr(gate_buf[gi]))));
+        else
+          ops_.push_back(std::make_unique<SeOp>(se_name, t, s, ptr(grp.in[0]), fptr(wbuf[gi]),
+                                                fptr(bbuf[gi]), fptr(w2buf[gi]), fptr(b2buf[gi]),
+                                                wptr(se_scratch[gi]), y));
         break;
       }
       case OpKind::Concat: {

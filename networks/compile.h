@@ -37,6 +37,9 @@ struct CompileOptions {
   int top_k = 8;
   size_t tune_scratch_bytes = size_t(256) << 20;  // autotune's workspace cap per candidate
   uint64_t input_seed = 0;                        // the input drawn before autotune
+  // At batch 1: fold each squeeze-excitation's gates into the 1x1 conv that alone reads its
+  // output (conv(x * g, W) = conv(x, W * g)), skipping the pass that scales the activations.
+  bool se_fold = false;
 };
 
 class Model {

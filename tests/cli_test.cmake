@@ -54,6 +54,7 @@ execute_process(COMMAND nvidia-smi -L RESULT_VARIABLE has_gpu OUTPUT_QUIET ERROR
 if(NOT has_gpu EQUAL 0)
   expect_failure("no device" "no CUDA device: " ${BENCH})
   expect_failure("max batch, no device" "no CUDA device: " ${BENCH} --max_batch --memory_limit=A100)
+  expect_failure("se_fold, no device" "no CUDA device: " ${BENCH} --se_fold)
   # The training configs get as far as the device: they parse against the real registry.
   expect_failure("train config, no device" "no CUDA device: " ${BENCH} --config=configs/train.yaml)
   expect_failure("tiny imagenet config, no device" "no CUDA device: " ${BENCH} --config=configs/train_tiny_imagenet.yaml)

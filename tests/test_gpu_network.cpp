@@ -457,3 +457,38 @@ static std::vector<std::string> zoo_names() {
 
 INSTANTIATE_TEST_SUITE_P(Zoo, GpuZoo, testing::ValuesIn(zoo_names()),
                          [](const testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// --se_fold: at batch 1 each squeeze-excitation's gates go into the next 1x1 conv's weights
+// instead of scaling the activations. The logits must stay those of the scale pass (fp32 to
+// 1e-5, fp16 to 5e-3), the folds must happen (B0: one per MBConv with SE, 16), and at batch 2
+// nothing is folded.
+TEST(GpuNetwork, SeFoldMatchesTheScalePass) {
+  const Graph g = build_network("efficientnet_b0");
+  const HostWeights w = random_weights(g, 4);
+  GpuContext ctx;
+  for (Precision p : {Precision::FP32, Precision::FP16})
+    for (int batch : {1, 2}) {
+      std::vector<float> out[2];
+      int folds[2] = {0, 0};
+      for (int f = 0; f < 2; ++f) {
+        CompileOptions opt;
+        opt.precision = p;
+        opt.batch = batch;
+        opt.se_fold = f == 1;
+        std::unique_ptr<Model> mp;
+        std::unique_ptr<Runner> rp;
+        std::vector<std::string> repairs;
+        build_and_capture(
+            ctx, [&] { return std::make_unique<Model>(ctx, g, w, opt); }, mp, rp, repairs);
+        rp->launch(true);
+        out[f] = mp->output();
+        for (const LayerRecord& r : mp->layers()) folds[f] += r.op == "se_fold";
+      }
+      const double err = relative_l2(out[1], out[0]);
+      std::printf("  efficientnet_b0 %s batch %d: %d folds, rel_l2 %.2e\n", precision_name(p),
+                  batch, folds[1], err);
+      EXPECT_EQ(folds[0], 0);
+      EXPECT_EQ(folds[1], batch == 1 ? 16 : 0) << precision_name(p) << " batch " << batch;
+      EXPECT_LT(err, p == Precision::FP32 ? 1e-5 : 5e-3) << precision_name(p) << " batch " << batch;
+    }
+}
