@@ -339,43 +339,64 @@ TEST(GpuTrainStep, MemoryReuseChangesNothingButTheFootprint) {
   EXPECT_LT(with, planned.arena().activations_unplanned_bytes());
 }
 
+// `steps` SGD steps (momentum 0.9) of a zoo network on one fixed batch of 8 random images of
+// `size` px and 10 classes: the losses, fp16's skipped steps, the activation arena with and
+// without reuse, and the first linear layer's weights before and after.
+struct Learned {
+  std::vector<float> losses;
+  int skipped = 0;
+  double activations_mib = 0, unplanned_mib = 0;
+  std::vector<float> fc_before, fc_after;
+};
+Learned learn_one_batch(const char* net, int size, Precision p, double lr, int steps) {
+  const Graph g = build_training_network(net, size, 10);
+  const HostWeights w = random_weights(g, 3);
+  const int batch = 8;
+  std::mt19937 rng(5);
+  const std::vector<float> x = random_vector(size_t(batch) * 3 * size * size, rng);
+  std::vector<int> labels;
+  for (int i = 0; i < batch; ++i) labels.push_back((3 * i + 1) % 10);
+  GpuContext ctx;
+  TrainOptions o;
+  o.precision = p;
+  o.batch = batch;
+  o.lr = lr;
+  o.momentum = 0.9;
+  TrainModel m(ctx, g, w, o);
+  m.set_input(x);
+  m.set_labels(labels);
+  Learned r;
+  for (int i = 0; i < steps; ++i) {
+    m.step(ctx.stream);
+    r.losses.push_back(m.loss());
+    if (!std::isfinite(r.losses.back())) break;
+  }
+  r.skipped = m.skipped_steps();
+  r.activations_mib = m.arena().bytes(MemKind::Activations) / 1048576.0;
+  r.unplanned_mib = m.arena().activations_unplanned_bytes() / 1048576.0;
+  for (const Node& n : g.nodes())
+    if (n.kind == OpKind::Linear && r.fc_before.empty()) {
+      const std::string name = g.params()[n.params[0]].name;
+      r.fc_before = w.at(name);
+      r.fc_after = m.parameter(name);
+    }
+  std::printf(
+      "  %s %s: loss %.4f -> %.4f after %zu steps (%.1fx), %d skipped, activations %.1f "
+      "MiB (%.1f MiB without reuse)\n",
+      net, precision_name(p), r.losses.front(), r.losses.back(), r.losses.size(),
+      r.losses.front() / r.losses.back(), r.skipped, r.activations_mib, r.unplanned_mib);
+  return r;
+}
+
 // The network-level check: 50 SGD steps on one fixed batch of 8 images (64 px, 10
 // classes) drive the loss down at least tenfold, for ResNet-50 and for EfficientNet-B0 (depthwise
 // convs, SiLU, squeeze-excitation, the classifier's dropout), in fp32 and in fp16.
 TEST(GpuTrainStep, ResNet50AndEfficientNetB0LearnOneBatch) {
   for (const char* net : {"resnet50", "efficientnet_b0"})
     for (Precision p : {Precision::FP32, Precision::FP16}) {
-      const Graph g = build_training_network(net, 64, 10);
-      const HostWeights w = random_weights(g, 3);
-      const int batch = 8;
-      std::mt19937 rng(5);
-      const std::vector<float> x = random_vector(size_t(batch) * 3 * 64 * 64, rng);
-      std::vector<int> labels;
-      for (int i = 0; i < batch; ++i) labels.push_back((3 * i + 1) % 10);
-      GpuContext ctx;
-      TrainOptions o;
-      o.precision = p;
-      o.batch = batch;
-      o.lr = 0.02;
-      o.momentum = 0.9;
-      TrainModel m(ctx, g, w, o);
-      m.set_input(x);
-      m.set_labels(labels);
-      std::vector<float> losses;
-      for (int i = 0; i < 50; ++i) {
-        m.step(ctx.stream);
-        losses.push_back(m.loss());
-        ASSERT_TRUE(std::isfinite(losses.back()))
-            << net << " " << precision_name(p) << " step " << i;
-      }
-      const float factor = losses.front() / losses.back();
-      std::printf(
-          "  %s %s: loss %.4f -> %.4f after 50 steps (%.1fx), %d skipped, activations "
-          "%.1f MiB (%.1f MiB without reuse)\n",
-          net, precision_name(p), losses.front(), losses.back(), factor, m.skipped_steps(),
-          m.arena().bytes(MemKind::Activations) / 1048576.0,
-          m.arena().activations_unplanned_bytes() / 1048576.0);
-      EXPECT_GE(factor, 10.0f) << net << " " << precision_name(p);
+      const Learned r = learn_one_batch(net, 64, p, 0.02, 50);
+      ASSERT_EQ(r.losses.size(), 50u) << net << " " << precision_name(p) << ": not finite";
+      EXPECT_GE(r.losses.front() / r.losses.back(), 10.0f) << net << " " << precision_name(p);
     }
 }
 
@@ -391,35 +412,55 @@ TEST(GpuTrainStep, TheRestOfTheZooLearnsOneBatch) {
                                               {"inception_bn", 224},
                                               {"inception_v3", 299}};
   for (const auto& [net, size] : nets) {
-    const Graph g = build_training_network(net, size, 10);
-    const HostWeights w = random_weights(g, 3);
-    const int batch = 8;
-    std::mt19937 rng(5);
-    const std::vector<float> x = random_vector(size_t(batch) * 3 * size * size, rng);
-    std::vector<int> labels;
-    for (int i = 0; i < batch; ++i) labels.push_back((3 * i + 1) % 10);
-    GpuContext ctx;
-    TrainOptions o;
-    o.batch = batch;
-    o.lr = 0.01;
-    o.momentum = 0.9;
-    TrainModel m(ctx, g, w, o);
-    m.set_input(x);
-    m.set_labels(labels);
-    std::vector<float> losses;
-    for (int i = 0; i < 30; ++i) {
-      m.step(ctx.stream);
-      losses.push_back(m.loss());
-      ASSERT_TRUE(std::isfinite(losses.back())) << net << " step " << i;
-    }
-    std::printf("  %s: loss %.4f -> %.4f after 30 steps (%.1fx)\n", net, losses.front(),
-                losses.back(), losses.front() / losses.back());
-    EXPECT_GE(losses.front() / losses.back(), 3.0f) << net;
-    std::string first;
-    for (const Node& n : g.nodes())
-      if (n.kind == OpKind::Linear && first.empty()) first = g.params()[n.params[0]].name;
-    ASSERT_FALSE(first.empty());
-    EXPECT_NE(m.parameter(first), w.at(first)) << net << " " << first;
+    const Learned r = learn_one_batch(net, size, Precision::FP32, 0.01, 30);
+    ASSERT_EQ(r.losses.size(), 30u) << net << ": not finite";
+    EXPECT_GE(r.losses.front() / r.losses.back(), 3.0f) << net;
+    ASSERT_FALSE(r.fc_before.empty());
+    EXPECT_NE(r.fc_after, r.fc_before) << net;
+  }
+}
+
+// A conv with bias, then a linear on a flatten of 4 x 4 x 4 (our NHWC flatten reads (h, w, c),
+// torchvision's weight columns are (c, h, w)): the first loss is the host forward's, and the
+// gradients of the linear's weight and the conv's bias match central differences of the host
+// loss, in torchvision's layout.
+TEST(GpuTrainStep, SpatialLinearAndConvBiasGradientsMatchFiniteDifferences) {
+  Graph g("spatial_net");
+  int x = g.input(3, 8, 8);
+  x = g.maxpool(g.relu(g.conv(x, "conv", 4, 3, 1, 1, true)), 2, 2, 0);
+  g.set_output(g.linear(g.flatten(x), "fc", 10));
+  const HostWeights w = random_weights(g, 9);
+  const int batch = 4;
+  std::mt19937 rng(13);
+  const std::vector<float> in = random_vector(size_t(batch) * 3 * 8 * 8, rng);
+  const std::vector<int> labels{2, 7, 0, 9};
+  GpuContext ctx;
+  TrainOptions o;
+  o.batch = batch;
+  o.lr = 0.0;  // the step computes gradients and changes nothing
+  o.momentum = 0;
+  TrainModel m(ctx, g, w, o);
+  m.set_input(in);
+  m.set_labels(labels);
+  m.step(ctx.stream);
+  const double ref = host_train_loss(g, w, in, labels, batch);
+  EXPECT_NEAR(m.loss(), ref, 1e-5 * std::max(1.0, std::abs(ref)));
+  for (const auto& [name, idx] :
+       std::vector<std::pair<std::string, size_t>>{{"fc.weight", 0},
+                                                   {"fc.weight", 17},
+                                                   {"fc.weight", 63},
+                                                   {"fc.weight", 64 * 9 + 40},
+                                                   {"conv.bias", 1},
+                                                   {"conv.bias", 3}}) {
+    HostWeights plus = w, minus = w;
+    const double h = 1e-3;
+    plus[name][idx] += float(h);
+    minus[name][idx] -= float(h);
+    const double fd = (host_train_loss(g, plus, in, labels, batch) -
+                       host_train_loss(g, minus, in, labels, batch)) /
+                      (double(plus[name][idx]) - double(minus[name][idx]));
+    const double got = m.gradient(name)[idx];
+    EXPECT_NEAR(got, fd, 1e-3 * std::max(1e-2, std::abs(fd))) << name << "[" << idx << "]";
   }
 }
 
