@@ -27,7 +27,8 @@
 #   edges_ab    ResNet-50 fp16 at batch 1, 8, 64, 256 with --graph_edges=captured and =full
 #   zoo_peer    PyTorch's CUDA-graph replay, fp16 channels_last, the torchvision nets of ZOO_NETS
 #   checks      correctness only, in parallel processes sharing the GPU (no timing): the zoo's
-#               GPU suites in CHECKS_SHARDS (8) shards, GpuKernels/GpuOps/GpuNetwork/GpuTrain*, those for the
+#               GPU suites in CHECKS_SHARDS (8) shards, GpuKernels/GpuOps/GpuNetwork and GpuTrain* (two
+#               processes), those for the
 #               patched kernels in .carry/patched (when there), fp32 and fp16 cross-checks of all
 #               16 torchvision networks (4 at a time; CHECKS_CROSS=0 skips them) and
 #               tools/diagnose_graph.sh
@@ -108,8 +109,9 @@ for step in ${*:-sweep peer tests crosscheck}; do
             --gtest_filter='Zoo/GpuZoo.*' >"$OUT/zoo_tests_$i.log" 2>&1 &
         done
       fi
-      timeout "$t" $B/tests/test_gpu --gtest_filter='GpuKernels.*:GpuOps.*:GpuNetwork.*:GpuTrain*' \
+      timeout "$t" $B/tests/test_gpu --gtest_filter='GpuKernels.*:GpuOps.*:GpuNetwork.*' \
         >"$OUT/kernel_tests.log" 2>&1 &
+      timeout "$t" $B/tests/test_gpu --gtest_filter='GpuTrain*' >"$OUT/kernel_tests_train.log" 2>&1 &
       if [ -x .carry/patched/test_gpu ]; then
         timeout "$t" .carry/patched/test_gpu --gtest_filter='GpuKernels.*:GpuOps.*:GpuNetwork.MixedOps*' \
           >"$OUT/kernel_tests_patched.log" 2>&1 &
