@@ -57,10 +57,7 @@ std::vector<float> download(const void* p, size_t count, DType t) {
   return from_storage(bytes, t);
 }
 
-void upload_nchw_as_nhwc(void* dst, const std::vector<float>& nchw, const Dims& d, DType t) {
-  if (int64_t(nchw.size()) != d.numel())
-    throw UserError("input has " + std::to_string(nchw.size()) + " values but " + d.str() +
-                    " needs " + std::to_string(d.numel()));
+std::vector<float> nchw_to_nhwc(const std::vector<float>& nchw, const Dims& d) {
   std::vector<float> nhwc(nchw.size());
   for (int n = 0; n < d.n; ++n)
     for (int c = 0; c < d.c; ++c)
@@ -68,7 +65,25 @@ void upload_nchw_as_nhwc(void* dst, const std::vector<float>& nchw, const Dims& 
         for (int w = 0; w < d.w; ++w)
           nhwc[((size_t(n) * d.h + h) * d.w + w) * d.c + c] =
               nchw[((size_t(n) * d.c + c) * d.h + h) * d.w + w];
-  const std::vector<uint8_t> bytes = to_storage(nhwc, t);
+  return nhwc;
+}
+
+std::vector<float> nhwc_to_nchw(const std::vector<float>& nhwc, const Dims& d) {
+  std::vector<float> nchw(nhwc.size());
+  for (int n = 0; n < d.n; ++n)
+    for (int c = 0; c < d.c; ++c)
+      for (int h = 0; h < d.h; ++h)
+        for (int w = 0; w < d.w; ++w)
+          nchw[((size_t(n) * d.c + c) * d.h + h) * d.w + w] =
+              nhwc[((size_t(n) * d.h + h) * d.w + w) * d.c + c];
+  return nchw;
+}
+
+void upload_nchw_as_nhwc(void* dst, const std::vector<float>& nchw, const Dims& d, DType t) {
+  if (int64_t(nchw.size()) != d.numel())
+    throw UserError("input has " + std::to_string(nchw.size()) + " values but " + d.str() +
+                    " needs " + std::to_string(d.numel()));
+  const std::vector<uint8_t> bytes = to_storage(nchw_to_nhwc(nchw, d), t);
   CNN_CHECK_CUDA(cudaMemcpy(dst, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
 }
 

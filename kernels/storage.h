@@ -13,6 +13,10 @@ std::vector<uint8_t> to_storage(const std::vector<float>& v, DType t);
 std::vector<float> from_storage(const std::vector<uint8_t>& bytes, DType t);
 // A device buffer's values as host floats (synchronizes the device first).
 std::vector<float> download(const void* p, size_t count, DType t);
+// The same values in the other layout: NCHW to NHWC and back, for dims d (also OIHW to KRSC
+// weights, with n = K, c = C, h x w = R x S).
+std::vector<float> nchw_to_nhwc(const std::vector<float>& nchw, const Dims& d);
+std::vector<float> nhwc_to_nchw(const std::vector<float>& nhwc, const Dims& d);
 // Uploads an NCHW host batch of dims d into the NHWC device buffer `dst` in type t; UserError
 // when the count does not match d.
 void upload_nchw_as_nhwc(void* dst, const std::vector<float>& nchw, const Dims& d, DType t);

@@ -108,20 +108,32 @@ class LrnOp : public Op {
 // faster; heuristics pick by size.
 class SeOp : public Op {
  public:
+  // With `gate` (se_fold at batch 1): pooling and excitation only, the gates [N][C] float to
+  // `gate` for the next conv to fold in; y is not written.
   SeOp(const std::string& name, DType t, const SeSpec& s, const void* x, const float* w1,
-       const float* b1, const float* w2, const float* b2, void* scratch, void* y)
-      : t_(t), s_(s), x_(x), w1_(w1), b1_(b1), w2_(w2), b2_(b2), scratch_(scratch), y_(y) {
+       const float* b1, const float* w2, const float* b2, void* scratch, void* y,
+       float* gate = nullptr)
+      : t_(t),
+        s_(s),
+        x_(x),
+        w1_(w1),
+        b1_(b1),
+        w2_(w2),
+        b2_(b2),
+        scratch_(scratch),
+        y_(y),
+        gate_(gate) {
     record_.name = name;
-    out_ = y;
-    out_bytes_ = size_t(s.x.numel()) * dtype_size(t);
-    record_.op = "squeeze_excite";
+    out_ = gate ? static_cast<void*>(gate) : y;
+    out_bytes_ = gate ? size_t(s.x.n) * s.x.c * sizeof(float) : size_t(s.x.numel()) * dtype_size(t);
+    record_.op = gate ? "squeeze_excite (gates folded into the next conv)" : "squeeze_excite";
     record_.shape = s.x.str() + " squeeze " + std::to_string(s.squeeze);
-    set_variant(se_heuristic(s));
+    set_variant(gate ? SeVariant::Split : se_heuristic(s));
   }
   void prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) override {
     (void)top_k, (void)scratch;
     const auto t0 = std::chrono::steady_clock::now();
-    if (mode == EngineMode::Autotune) {
+    if (mode == EngineMode::Autotune && !gate_) {
       double us[2] = {0, 0};
       set_variant(tune_se(t_, x_, y_, w1_, b1_, w2_, b2_, s_, scratch_, ctx.stream, us));
       record_.tuned_us = variant_ == SeVariant::OneBlock ? us[0] : us[1];
@@ -134,7 +146,10 @@ class SeOp : public Op {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   void run(cudaStream_t stream) override {
-    launch_se(t_, x_, y_, w1_, b1_, w2_, b2_, s_, variant_, scratch_, stream);
+    if (gate_)
+      launch_se_gate(t_, x_, w1_, b1_, w2_, b2_, s_, scratch_, gate_, stream);
+    else
+      launch_se(t_, x_, y_, w1_, b1_, w2_, b2_, s_, variant_, scratch_, stream);
   }
 
  private:
@@ -144,38 +159,13 @@ class SeOp : public Op {
   const float *w1_, *b1_, *w2_, *b2_;
   void* scratch_;
   void* y_;
+  float* gate_;
   SeVariant variant_ = SeVariant::Split;
   void set_variant(SeVariant v) {
     variant_ = v;
-    record_.engine = std::string("cnnbench ") + se_variant_name(v) + ": " + se_kernels(s_, v);
+    record_.engine = std::string("cnnbench ") + se_variant_name(v) + ": " + se_kernels(s_, v) +
+                     (gate_ ? ", gates only" : "");
   }
-};
-
-// Squeeze-excitation whose gates are folded into the next conv (se_fold at batch 1): pooling and
-// excitation only, the gates [N][C] float to `gate`.
-class SeGateOp : public Op {
- public:
-  SeGateOp(const std::string& name, DType t, const SeSpec& s, const void* x, const float* w1,
-           const float* b1, const float* w2, const float* b2, void* scratch, float* gate)
-      : t_(t), s_(s), x_(x), w1_(w1), b1_(b1), w2_(w2), b2_(b2), scratch_(scratch), gate_(gate) {
-    record_.name = name;
-    out_ = gate;
-    out_bytes_ = size_t(s.x.n) * s.x.c * sizeof(float);
-    record_.op = "squeeze_excite (gates folded into the next conv)";
-    record_.shape = s.x.str() + " squeeze " + std::to_string(s.squeeze);
-    record_.engine = "cnnbench split: " + se_kernels(s, SeVariant::Split) + ", gates only";
-  }
-  void run(cudaStream_t stream) override {
-    launch_se_gate(t_, x_, w1_, b1_, w2_, b2_, s_, scratch_, gate_, stream);
-  }
-
- private:
-  DType t_;
-  SeSpec s_;
-  const void* x_;
-  const float *w1_, *b1_, *w2_, *b2_;
-  void* scratch_;
-  float* gate_;
 };
 
 // The gates folded into a 1x1 conv's weights, each run: w_out[k][c] = w[k][c] * gate[c].
@@ -360,30 +350,20 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
         for (int k = 0; k < K; ++k)
           shift[k] = f.shift[k] + shift[k] * f.scale[k], scale[k] = f.scale[k];
       }
-      std::vector<float> krsc(w.size()), bias(K);
+      std::vector<float> scaled(w.size()), bias(K);
+      const size_t per_k = size_t(C) * R * S;
       for (int k = 0; k < K; ++k) {
         bias[k] = float(shift[k]);
-        for (int c = 0; c < C; ++c)
-          for (int r = 0; r < R; ++r)
-            for (int s = 0; s < S; ++s)
-              krsc[((size_t(k) * R + r) * S + s) * C + c] =
-                  float(double(w[((size_t(k) * C + c) * R + r) * S + s]) * scale[k]);
+        for (size_t i = 0; i < per_k; ++i)
+          scaled[k * per_k + i] = float(double(w[k * per_k + i]) * scale[k]);
       }
-      wbuf[gi] = add_weights(krsc);
+      wbuf[gi] = add_weights(nchw_to_nhwc(scaled, {K, C, R, S}));  // OIHW to KRSC
       bbuf[gi] = add_weights(bias);
     } else if (grp.kind == OpKind::Linear) {
       std::vector<float> w = tensor_of(weights, g, n, 0);
       // A flatten of C x H x W in NHWC storage reads (h, w, c); PyTorch's columns are (c, h, w).
       const Dims pre = nodes[alias_source(g, n.inputs[0])].out;
-      if (pre.h * pre.w > 1) {
-        const int out = n.out.c, hw = pre.h * pre.w, C = pre.c;
-        std::vector<float> p(w.size());
-        for (int o = 0; o < out; ++o)
-          for (int c = 0; c < C; ++c)
-            for (int i = 0; i < hw; ++i)
-              p[(size_t(o) * hw + i) * C + c] = w[(size_t(o) * C + c) * hw + i];
-        w.swap(p);
-      }
+      if (pre.h * pre.w > 1) w = nchw_to_nhwc(w, {n.out.c, pre.c, pre.h, pre.w});
       wbuf[gi] = add_weights(w);
       if (n.bias) bbuf[gi] = add_weights(tensor_of(weights, g, n, 1));
     } else if (grp.kind == OpKind::BatchNorm) {
@@ -504,14 +484,10 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
         s.squeeze = nodes[grp.se_fc1].out.c;
         const std::string se_name =
             name.find("avgpool") != std::string::npos ? name.substr(0, name.rfind('.')) : name;
-        if (gate_only[gi])
-          ops_.push_back(std::make_unique<SeGateOp>(
-              se_name, t, s, ptr(grp.in[0]), fptr(wbuf[gi]), fptr(bbuf[gi]), fptr(w2buf[gi]),
-              fptr(b2buf[gi]), wptr(se_scratch[gi]), static_cast<float*>(wptr(gate_buf[gi]))));
-        else
-          ops_.push_back(std::make_unique<SeOp>(se_name, t, s, ptr(grp.in[0]), fptr(wbuf[gi]),
-                                                fptr(bbuf[gi]), fptr(w2buf[gi]), fptr(b2buf[gi]),
-                                                wptr(se_scratch[gi]), y));
+        ops_.push_back(std::make_unique<SeOp>(
+            se_name, t, s, ptr(grp.in[0]), fptr(wbuf[gi]), fptr(bbuf[gi]), fptr(w2buf[gi]),
+            fptr(b2buf[gi]), wptr(se_scratch[gi]), y,
+            gate_only[gi] ? static_cast<float*>(wptr(gate_buf[gi])) : nullptr));
         break;
       }
       case OpKind::Concat: {
@@ -682,15 +658,7 @@ std::vector<float> Model::output() const {
   CNN_CHECK_CUDA(
       cudaMemcpy(bytes.data(), arena_.ptr(output_buf_), bytes.size(), cudaMemcpyDeviceToHost));
   const std::vector<float> nhwc = from_storage(bytes, t);
-  if (d.h * d.w == 1) return nhwc;
-  std::vector<float> nchw(nhwc.size());
-  for (int n = 0; n < d.n; ++n)
-    for (int c = 0; c < d.c; ++c)
-      for (int h = 0; h < d.h; ++h)
-        for (int w = 0; w < d.w; ++w)
-          nchw[((size_t(n) * d.c + c) * d.h + h) * d.w + w] =
-              nhwc[((size_t(n) * d.h + h) * d.w + w) * d.c + c];
-  return nchw;
+  return d.h * d.w == 1 ? nhwc : nhwc_to_nchw(nhwc, d);
 }
 
 std::vector<LayerRecord> Model::layers() const {

@@ -157,21 +157,16 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
       }
     }
     std::vector<float> host = it->second;
-    if (krsc) {
+    if (krsc) {  // OIHW (or [out][c][h][w]) to KRSC
       p.krsc = true;
       if (n.kind == OpKind::Linear) {
         const Dims pre = nodes[flat_source(n.inputs[0])].out;
-        p.k = n.out.c, p.c = pre.c, p.r = pre.h, p.s = pre.w;
+        p.oihw = {n.out.c, pre.c, pre.h, pre.w};
       } else {
         const Dims in = nodes[n.inputs[0]].out;
-        p.k = n.out.c, p.c = in.c / n.groups, p.r = n.kernel, p.s = n.kernel_w;
+        p.oihw = {n.out.c, in.c / n.groups, n.kernel, n.kernel_w};
       }
-      for (int k = 0; k < p.k; ++k)
-        for (int c = 0; c < p.c; ++c)
-          for (int r = 0; r < p.r; ++r)
-            for (int s = 0; s < p.s; ++s)
-              host[((size_t(k) * p.r + r) * p.s + s) * p.c + c] =
-                  it->second[((size_t(k) * p.c + c) * p.r + r) * p.s + s];
+      host = nchw_to_nhwc(host, p.oihw);
     }
     if (mixed && copy) {
       p.work = arena_.add_weights(size_t(p.count) * esize);
@@ -282,6 +277,13 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     s.count_include_pad = n.count_include_pad;
     return s;
   };
+  auto lrn_spec = [&](int id) {
+    const Node& n = nodes[id];
+    LrnSpec s;
+    s.x = dims(id);
+    s.size = n.lrn_size, s.alpha = n.lrn_alpha, s.beta = n.lrn_beta, s.k = n.lrn_k;
+    return s;
+  };
   auto bn_spec = [&](int id) {
     BnTrainSpec s;
     s.rows = rows_of(dims(id));
@@ -344,9 +346,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           break;
         }
         case OpKind::LRN: {
-          LrnSpec s;
-          s.x = dims(id);
-          s.size = n.lrn_size, s.alpha = n.lrn_alpha, s.beta = n.lrn_beta, s.k = n.lrn_k;
+          const LrnSpec s = lrn_spec(id);
           const void* a = vptr(x);
           add([=](cudaStream_t st) { launch_lrn(t, a, y, s, st); });
           break;
@@ -530,9 +530,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
         }
         case OpKind::LRN: {
           if (op.grad_writes.empty()) break;
-          LrnSpec s;
-          s.x = dims(id);
-          s.size = n.lrn_size, s.alpha = n.lrn_alpha, s.beta = n.lrn_beta, s.k = n.lrn_k;
+          const LrnSpec s = lrn_spec(id);
           const void* a = vptr(x);
           void* dx = dx_of(0);
           const bool acc = acc_of(0);
@@ -720,15 +718,7 @@ float TrainModel::loss() const {
 
 std::vector<float> TrainModel::download_param(const Param& p, int id, DType t) const {
   const std::vector<float> d = download(arena_.ptr(id), size_t(p.count), t);
-  if (!p.krsc) return d;
-  std::vector<float> oihw(d.size());
-  for (int k = 0; k < p.k; ++k)
-    for (int c = 0; c < p.c; ++c)
-      for (int r = 0; r < p.r; ++r)
-        for (int s = 0; s < p.s; ++s)
-          oihw[((size_t(k) * p.c + c) * p.r + r) * p.s + s] =
-              d[((size_t(k) * p.r + r) * p.s + s) * p.c + c];
-  return oihw;
+  return p.krsc ? nhwc_to_nchw(d, p.oihw) : d;
 }
 
 std::vector<float> TrainModel::parameter(const std::string& name) const {

@@ -113,8 +113,8 @@ class TrainModel {
     int second = -1;                           // Adam's v (its m is `momentum`)
     int work = -1;                             // the working copy in the storage type (mixed)
     DType grad_t = DType::F32;                 // the gradient's type (a conv's: dw_type())
-    bool krsc = false;                         // a conv weight: OIHW on the host, KRSC here
-    int k = 0, c = 0, r = 0, s = 0;
+    bool krsc = false;  // a conv weight (or a spatial linear's): OIHW on the host, KRSC here
+    Dims oihw;          // its dims as the host holds them
   };
   std::vector<float> download_param(const Param& p, int id, DType t) const;
   LossScaleState loss_scale_state() const;  // synchronises; the defaults without fp16

@@ -7,6 +7,7 @@
 #include "kernels/lrn.h"
 #include "kernels/pointwise.h"
 #include "kernels/se.h"
+#include "kernels/storage.h"
 
 using namespace cnnbench;
 
@@ -79,4 +80,19 @@ TEST(KernelRefs, SqueezeExcitationPicksItsKernelsBySize) {
   s.x = {1, 64, 300, 300};
   s.squeeze = 16;
   EXPECT_EQ(se_heuristic(s), SeVariant::Split);
+}
+
+TEST(KernelRefs, LayoutPermutationsRoundTrip) {
+  // 2 x 3 x 2 x 2 NCHW: element (n, c, h, w) holds n*1000 + c*100 + h*10 + w.
+  const Dims d{2, 3, 2, 2};
+  std::vector<float> nchw;
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 3; ++c)
+      for (int h = 0; h < 2; ++h)
+        for (int w = 0; w < 2; ++w) nchw.push_back(float(n * 1000 + c * 100 + h * 10 + w));
+  const std::vector<float> nhwc = nchw_to_nhwc(nchw, d);
+  // NHWC index of (1, 2, 1, 0): ((1 * 2 + 1) * 2 + 0) * 3 + 2 = 20.
+  EXPECT_EQ(nhwc[20], 1210.0f);
+  EXPECT_EQ(nhwc[1], 100.0f);  // (0, 1, 0, 0)
+  EXPECT_EQ(nhwc_to_nchw(nhwc, d), nchw);
 }
