@@ -26,11 +26,13 @@ const char* kUsage =
                            --output=FILE --report=FILE [--batch=N] [--input_size=N]
                            [--num_classes=N] [--precision=fp32|tf32] [--optimizer=sgd|adam]
                            [--lr=X] [--momentum=X] [--weight_decay=X] [--engine=heuristic|autotune]
-                           [--steps=N]
+                           [--steps=N] [--reuse_memory=1|0]
   One training step (or --steps of them on the same batch; the report's loss is the first
   step's): the forward with BatchNorm in training mode, softmax cross-entropy (mean over the
   batch), the backward, then SGD (torch.optim.SGD, no dampening or Nesterov) or Adam
   (torch.optim.Adam, betas 0.9 and 0.999, eps 1e-8), from a fresh state.
+  --reuse_memory=0  every activation and gradient in a buffer of its own (no memory plan), to
+            tell a planning error from a numerical one
   --output  the state_dict after the step(s), every floating-point tensor of --weights, F32
   --report  JSON: {"loss": the first step's loss, "losses": [...], "grad_norms": {name: L2 norm
             of dL/dp, the first step's}, "network", "precision", "batch", ...}
@@ -49,7 +51,8 @@ double to_double(const std::string& s, const char* what) {
 int run(int argc, char** argv) {
   std::string network, weights_path, input_path, labels_path, output_path, report_path,
       batch_s = "0", size_s = "0", classes_s = "1000", precision = "fp32", optimizer = "sgd",
-      lr_s = "0.1", momentum_s = "0.9", wd_s = "0", engine = "heuristic", steps_s = "1";
+      lr_s = "0.1", momentum_s = "0.9", wd_s = "0", engine = "heuristic", steps_s = "1",
+      reuse_s = "1";
   for (int i = 1; i < argc; ++i) {
     if (take_flag(i, argc, argv, "help", nullptr)) {
       std::cout << kUsage;
@@ -69,7 +72,8 @@ int run(int argc, char** argv) {
         take_flag(i, argc, argv, "lr", &lr_s) ||
         take_flag(i, argc, argv, "momentum", &momentum_s) ||
         take_flag(i, argc, argv, "weight_decay", &wd_s) ||
-        take_flag(i, argc, argv, "engine", &engine) || take_flag(i, argc, argv, "steps", &steps_s))
+        take_flag(i, argc, argv, "engine", &engine) || take_flag(i, argc, argv, "steps", &steps_s) ||
+        take_flag(i, argc, argv, "reuse_memory", &reuse_s))
       continue;
     throw UserError(std::string("unknown flag '") + argv[i] + "' (see --help)");
   }
@@ -94,6 +98,9 @@ int run(int argc, char** argv) {
   opt.momentum = to_double(momentum_s, "momentum");
   opt.weight_decay = to_double(wd_s, "weight_decay");
   opt.engine = parse_engine_mode(engine);
+  if (reuse_s != "0" && reuse_s != "1")
+    throw UserError("--reuse_memory takes 1 or 0, not '" + reuse_s + "'");
+  opt.reuse_memory = reuse_s == "1";
   const int steps = int(parse_count(steps_s, "steps"));
   if (steps < 1) throw UserError("--steps must be at least 1");
 

@@ -7,6 +7,7 @@
 
 #include "harness/check.h"
 #include "kernels/storage.h"
+#include "kernels/train_kernels.h"
 
 namespace cnnbench {
 
@@ -244,6 +245,7 @@ void ConvBackwardOp::prepare(GpuContext& ctx, EngineMode mode, int top_k,
   bool chosen = false;
   int tried = 0;
   double best_us = 0;
+  if (spec_.force_padded && paddable()) dw_types.clear();
   for (DType dwt : dw_types) {
     if (chosen) break;
     auto g = build_graph(ctx.cudnn, spec_, grad_, buf_, dwt, &why);
@@ -265,8 +267,10 @@ void ConvBackwardOp::prepare(GpuContext& ctx, EngineMode mode, int top_k,
         CNN_CHECK_CUDA(cudaEventCreate(&start));
         CNN_CHECK_CUDA(cudaEventCreate(&stop));
         const BackendDesc vp = variant_pack(scratch.ptr);
+        double fastest = 1e30;
         for (size_t i = 0; i < cs.size(); ++i) {
           std::vector<float> times;
+          bool slow = false;
           for (int rep = 0; rep < 7; ++rep) {
             CNN_CHECK_CUDA(cudaEventRecord(start, ctx.stream));
             const bool ok = execute(cs[i].plan, vp, ctx.stream);
@@ -275,10 +279,19 @@ void ConvBackwardOp::prepare(GpuContext& ctx, EngineMode mode, int top_k,
             if (!ok) break;
             float ms = 0;
             CNN_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+            // A second run four times slower than the fastest median so far cannot win: its
+            // time stands as it is, and the rest of its runs are saved (fp32's eng0 took 32 ms).
+            if (rep == 1 && ms * 1000.0 > 4 * fastest) {
+              us[i] = ms * 1000.0;
+              slow = true;
+              break;
+            }
             if (rep >= 2) times.push_back(ms);
           }
+          if (slow) continue;
           std::sort(times.begin(), times.end());
           us[i] = times.size() < 5 ? 1e30 : times[2] * 1000.0;
+          fastest = std::min(fastest, us[i]);
         }
         CNN_CHECK_CUDA(cudaEventDestroy(start));
         CNN_CHECK_CUDA(cudaEventDestroy(stop));
@@ -307,6 +320,12 @@ void ConvBackwardOp::prepare(GpuContext& ctx, EngineMode mode, int top_k,
   }
   if (!initial.empty())
     CNN_CHECK_CUDA(cudaMemcpy(out_, initial.data(), initial.size(), cudaMemcpyHostToDevice));
+  if (!chosen && paddable()) {
+    prepare_padded(ctx, mode, top_k, scratch);
+    record_.build_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return;
+  }
   if (!chosen)
     throw LibraryError("cuDNN", CUDNN_STATUS_NOT_SUPPORTED,
                        "no engine supports " + spec_.signature(grad_) + ": " + why,
@@ -323,12 +342,85 @@ void ConvBackwardOp::prepare(GpuContext& ctx, EngineMode mode, int top_k,
   variant_pack_ = variant_pack(scratch.ptr);
 }
 
+bool ConvBackwardOp::paddable() const {
+  return grad_ == ConvGrad::Filter && storage_type(spec_.precision) != DType::F32 &&
+         spec_.groups == 1 && spec_.x.c % 8 != 0 && !padded_;
+}
+
+void ConvBackwardOp::prepare_padded(GpuContext& ctx, EngineMode mode, int top_k,
+                                    const TuneScratch& scratch) {
+  const auto align = [](size_t b) { return (b + 255) / 256 * 256; };
+  const DType t = storage_type(spec_.precision);
+  ConvBackwardSpec ps = spec_;
+  ps.x.c = (spec_.x.c + 7) / 8 * 8;
+  ps.accumulate = false;  // our copy back adds where this op accumulates
+  ps.force_padded = false;
+  ps.name = spec_.name + " (x padded)";
+  pad_dw_offset_ = align(size_t(ps.x.numel()) * dtype_size(t));
+  pad_ws_offset_ = pad_dw_offset_ + align(size_t(filter_dims(ps).numel()) * sizeof(float));
+  // The padded tensors do not fit in the caller's scratch at large batches: a scratch of our own
+  // for choosing the inner op's engine, with the caller's bytes left for its workspace.
+  TuneScratch own;
+  own.bytes = pad_ws_offset_ + scratch.bytes;
+  CNN_CHECK_CUDA(cudaMalloc(&own.ptr, own.bytes));
+  char* base = static_cast<char*>(own.ptr);
+  ConvBackwardBuffers pb;
+  pb.x = base;
+  pb.dy = buf_.dy;
+  pb.dw = base + pad_dw_offset_;
+  try {
+    padded_ = std::make_unique<ConvBackwardOp>(ps, ConvGrad::Filter, pb);
+    padded_->prepare(ctx, mode, top_k, TuneScratch{base + pad_ws_offset_, scratch.bytes});
+  } catch (...) {
+    padded_.reset();
+    cudaFree(own.ptr);
+    throw;
+  }
+  CNN_CHECK_CUDA(cudaFree(own.ptr));
+  dw_type_ = padded_->dw_type();
+  out_bytes_ = size_t(filter_dims(spec_).numel()) * dtype_size(dw_type_);
+  engine_ = padded_->engine_;
+  workspace_ = pad_ws_offset_ + padded_->workspace_bytes();
+  const LayerRecord& r = padded_->record();
+  record_.engine = r.engine + " on x padded " + std::to_string(spec_.x.c) + "->" +
+                   std::to_string(ps.x.c);
+  record_.engine_notes = r.engine_notes;
+  record_.op = std::string(grad_name(grad_)) + (spec_.accumulate ? " (accumulate)" : "") +
+               " dw " + dtype_name(dw_type_);
+  record_.workspace_bytes = workspace_;
+  record_.tuned_us = r.tuned_us;
+  record_.candidates = r.candidates;
+  record_.rejected = r.rejected;
+  workspace_ptr_ = nullptr;  // bound by bind_workspace
+}
+
 void ConvBackwardOp::bind_workspace(void* workspace, size_t bytes) {
   if (bytes < workspace_) throw std::logic_error("conv backward: workspace too small");
+  if (padded_) {
+    char* base = static_cast<char*>(workspace);
+    workspace_ptr_ = workspace;
+    padded_->buf_.x = base;
+    padded_->buf_.dw = base + pad_dw_offset_;
+    padded_->bind_workspace(base + pad_ws_offset_, bytes - pad_ws_offset_);
+    return;
+  }
   variant_pack_ = variant_pack(workspace);
 }
 
 void ConvBackwardOp::run(cudaStream_t stream) {
+  if (padded_) {
+    if (!workspace_ptr_) throw std::logic_error("conv backward: padded op run before binding");
+    const DType t = storage_type(spec_.precision);
+    const Dims& xp = padded_->spec_.x;
+    char* base = static_cast<char*>(workspace_ptr_);
+    launch_repack_channels(t, buf_.x, spec_.x.c, base, xp.c, int64_t(xp.n) * xp.h * xp.w, false,
+                           stream);
+    padded_->run(stream);
+    const Dims f = filter_dims(spec_);
+    launch_repack_channels(dw_type_, base + pad_dw_offset_, xp.c, buf_.dw, f.c,
+                           int64_t(f.n) * f.h * f.w, spec_.accumulate, stream);
+    return;
+  }
   if (!plan_.get()) throw std::logic_error("conv backward: run before prepare");
   cudaStream_t bound = nullptr;
   CNN_CHECK_CUDNN(cudnnGetStream(handle_, &bound));

@@ -12,6 +12,12 @@
 // storage type: prepare() tries fp32 first, and dw_type() says which it took. The caller must
 // size and read dw by dw_type().
 //
+// A filter gradient in fp16 or bf16 whose input has a channel count no engine takes (an RGB
+// image: 3) runs padded: run() copies x into the workspace with zero channels up to a multiple of
+// 8, an inner op computes the padded gradient there (its zero channels' gradient is zero), and
+// the first C channels of each filter row go to dw. record().engine says so ("... on x padded
+// 3->8").
+//
 // Engines come from heuristics mode A, then the fallback list, filtered by the precision as the
 // forward's (engine_fits_precision: fp32 takes no tensor-core/TF32 engine, tf32 none that
 // down-converts its inputs) and by ctx.excluded; under autotune the fastest of the first top_k
@@ -41,6 +47,9 @@ struct ConvBackwardSpec {
   int kernel = 1, kernel_w = 0, stride = 1, pad = 0, pad_w = -1, dilation = 1, groups = 1;
   Precision precision = Precision::FP32;
   bool accumulate = false;  // beta = 1: add into dx (or dw) instead of overwriting it
+  // Filter, fp16/bf16, C % 8 != 0: take the padded path (below) even where an engine takes x as
+  // it is (tests).
+  bool force_padded = false;
   int kw() const { return kernel_w > 0 ? kernel_w : kernel; }
   int pw() const { return pad_w >= 0 ? pad_w : pad; }
   std::string signature(ConvGrad g) const;
@@ -82,6 +91,14 @@ class ConvBackwardOp : public Op {
   // poisoned output (accumulating: both from zeros): true when both give the same output.
   bool graph_safe(GpuContext& ctx, const BackendDesc& plan, const TuneScratch& scratch);
   BackendDesc variant_pack(void* workspace) const;
+  // The padded filter gradient (see above): true when it applies to this op.
+  bool paddable() const;
+  void prepare_padded(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch);
+  // Byte offsets in the workspace of the padded x and the padded dw; the inner op's workspace
+  // starts at pad_ws_offset_.
+  size_t pad_dw_offset_ = 0, pad_ws_offset_ = 0;
+  std::unique_ptr<ConvBackwardOp> padded_;
+  void* workspace_ptr_ = nullptr;
   ConvBackwardSpec spec_;
   ConvGrad grad_;
   ConvBackwardBuffers buf_;

@@ -617,6 +617,13 @@ SeVariant tune_se(DType t, const void* x, void* y, const float* w1, const float*
   // graph replayed kReplays times after a warm-up: the median replay over kRuns.
   constexpr int kRuns = 20, kReplays = 5;
   const SeVariant vs[2] = {SeVariant::OneBlock, SeVariant::Split};
+  // The legacy default stream cannot be captured: time on a stream of our own instead.
+  cudaStream_t own = nullptr;
+  if (!stream) {
+    CNN_CHECK_CUDA(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
+    CNN_CHECK_CUDA(cudaDeviceSynchronize());
+    stream = own;
+  }
   cudaEvent_t start, stop;
   CNN_CHECK_CUDA(cudaEventCreate(&start));
   CNN_CHECK_CUDA(cudaEventCreate(&stop));
@@ -643,6 +650,7 @@ SeVariant tune_se(DType t, const void* x, void* y, const float* w1, const float*
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
+  if (own) CNN_CHECK_CUDA(cudaStreamDestroy(own));
   return us[0] <= us[1] ? vs[0] : vs[1];
 }
 

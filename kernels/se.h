@@ -56,7 +56,8 @@ std::string se_kernels(const SeSpec& s, SeVariant v);
 SeVariant se_heuristic(const SeSpec& s);
 // Times both variants on these buffers (y is overwritten; x too where y aliases it), each as a
 // CUDA graph of 20 runs replayed five times, and returns the faster; us[] gets the one-block and
-// split times per run in microseconds. Not callable while `stream` is being captured.
+// split times per run in microseconds. Not callable while `stream` is being captured; a null
+// `stream` (the legacy default stream, which cannot be captured) times on a stream of its own.
 SeVariant tune_se(DType t, const void* x, void* y, const float* w1, const float* b1,
                   const float* w2, const float* b2, const SeSpec& s, void* scratch,
                   cudaStream_t stream, double us[2]);

@@ -966,6 +966,33 @@ void launch_convert(DType from, const void* src, DType to, void* dst, int64_t n,
 namespace {
 
 template <typename T>
+__global__ void repack_channels_kernel(const T* src, int src_c, T* dst, int dst_c, int64_t total,
+                                       bool accumulate) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t r = i / dst_c;
+    const int c = int(i % dst_c);
+    float v = c < src_c ? load_f(src, r * src_c + c) : 0.0f;
+    if (accumulate) v += load_f(dst, i);
+    store_f(dst, i, v);
+  }
+}
+
+}  // namespace
+
+void launch_repack_channels(DType t, const void* src, int src_c, void* dst, int dst_c,
+                            int64_t rows, bool accumulate, cudaStream_t stream) {
+  const int64_t total = rows * dst_c;
+  if (total <= 0) return;
+  CNN_DISPATCH_DTYPE(t, repack_channels_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(
+                            static_cast<const T*>(src), src_c, static_cast<T*>(dst), dst_c,
+                            total, accumulate));
+  CNN_CHECK_LAUNCH();
+}
+
+namespace {
+
+template <typename T>
 __global__ void lrn_backward_kernel(const T* x, const T* dy, T* dx, int64_t total, int C, int size,
                                     float alpha_n, float beta, float k, bool accumulate) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;

@@ -137,6 +137,13 @@ void launch_scale_forward(DType t, const void* x, const void* gate, void* y, con
 void launch_convert(DType from, const void* src, DType to, void* dst, int64_t n, bool accumulate,
                     cudaStream_t stream);
 
+// dst[r, c] = src[r, c] for c < min(src_c, dst_c) (added to dst's when `accumulate`), and 0 for
+// src_c <= c < dst_c, over `rows` packed rows of type t: pads rows with zero channels or keeps
+// their first dst_c. For a conv whose input has too few channels for any engine (an RGB image in
+// fp16): its input padded to 8 channels and its padded weight gradient cut back.
+void launch_repack_channels(DType t, const void* src, int src_c, void* dst, int dst_c,
+                            int64_t rows, bool accumulate, cudaStream_t stream);
+
 // ---- LRN ---------------------------------------------------------------------------------------
 
 // Cross-channel LRN's backward (lrn_backward_ref; kernels/lrn.h's convention), from the saved

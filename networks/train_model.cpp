@@ -608,7 +608,14 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   try {
     for (size_t i = 0; i < run_.size(); ++i) {
       if (prep[i]) {
-        prep[i]->prepare(ctx, opt.engine, opt.top_k, ts);
+        prep[i]->prepare(ctx, opt.engine, opt.top_k,
+                         TuneScratch{ts.ptr, std::min(ts.bytes, opt.tune_scratch_bytes)});
+        if (prep[i]->workspace_bytes() > ts.bytes) {  // a padded weight gradient's (conv_backward.h)
+          CNN_CHECK_CUDA(cudaFree(ts.ptr));
+          ts.ptr = nullptr;
+          ts.bytes = prep[i]->workspace_bytes();
+          CNN_CHECK_CUDA(cudaMalloc(&ts.ptr, ts.bytes));
+        }
         prep[i]->bind_workspace(ts.ptr, ts.bytes);
       }
       run_[i](ctx.stream);

@@ -51,7 +51,10 @@ HostWeights random_weights(const Graph& g, uint64_t seed) {
       const size_t count = size_t(p.numel());
       float lo = -1, hi = 1;
       if (n.kind == OpKind::Conv || n.kind == OpKind::Linear) {
-        const int64_t fan_in = n.kind == OpKind::Conv ? p.numel() / p.shape[0] : p.shape.back();
+        // The fan-in is the weight's (a bias's own shape says nothing of it): C/g * R * S for a
+        // conv's [K][C/g][R][S], the input features for a linear's [out][in].
+        const ParamSpec& wp = g.params()[n.params[0]];
+        const int64_t fan_in = n.kind == OpKind::Conv ? wp.numel() / wp.shape[0] : wp.shape.back();
         const bool is_bias = p.role == ParamRole::Bias;
         const float bound = is_bias ? float(1.0 / std::sqrt(double(fan_in)))
                                     : float(std::sqrt(6.0 / double(fan_in)));

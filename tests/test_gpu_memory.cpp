@@ -43,9 +43,22 @@ size_t build_and_run(GpuContext& ctx, const Graph& g, const HostWeights& w, int 
 
 }  // namespace
 
+// Builds ResNet-50 at `batch` expecting an out-of-memory: true when it was one.
+bool fails_out_of_memory(GpuContext& ctx, const Graph& g, const HostWeights& w, int batch) {
+  try {
+    build_and_run(ctx, g, w, batch);
+  } catch (const std::exception& e) {
+    EXPECT_TRUE(is_out_of_memory(e)) << "not an out-of-memory: " << e.what();
+    return is_out_of_memory(e);
+  }
+  return false;
+}
+
 // With the device capped a few GiB above what it uses, ResNet-50 at batch 2048 cannot fit: the
 // failure is an out-of-memory, everything it took comes back (to within 1 MiB), and batch 8
-// builds and runs after it.
+// builds and runs after it. The first failure at 2048 loads kernels of shapes batch 8 never ran
+// (lazy module loading keeps 2 MiB in the driver: call 12), so the one measured is the second;
+// the first's drift is printed too.
 TEST(GpuMemory, OutOfMemoryLeavesTheDeviceAsItWasAndTheNextModelRuns) {
   const Graph g = build_network("resnet50");
   const HostWeights w = random_weights(g, 1);
@@ -56,18 +69,15 @@ TEST(GpuMemory, OutOfMemoryLeavesTheDeviceAsItWasAndTheNextModelRuns) {
   CNN_CHECK_CUDA(cudaMemGetInfo(&free_b, &total));
   DeviceMemoryCap cap((total - free_b) + (size_t(3) << 30));
   EXPECT_GT(cap.ballast_bytes(), 0u);
+  const uint64_t first = device_free_bytes();
+  EXPECT_TRUE(fails_out_of_memory(ctx, g, w, 2048)) << "batch 2048 fitted in 3 GiB";
+  CNN_CHECK_CUDA(cudaDeviceSynchronize());
   const uint64_t before = device_free_bytes();
-  bool oom = false;
-  try {
-    build_and_run(ctx, g, w, 2048);
-  } catch (const std::exception& e) {
-    oom = is_out_of_memory(e);
-    EXPECT_TRUE(oom) << "not an out-of-memory: " << e.what();
-  }
-  EXPECT_TRUE(oom) << "batch 2048 fitted in 3 GiB";
+  EXPECT_TRUE(fails_out_of_memory(ctx, g, w, 2048)) << "batch 2048 fitted in 3 GiB";
   CNN_CHECK_CUDA(cudaDeviceSynchronize());
   const double drift = mib(double(before) - double(device_free_bytes()));
-  std::printf("  after the out-of-memory: %.2f MiB not returned\n", drift);
+  std::printf("  after the first out-of-memory: %.2f MiB not returned; after the second: %.2f\n",
+              mib(double(first) - double(before)), drift);
   EXPECT_LT(std::fabs(drift), 1.0);
   EXPECT_GT(build_and_run(ctx, g, w, 8), 0u);
 }

@@ -1,11 +1,13 @@
 // Random weights are deterministic; a weights file is checked tensor by tensor.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "harness/check.h"
 #include "harness/safetensors.h"
+#include "networks/registry.h"
 #include "networks/resnet.h"
 #include "networks/weights.h"
 
@@ -39,6 +41,20 @@ TEST(Weights, RandomIsDeterministicPerSeedAndName) {
   const std::vector<float>& w = a.at("conv1.weight");
   const float bound = std::sqrt(6.0f / (3 * 7 * 7));
   for (float v : w) EXPECT_LE(std::fabs(v), bound);
+  // Biases take 1 / sqrt(fan-in) of their layer's weight: fc's 2048 inputs.
+  const std::vector<float>& fc_b = a.at("fc.bias");
+  float widest = 0;
+  for (float v : fc_b) widest = std::max(widest, std::fabs(v));
+  EXPECT_LE(widest, 1.0f / std::sqrt(2048.0f));
+  EXPECT_GT(widest, 0.5f / std::sqrt(2048.0f));
+}
+
+TEST(Weights, ConvBiasesScaleWithTheirFanIn) {
+  const HostWeights a = random_weights(build_network("alexnet"), 2);
+  float widest = 0;
+  for (float v : a.at("features.3.bias")) widest = std::max(widest, std::fabs(v));  // 64 x 5 x 5
+  EXPECT_LE(widest, 1.0f / std::sqrt(64.0f * 25));
+  EXPECT_GT(widest, 0.5f / std::sqrt(64.0f * 25));
 }
 
 TEST(Weights, LoadsAFileAndNamesEachProblem) {
