@@ -72,7 +72,8 @@ int run(int argc, char** argv) {
         take_flag(i, argc, argv, "lr", &lr_s) ||
         take_flag(i, argc, argv, "momentum", &momentum_s) ||
         take_flag(i, argc, argv, "weight_decay", &wd_s) ||
-        take_flag(i, argc, argv, "engine", &engine) || take_flag(i, argc, argv, "steps", &steps_s) ||
+        take_flag(i, argc, argv, "engine", &engine) ||
+        take_flag(i, argc, argv, "steps", &steps_s) ||
         take_flag(i, argc, argv, "reuse_memory", &reuse_s))
       continue;
     throw UserError(std::string("unknown flag '") + argv[i] + "' (see --help)");

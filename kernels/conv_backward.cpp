@@ -382,11 +382,11 @@ void ConvBackwardOp::prepare_padded(GpuContext& ctx, EngineMode mode, int top_k,
   engine_ = padded_->engine_;
   workspace_ = pad_ws_offset_ + padded_->workspace_bytes();
   const LayerRecord& r = padded_->record();
-  record_.engine = r.engine + " on x padded " + std::to_string(spec_.x.c) + "->" +
-                   std::to_string(ps.x.c);
+  record_.engine =
+      r.engine + " on x padded " + std::to_string(spec_.x.c) + "->" + std::to_string(ps.x.c);
   record_.engine_notes = r.engine_notes;
-  record_.op = std::string(grad_name(grad_)) + (spec_.accumulate ? " (accumulate)" : "") +
-               " dw " + dtype_name(dw_type_);
+  record_.op = std::string(grad_name(grad_)) + (spec_.accumulate ? " (accumulate)" : "") + " dw " +
+               dtype_name(dw_type_);
   record_.workspace_bytes = workspace_;
   record_.tuned_us = r.tuned_us;
   record_.candidates = r.candidates;

@@ -980,13 +980,13 @@ __global__ void repack_channels_kernel(const T* src, int src_c, T* dst, int dst_
 
 }  // namespace
 
-void launch_repack_channels(DType t, const void* src, int src_c, void* dst, int dst_c,
-                            int64_t rows, bool accumulate, cudaStream_t stream) {
+void launch_repack_channels(DType t, const void* src, int src_c, void* dst, int dst_c, int64_t rows,
+                            bool accumulate, cudaStream_t stream) {
   const int64_t total = rows * dst_c;
   if (total <= 0) return;
-  CNN_DISPATCH_DTYPE(t, repack_channels_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(
-                            static_cast<const T*>(src), src_c, static_cast<T*>(dst), dst_c,
-                            total, accumulate));
+  CNN_DISPATCH_DTYPE(
+      t, repack_channels_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(
+             static_cast<const T*>(src), src_c, static_cast<T*>(dst), dst_c, total, accumulate));
   CNN_CHECK_LAUNCH();
 }
 

@@ -141,8 +141,8 @@ void launch_convert(DType from, const void* src, DType to, void* dst, int64_t n,
 // src_c <= c < dst_c, over `rows` packed rows of type t: pads rows with zero channels or keeps
 // their first dst_c. For a conv whose input has too few channels for any engine (an RGB image in
 // fp16): its input padded to 8 channels and its padded weight gradient cut back.
-void launch_repack_channels(DType t, const void* src, int src_c, void* dst, int dst_c,
-                            int64_t rows, bool accumulate, cudaStream_t stream);
+void launch_repack_channels(DType t, const void* src, int src_c, void* dst, int dst_c, int64_t rows,
+                            bool accumulate, cudaStream_t stream);
 
 // ---- LRN ---------------------------------------------------------------------------------------
 

@@ -610,7 +610,8 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
       if (prep[i]) {
         prep[i]->prepare(ctx, opt.engine, opt.top_k,
                          TuneScratch{ts.ptr, std::min(ts.bytes, opt.tune_scratch_bytes)});
-        if (prep[i]->workspace_bytes() > ts.bytes) {  // a padded weight gradient's (conv_backward.h)
+        if (prep[i]->workspace_bytes() >
+            ts.bytes) {  // a padded weight gradient's (conv_backward.h)
           CNN_CHECK_CUDA(cudaFree(ts.ptr));
           ts.ptr = nullptr;
           ts.bytes = prep[i]->workspace_bytes();
