@@ -1,4 +1,5 @@
-// Loading and storing our three storage types as float inside kernels.
+// Loading and storing our three storage types as float inside kernels (and on the host, where a
+// kernel's code is run there for a test).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -6,22 +7,22 @@
 
 namespace cnnbench {
 
-__device__ __forceinline__ float load_f(const float* p, int64_t i) {
+__host__ __device__ __forceinline__ float load_f(const float* p, int64_t i) {
   return p[i];
 }
-__device__ __forceinline__ float load_f(const __half* p, int64_t i) {
+__host__ __device__ __forceinline__ float load_f(const __half* p, int64_t i) {
   return __half2float(p[i]);
 }
-__device__ __forceinline__ float load_f(const __nv_bfloat16* p, int64_t i) {
+__host__ __device__ __forceinline__ float load_f(const __nv_bfloat16* p, int64_t i) {
   return __bfloat162float(p[i]);
 }
-__device__ __forceinline__ void store_f(float* p, int64_t i, float v) {
+__host__ __device__ __forceinline__ void store_f(float* p, int64_t i, float v) {
   p[i] = v;
 }
-__device__ __forceinline__ void store_f(__half* p, int64_t i, float v) {
+__host__ __device__ __forceinline__ void store_f(__half* p, int64_t i, float v) {
   p[i] = __float2half_rn(v);
 }
-__device__ __forceinline__ void store_f(__nv_bfloat16* p, int64_t i, float v) {
+__host__ __device__ __forceinline__ void store_f(__nv_bfloat16* p, int64_t i, float v) {
   p[i] = __float2bfloat16_rn(v);
 }
 
