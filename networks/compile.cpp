@@ -11,6 +11,7 @@
 
 #include "harness/check.h"
 #include "kernels/conv.h"
+#include "kernels/depthwise.h"
 #include "kernels/lrn.h"
 #include "kernels/matmul.h"
 #include "kernels/pointwise.h"
@@ -440,7 +441,10 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
           ops_.push_back(std::make_unique<SeFoldOp>(name + ".se_fold", t, wptr(wbuf[gi]),
                                                     fptr(gate_buf[fold_of[gi]]), wptr(fold_buf[gi]),
                                                     n.out.c, nodes[grp.in[0]].out.c));
-        ops_.push_back(std::make_unique<ConvOp>(s, b));
+        if (!folded && opt.depthwise != DepthwiseChoice::Cudnn && depthwise_eligible(s))
+          ops_.push_back(std::make_unique<DepthwiseOp>(s, b, opt.depthwise));
+        else
+          ops_.push_back(std::make_unique<ConvOp>(s, b));
         break;
       }
       case OpKind::Linear: {
@@ -538,8 +542,11 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
   CNN_CHECK_CUDA(cudaMalloc(&scratch.ptr, scratch.bytes));
   try {
     std::vector<const ConvOp*> convs;
-    for (auto& op : ops_)
+    for (auto& op : ops_) {
       if (auto* c = dynamic_cast<const ConvOp*>(op.get())) convs.push_back(c);
+      if (auto* d = dynamic_cast<const DepthwiseOp*>(op.get()))
+        if (const ConvOp* c = d->cudnn_conv(opt.engine)) convs.push_back(c);
+    }
     prefetch_conv_plans(ctx, convs, opt.engine, opt.top_k, scratch.bytes);
     for (auto& op : ops_) {
       op->prepare(ctx, opt.engine, opt.top_k, scratch);

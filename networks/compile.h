@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harness/arena.h"
+#include "kernels/depthwise.h"
 #include "kernels/op.h"
 #include "kernels/pointwise.h"
 #include "kernels/storage.h"
@@ -40,6 +41,9 @@ struct CompileOptions {
   // At batch 1: fold each squeeze-excitation's gates into the 1x1 conv that alone reads its
   // output (conv(x * g, W) = conv(x, W * g)), skipping the pass that scales the activations.
   bool se_fold = false;
+  // Depthwise convs (EfficientNet's): auto times cuDNN against our kernel per layer under
+  // autotune and keeps the faster, and takes ours under heuristics; cudnn and cnnbench force one.
+  DepthwiseChoice depthwise = DepthwiseChoice::Auto;
 };
 
 class Model {
