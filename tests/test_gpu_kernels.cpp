@@ -1,12 +1,15 @@
 // The zoo's kernels of our own against their host references, in every storage type, outputs
 // poisoned (NaN) first: LRN, squeeze-excitation (repeated and replayed from a CUDA graph, so its
 // counters must reset themselves), activations in the epilogue, adaptive pooling, and writes
-// into a channel slice of a wider buffer that must leave the other channels alone.
+// into a channel slice of a wider buffer that must leave the other channels alone; the depthwise
+// conv in every variant, and past 2^31 elements.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "gpu_util.h"
+#include "kernels/depthwise.h"
 #include "kernels/lrn.h"
 #include "kernels/pointwise.h"
 #include "kernels/pool.h"
@@ -250,5 +253,165 @@ TEST(GpuKernels, AdaptiveAvgPoolUsesPyTorchsBins) {
             }
       EXPECT_LT(rel_l2(dy.download(), ref), tolerance(p)) << precision_name(p) << " out " << out;
     }
+  }
+}
+
+namespace {
+
+DepthwiseSpec dw_spec(Dims x, int k, int stride, Act act) {
+  DepthwiseSpec s;
+  s.x = x;
+  s.kernel = k, s.stride = stride, s.pad = k / 2;
+  s.y = {x.n, x.c, (x.h + 2 * s.pad - k) / stride + 1, (x.w + 2 * s.pad - k) / stride + 1};
+  s.act = act;
+  return s;
+}
+
+}  // namespace
+
+// Our depthwise conv against the host reference: k3 and k5 at strides 1 and 2 (the unrolled
+// kernel, each px choice), kernel 7 (generic), odd sizes, batch 2, channels that do not split
+// into 16-byte vectors, pointers one element off 16-byte alignment (scalar loads), several channel
+// tiles with a partial last one (296 and 1344 channels), every activation and storage type, a
+// null bias. Outputs are poisoned first, the 64 bytes past the output must stay poisoned, and a
+// CUDA-graph replay must give the same bits.
+TEST(GpuKernels, DepthwiseMatchesReference) {
+  std::mt19937 rng(std::random_device{}());
+  struct Case {
+    Dims x;
+    int k, stride;
+  };
+  const Case cases[] = {
+      {{2, 64, 15, 15}, 3, 1}, {{1, 56, 33, 31}, 3, 2},   {{2, 48, 14, 13}, 5, 1},
+      {{1, 40, 17, 17}, 5, 2}, {{2, 36, 9, 11}, 3, 1},    {{1, 13, 10, 7}, 5, 2},
+      {{1, 24, 12, 12}, 7, 1}, {{1, 296, 9, 10}, 3, 2},   {{1, 1344, 17, 17}, 5, 1},
+      {{2, 96, 56, 56}, 3, 2}, {{1, 56, 130, 130}, 3, 1}, {{2, 8, 1, 1}, 3, 1},
+  };
+  const Act acts[] = {Act::None, Act::ReLU, Act::SiLU, Act::Sigmoid};
+  cudaStream_t stream;
+  CNN_CHECK_CUDA(cudaStreamCreate(&stream));
+  int variant = 0;
+  for (Precision p : kAll)
+    for (const Case& c : cases)
+      for (bool aligned : {true, false}) {
+        const Act act = acts[variant++ % 4];
+        const bool no_bias = variant % 7 == 0;
+        const DType t = storage_type(p);
+        const size_t es = dtype_size(t);
+        const DepthwiseSpec s = dw_spec(c.x, c.k, c.stride, act);
+        const int C = c.x.c;
+        const float wb = 1.0f / float(c.k);
+        const auto x = rounded(random_vector(size_t(s.x.numel()), rng, -2, 2), t);
+        const auto w = rounded(random_vector(size_t(C) * c.k * c.k, rng, -wb, wb), t);
+        const auto b = rounded(random_vector(size_t(C), rng, -0.5f, 0.5f), t);
+        const std::vector<double> ref =
+            depthwise_reference(x, w, no_bias ? std::vector<float>() : b, s);
+        // Unaligned: x and y start one element past the allocation's (256-byte aligned) start.
+        const size_t off = aligned ? 0 : 1, tail = 64 / es;
+        std::vector<float> xpad(off + x.size(), 0.0f);
+        std::copy(x.begin(), x.end(), xpad.begin() + std::ptrdiff_t(off));
+        DeviceBuffer dx(xpad, t), dw(w, t), db(b, t), dy(off + size_t(s.y.numel()) + tail, t);
+        const void* xp = static_cast<const char*>(dx.get()) + off * es;
+        void* yp = static_cast<char*>(dy.get()) + off * es;
+        const void* bp = no_bias ? nullptr : db.get();
+        const std::string what = std::string(precision_name(p)) + " " + s.x.str() + " k" +
+                                 std::to_string(c.k) + " s" + std::to_string(c.stride) +
+                                 (aligned ? "" : " unaligned") + " " + act_name(act) +
+                                 (no_bias ? " no bias" : "");
+        const std::vector<int> pxs = depthwise_px_choices(t, s, aligned);
+        EXPECT_EQ(depthwise_geometry(t, s, aligned).vec > 1, aligned && C % int(16 / es) == 0)
+            << what;
+        for (int px : pxs) {
+          dy.poison();
+          launch_depthwise(t, xp, dw.get(), bp, yp, s, px, stream);
+          CNN_CHECK_CUDA(cudaStreamSynchronize(stream));
+          const std::vector<float> all = dy.download();
+          const std::vector<float> got(all.begin() + off, all.begin() + off + s.y.numel());
+          EXPECT_LT(rel_l2(got, ref), tolerance(p)) << what << " px" << px;
+          int stray = 0;
+          for (size_t i = off + size_t(s.y.numel()); i < all.size(); ++i)
+            stray += !std::isnan(all[i]);
+          for (size_t i = 0; i < off; ++i) stray += !std::isnan(all[i]);
+          EXPECT_EQ(stray, 0) << what << " px" << px << ": wrote outside the output";
+          // Replayed from a CUDA graph onto a poisoned output: the same bits.
+          cudaGraph_t graph;
+          cudaGraphExec_t exec;
+          CNN_CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+          launch_depthwise(t, xp, dw.get(), bp, yp, s, px, stream);
+          CNN_CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+          CNN_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+          dy.poison();
+          CNN_CHECK_CUDA(cudaGraphLaunch(exec, stream));
+          CNN_CHECK_CUDA(cudaStreamSynchronize(stream));
+          const std::vector<float> again = dy.download();
+          EXPECT_EQ(std::vector<float>(again.begin() + off, again.begin() + off + s.y.numel()), got)
+              << what << " px" << px << ": graph replay differs";
+          cudaGraphExecDestroy(exec);
+          cudaGraphDestroy(graph);
+        }
+      }
+  cudaStreamDestroy(stream);
+}
+
+// Batch 256 at 264x264 with 128 channels: more than 2^31 elements (and bytes past 2^32 in
+// fp32), so every offset must be 64-bit. x is one constant (a byte pattern), so a sampled output
+// is bias + x * (the sum of its taps that fall inside the image); samples from the last image
+// and from all over. Skipped where the device lacks the memory (about 9 GB fp16, 18 GB fp32).
+TEST(GpuKernels, DepthwiseIndexesPastTwoToThe31Elements) {
+  std::mt19937 rng(5);
+  for (Precision p : {Precision::FP16, Precision::FP32}) {
+    const DType t = storage_type(p);
+    const size_t es = dtype_size(t);
+    const DepthwiseSpec s = dw_spec({256, 128, 264, 264}, 3, 1, Act::None);
+    const size_t count = size_t(s.x.numel());
+    ASSERT_GT(count, size_t(1) << 31);
+    size_t free_bytes = 0, total = 0;
+    CNN_CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total));
+    if (free_bytes < 2 * count * es + (size_t(1) << 30)) {
+      std::printf("  %s skipped: %.1f GB free\n", precision_name(p), free_bytes / 1e9);
+      continue;
+    }
+    void *x = nullptr, *y = nullptr;
+    CNN_CHECK_CUDA(cudaMalloc(&x, count * es));
+    CNN_CHECK_CUDA(cudaMalloc(&y, count * es));
+    CNN_CHECK_CUDA(cudaMemset(x, 0x3C, count * es));  // fp16 0x3C3C, fp32 0x3C3C3C3C
+    CNN_CHECK_CUDA(cudaMemset(y, 0xFF, count * es));
+    const float xv = from_storage(std::vector<uint8_t>(es, 0x3C), t)[0];
+    const int C = 128;
+    const auto w = rounded(random_vector(size_t(C) * 9, rng, -0.3f, 0.3f), t);
+    const auto b = rounded(random_vector(size_t(C), rng, -0.5f, 0.5f), t);
+    DeviceBuffer dw(w, t), db(b, t);
+    for (int px : depthwise_px_choices(t, s, true)) {
+      launch_depthwise(t, x, dw.get(), db.get(), y, s, px, nullptr);
+      CNN_CHECK_CUDA(cudaDeviceSynchronize());
+      std::vector<int64_t> idx;
+      for (int64_t i = 0; i < 2 * C; ++i) idx.push_back(int64_t(count) - 1 - i);  // the very end
+      const int64_t last_image = int64_t(count) - int64_t(264) * 264 * C;
+      std::uniform_int_distribution<int64_t> any(0, int64_t(count) - 1),
+          late(last_image, int64_t(count) - 1);
+      for (int i = 0; i < 200; ++i) idx.push_back(any(rng)), idx.push_back(late(rng));
+      std::vector<float> got, want;
+      for (int64_t i : idx) {
+        std::vector<uint8_t> bytes(es);
+        CNN_CHECK_CUDA(cudaMemcpy(bytes.data(), static_cast<const char*>(y) + size_t(i) * es, es,
+                                  cudaMemcpyDeviceToHost));
+        got.push_back(from_storage(bytes, t)[0]);
+        const int c = int(i % C);
+        const int64_t pix = i / C;
+        const int ow = int(pix % 264), oh = int(pix / 264 % 264);
+        double acc = b[size_t(c)];
+        for (int r = 0; r < 3; ++r)
+          for (int q = 0; q < 3; ++q) {
+            const int ih = oh - 1 + r, iw = ow - 1 + q;
+            if (ih >= 0 && ih < 264 && iw >= 0 && iw < 264)
+              acc += double(xv) * w[size_t(c) * 9 + r * 3 + q];
+          }
+        want.push_back(float(acc));
+      }
+      std::vector<double> want_d(want.begin(), want.end());
+      EXPECT_LT(rel_l2(got, want_d), tolerance(p)) << precision_name(p) << " px" << px;
+    }
+    cudaFree(x);
+    cudaFree(y);
   }
 }

@@ -4,8 +4,10 @@
 // to its baseline after teardown.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cstdio>
+#include <cstdlib>
 
 #include "gpu_util.h"
 #include "harness/arena.h"
@@ -491,4 +493,77 @@ TEST(GpuNetwork, SeFoldMatchesTheScalePass) {
       EXPECT_EQ(folds[1], batch == 1 ? 16 : 0) << precision_name(p) << " batch " << batch;
       EXPECT_LT(err, p == Precision::FP32 ? 1e-5 : 5e-3) << precision_name(p) << " batch " << batch;
     }
+}
+
+// --depthwise: EfficientNet-B0's 16 depthwise convs in our kernel (cnnbench) against cuDNN
+// (cudnn) under heuristics, fp32 and fp16 at batch 1 and 2: the logits agree (fp32 1e-5, fp16
+// 5e-3). Then auto under autotune (fp16, batch 1): every depthwise layer timed both ways, the
+// logits again cuDNN's, and each depthwise layer's host check (verify_layers) within 1e-2.
+TEST(GpuNetwork, DepthwiseKernelMatchesCudnn) {
+  const Graph g = build_network("efficientnet_b0");
+  const HostWeights w = random_weights(g, 5);
+  GpuContext ctx;
+  auto forward = [&](Precision p, int batch, EngineMode mode, DepthwiseChoice choice,
+                     std::vector<LayerRecord>* layers,
+                     std::vector<std::pair<std::string, double>>* checks) {
+    CompileOptions opt;
+    opt.precision = p;
+    opt.batch = batch;
+    opt.engine = mode;
+    opt.depthwise = choice;
+    std::unique_ptr<Model> mp;
+    std::unique_ptr<Runner> rp;
+    std::vector<std::string> repairs;
+    build_and_capture(
+        ctx, [&] { return std::make_unique<Model>(ctx, g, w, opt); }, mp, rp, repairs);
+    rp->launch(true);
+    std::vector<float> out = mp->output();
+    if (layers) *layers = mp->layers();
+    if (checks) *checks = mp->verify_layers(128, 11);
+    return out;
+  };
+  auto ours = [](const std::vector<LayerRecord>& layers) {
+    int n = 0;
+    for (const LayerRecord& r : layers) n += r.engine == "cnnbench depthwise kernel";
+    return n;
+  };
+  for (Precision p : {Precision::FP32, Precision::FP16})
+    for (int batch : {1, 2}) {
+      std::vector<LayerRecord> lc, lo;
+      const std::vector<float> a =
+          forward(p, batch, EngineMode::Heuristic, DepthwiseChoice::Cudnn, &lc, nullptr);
+      const std::vector<float> b =
+          forward(p, batch, EngineMode::Heuristic, DepthwiseChoice::Cnnbench, &lo, nullptr);
+      const double err = relative_l2(b, a);
+      std::printf("  efficientnet_b0 %s batch %d: ours against cuDNN rel_l2 %.2e\n",
+                  precision_name(p), batch, err);
+      EXPECT_EQ(ours(lc), 0);
+      EXPECT_EQ(ours(lo), 16);
+      EXPECT_LT(err, p == Precision::FP32 ? 1e-5 : 5e-3) << precision_name(p) << " batch " << batch;
+    }
+  const std::vector<float> ref =
+      forward(Precision::FP16, 1, EngineMode::Heuristic, DepthwiseChoice::Cudnn, nullptr, nullptr);
+  std::vector<LayerRecord> la;
+  std::vector<std::pair<std::string, double>> checks;
+  const std::vector<float> c =
+      forward(Precision::FP16, 1, EngineMode::Autotune, DepthwiseChoice::Auto, &la, &checks);
+  EXPECT_LT(relative_l2(c, ref), 5e-3);
+  std::vector<std::string> depthwise;
+  double ours_us = 0, winner_us = 0;
+  for (const LayerRecord& r : la) {
+    if (r.engine_notes.rfind("cudnn ", 0) != 0) continue;
+    depthwise.push_back(r.name);
+    winner_us += r.tuned_us;
+    std::printf("  %-22s %-26s %s\n", r.name.c_str(), r.engine.c_str(), r.engine_notes.c_str());
+    const size_t at = r.engine_notes.find(", ours ");
+    if (at != std::string::npos) ours_us += std::atof(r.engine_notes.c_str() + at + 7);
+  }
+  std::printf(
+      "  efficientnet_b0 fp16 batch 1: %d of 16 depthwise layers ours; %.1f us kept, "
+      "%.1f us all ours\n",
+      ours(la), winner_us, ours_us);
+  EXPECT_EQ(depthwise.size(), 16u);
+  for (const auto& [name, err] : checks)
+    if (std::find(depthwise.begin(), depthwise.end(), name) != depthwise.end())
+      EXPECT_LT(err, 1e-2) << name;
 }

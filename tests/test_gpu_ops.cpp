@@ -8,6 +8,7 @@
 
 #include "gpu_util.h"
 #include "kernels/conv.h"
+#include "kernels/depthwise.h"
 #include "kernels/matmul.h"
 #include "kernels/pointwise.h"
 #include "kernels/pool.h"
@@ -220,4 +221,92 @@ TEST(GpuOps, StandaloneEpilogueMatchesReference) {
       ref[i] = std::max(0.0, double(x[i]) * sc[i % C] + b[i % C] + z[i]);
     EXPECT_LT(rel_l2(dy.download(), ref), tolerance(p)) << precision_name(p);
   }
+}
+
+// DepthwiseOp beside the ConvOp it owns, on depthwise layers like EfficientNet's (k3 s2, k5 s1,
+// 1344 channels at batch 2; SiLU): whichever engine it keeps, its output is the ConvOp's. Under
+// autotune (auto) it times both and says so; forced to ours it needs no workspace; forced to
+// cuDNN it is the ConvOp; its verify() passes every way.
+TEST(GpuOps, DepthwiseOpMatchesConvOp) {
+  std::mt19937 rng(std::random_device{}());
+  struct Layer {
+    Dims x;
+    int k, stride;
+  };
+  const Layer layers[] = {
+      {{1, 96, 112, 112}, 3, 2}, {{1, 240, 28, 28}, 5, 1}, {{2, 1344, 17, 17}, 5, 1}};
+  for (Precision p : kAll)
+    for (const Layer& l : layers) {
+      GpuContext ctx;
+      ConvSpec s;
+      s.name = "test.dwconv";
+      s.x = l.x;
+      s.kernel = l.k, s.stride = l.stride, s.pad = l.k / 2, s.groups = l.x.c;
+      const int o = (l.x.h + 2 * s.pad - l.k) / l.stride + 1;
+      s.y = {l.x.n, l.x.c, o, o};
+      s.precision = p;
+      s.act = Act::SiLU;
+      const DType t = storage_type(p);
+      const int C = l.x.c;
+      const float wb = 1.0f / float(l.k);
+      const auto x = rounded(random_vector(size_t(s.x.numel()), rng), t);
+      const auto w = rounded(random_vector(size_t(C) * l.k * l.k, rng, -wb, wb), t);
+      const auto b = rounded(random_vector(size_t(C), rng, -0.5f, 0.5f), t);
+      DeviceBuffer dx(x, t), dw(w, t), db(b, t), dyc(size_t(s.y.numel()), t),
+          dyd(size_t(s.y.numel()), t);
+      TuneScratch scratch;
+      scratch.bytes = size_t(64) << 20;
+      DeviceBuffer ws(scratch.bytes, DType::F32);
+      scratch.ptr = ws.get();
+      ConvOp conv(s, {dx.get(), dw.get(), db.get(), nullptr, dyc.get()});
+      conv.prepare(ctx, EngineMode::Autotune, 4, scratch);
+      conv.bind_workspace(ws.get(), scratch.bytes);
+      conv.run(ctx.stream);
+      CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+      const std::vector<float> by_conv = dyc.download();
+      DepthwiseSpec ds = depthwise_spec(s);
+      const std::vector<double> ref = depthwise_reference(x, w, b, ds);
+      EXPECT_LT(rel_l2(by_conv, ref), tolerance(p)) << "the ConvOp itself";
+      for (DepthwiseChoice choice :
+           {DepthwiseChoice::Auto, DepthwiseChoice::Cnnbench, DepthwiseChoice::Cudnn})
+        for (EngineMode mode : {EngineMode::Autotune, EngineMode::Heuristic}) {
+          const std::string what =
+              std::string(precision_name(p)) + " " + s.x.str() + " k" + std::to_string(l.k) +
+              " --depthwise=" + depthwise_choice_name(choice) + " " + engine_mode_name(mode);
+          DepthwiseOp op(s, {dx.get(), dw.get(), db.get(), nullptr, dyd.get()}, choice);
+          op.prepare(ctx, mode, 4, scratch);
+          op.bind_workspace(ws.get(), scratch.bytes);
+          op.poison_output(ctx.stream);
+          op.run(ctx.stream);
+          CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+          const std::vector<float> got = dyd.download();
+          EXPECT_LT(relative_l2(got, by_conv), tolerance(p)) << what;
+          EXPECT_LT(rel_l2(got, ref), tolerance(p)) << what;
+          EXPECT_LT(op.verify(256, 3), tolerance(p)) << what;
+          const LayerRecord& r = op.record();
+          EXPECT_TRUE(r.rejected.empty())
+              << what << ": " << (r.rejected.empty() ? "" : r.rejected[0]);
+          EXPECT_EQ(r.name, "test.dwconv");
+          const bool ours = r.engine == "cnnbench depthwise kernel";
+          EXPECT_EQ(ours, !op.runs_cudnn()) << what;
+          if (ours) {
+            EXPECT_EQ(op.workspace_bytes(), 0u) << what;
+            EXPECT_TRUE(r.fused);
+          } else {
+            EXPECT_EQ(r.engine.rfind("eng", 0), 0u) << what << ": " << r.engine;
+          }
+          EXPECT_EQ(r.workspace_bytes, op.workspace_bytes()) << what;
+          if (choice == DepthwiseChoice::Cnnbench ||
+              (choice == DepthwiseChoice::Auto && mode == EngineMode::Heuristic))
+            EXPECT_TRUE(ours) << what;
+          if (choice == DepthwiseChoice::Cudnn) EXPECT_FALSE(ours) << what;
+          if (choice == DepthwiseChoice::Auto && mode == EngineMode::Autotune) {
+            EXPECT_GT(r.tuned_us, 0.0) << what;
+            EXPECT_EQ(r.engine_notes.rfind("cudnn ", 0), 0u) << what << ": " << r.engine_notes;
+            EXPECT_NE(r.engine_notes.find(", ours "), std::string::npos) << r.engine_notes;
+            std::printf("  depthwise %-4s %-12s k%d s%d: %s (%s)\n", precision_name(p),
+                        s.x.str().c_str(), l.k, l.stride, r.engine.c_str(), r.engine_notes.c_str());
+          }
+        }
+    }
 }
