@@ -18,6 +18,7 @@
 #include "harness/gpus.h"
 #include "harness/max_batch.h"
 #include "harness/session.h"
+#include "kernels/depthwise.h"
 #include "networks/train_model.h"
 
 namespace cnnbench {
@@ -47,6 +48,9 @@ const char* kUsage =
   --se_fold     at batch 1, fold each squeeze-excitation's gates into the 1x1 conv after it
                        (that conv's weights scaled per input channel) instead of scaling the
                        activations
+  --depthwise=auto|cudnn|cnnbench  who computes depthwise convs: auto (default) times cuDNN
+                       against our kernel per layer under autotune and keeps the faster, and
+                       takes ours under heuristics; cudnn or cnnbench alone
   --list        print the networks (name, input size, parameters, GMACs) and exit
 )";
 
@@ -110,6 +114,7 @@ struct Options {
   MemoryLimit memory_limit;
   int max_batch_cap = 4096;
   bool se_fold = false;
+  DepthwiseChoice depthwise = DepthwiseChoice::Auto;
 };
 
 class Session {
@@ -131,6 +136,7 @@ class Session {
     c.top_k = opt_.config.autotune_top_k;
     c.input_seed = opt_.config.seed + 1;
     c.se_fold = opt_.se_fold;
+    c.depthwise = opt_.depthwise;
     current_ = prepare_model(*ctx_, g, weights(job, g), c, opt_.config.warmup_ms,
                              [&](const Prepared& p) { log_layers(job, g, p, false); });
     key_ = key;
@@ -583,6 +589,8 @@ int run(int argc_in, char** argv_in) {
       max_batch = true;
     } else if (take_flag(i, argc, argv, "se_fold", nullptr)) {
       opt.se_fold = true;
+    } else if (take_flag(i, argc, argv, "depthwise", &v)) {
+      opt.depthwise = parse_depthwise_choice(v);
     } else if (take_flag(i, argc, argv, "eager", nullptr)) {
       eager = true;
     } else {
@@ -636,6 +644,7 @@ int run(int argc_in, char** argv_in) {
   benchmark::AddCustomContext("exclude_engines", excluded.empty() ? "none" : excluded);
   benchmark::AddCustomContext("build_threads", std::to_string(opt.build_threads));
   benchmark::AddCustomContext("se_fold", opt.se_fold ? "true" : "false");
+  benchmark::AddCustomContext("depthwise", depthwise_choice_name(opt.depthwise));
   benchmark::AddCustomContext("weights", opt.weights_path.empty()
                                              ? "random, seed " + std::to_string(opt.config.seed)
                                              : opt.weights_path);

@@ -9,6 +9,7 @@
 #include "harness/check.h"
 #include "harness/safetensors.h"
 #include "harness/session.h"
+#include "kernels/depthwise.h"
 #include "kernels/storage.h"
 
 namespace cnnbench {
@@ -27,6 +28,9 @@ const char* kUsage =
   --max_repairs=N      rebuilds, each banning the engine of the first layer where the graph
                        replay departs from eager, before giving up (default 6; 0: none)
   --se_fold            at batch 1, fold each squeeze-excitation's gates into the next 1x1 conv
+  --depthwise=auto|cudnn|cnnbench  who computes depthwise convs: auto (default) times cuDNN
+                       against our kernel per layer under autotune and keeps the faster, and
+                       takes ours under heuristics; cudnn or cnnbench alone
   --bisect_graph       capture the first k ops for k = 1.. and report where the graph replay
                        first parts from eager execution
   --verify  also recompute SAMPLES (default 512) outputs of every conv and linear layer on the
@@ -38,7 +42,8 @@ int run(int argc, char** argv) {
   std::string network, precision = "fp32", batch_s = "1", weights_path, input_path, output_path,
                        engine = "heuristic", seed_s = "0", size_s = "0", verify_s, share_s = "true",
                        classes_s = "1000", edges_s = "captured", exclude_s,
-                       threads_s = std::to_string(default_build_threads()), repairs_s = "6";
+                       threads_s = std::to_string(default_build_threads()), repairs_s = "6",
+                       depthwise_s = "auto";
   bool bisect = false, se_fold = false;
   bool eager = false;
   for (int i = 1; i < argc; ++i) {
@@ -70,6 +75,7 @@ int run(int argc, char** argv) {
     if (take_flag(i, argc, argv, "exclude_engines", &exclude_s)) continue;
     if (take_flag(i, argc, argv, "build_threads", &threads_s)) continue;
     if (take_flag(i, argc, argv, "max_repairs", &repairs_s)) continue;
+    if (take_flag(i, argc, argv, "depthwise", &depthwise_s)) continue;
     if (take_flag(i, argc, argv, "se_fold", nullptr)) {
       se_fold = true;
       continue;
@@ -113,6 +119,7 @@ int run(int argc, char** argv) {
   const std::vector<std::string> excluded = parse_engine_list(exclude_s);
   const int build_threads = parse_build_threads(threads_s);
   const int max_repairs = int(to_int(repairs_s, "max_repairs"));
+  const DepthwiseChoice depthwise = parse_depthwise_choice(depthwise_s);
   require_cuda_device();
   GpuContext ctx;
   ctx.share_plans = share_s == "true";
@@ -125,6 +132,7 @@ int run(int argc, char** argv) {
   opt.engine = parse_engine_mode(engine);
   opt.input_seed = seed + 1;
   opt.se_fold = se_fold;
+  opt.depthwise = depthwise;
   auto make = [&] {
     auto m = std::make_unique<Model>(ctx, g, w, opt);
     if (!input.empty()) m->set_input(input);
