@@ -204,7 +204,8 @@ void DepthwiseOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tun
   run_ours(ctx.stream);
   CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
   const double err = verify(kCheckSamples, 0x6477636f6e76ull);
-  const bool ours_ok = err <= check_tolerance(spec_.precision);  // false for NaN
+  // False for NaN; true where nothing could be checked (-1: every sampled input non-finite).
+  const bool ours_ok = err <= check_tolerance(spec_.precision);
   std::vector<std::string> refused;
   if (!ours_ok) {
     char why[200];
@@ -221,6 +222,7 @@ void DepthwiseOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tun
   if (use_cudnn_) {
     record_ = conv_->record();
     if (race) record_.tuned_us = cudnn_us;
+    if (tune) record_.candidates += int(choices.size());
   } else {
     record_ = conv_->record();  // name and shape; the rest is ours
     record_.op = spec_.op_name();
@@ -274,7 +276,8 @@ std::string DepthwiseOp::ban_engine(GpuContext& ctx) {
 
 double DepthwiseOp::verify(int samples, uint64_t seed) const {
   // Only what each sampled output reads is downloaded (one window row at a time), so that the
-  // check stays cheap for large batches.
+  // check stays cheap for large batches. A sample whose recompute is not finite (its inputs are
+  // not) is skipped; with none left there is no check (-1).
   const DType t = storage_type(spec_.precision);
   const size_t es = dtype_size(t);
   const Dims X = spec_.x, Y = spec_.y;
@@ -287,6 +290,7 @@ double DepthwiseOp::verify(int samples, uint64_t seed) const {
   const char* yb = static_cast<const char*>(buf_.y);
   uint64_t state = seed;
   double num = 0, den = 0;
+  int checked = 0;
   for (int i = 0; i < samples; ++i) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     const int64_t idx = int64_t((state >> 17) % uint64_t(Y.numel()));
@@ -308,12 +312,14 @@ double DepthwiseOp::verify(int samples, uint64_t seed) const {
         acc += double(xs[size_t(iw - lo) * C]) * w[(size_t(c) * K + dr) * K + (iw - iw0)];
     }
     acc = act_ref(ds_.act, acc);
+    if (!std::isfinite(acc)) continue;  // non-finite inputs: nothing to hold the kernel to
     const float got = download(yb + size_t(idx) * es, 1, t)[0];
     if (!std::isfinite(got)) return INFINITY;
     num += (got - acc) * (got - acc);
     den += acc * acc;
+    ++checked;
   }
-  return std::sqrt(num / std::max(den, 1e-300));
+  return checked == 0 ? -1 : std::sqrt(num / std::max(den, 1e-300));
 }
 
 }  // namespace cnnbench
