@@ -564,3 +564,5 @@ std::vector<double> depthwise_reference(const std::vector<float>& x, const std::
 }
 
 }  // namespace cnnbench
+
+#undef CNN_HD
