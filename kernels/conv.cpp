@@ -273,8 +273,15 @@ bool engine_excluded(const std::string& tag, const std::vector<std::string>& exc
 
 bool engine_fits_precision(const EngineInfo& e, Precision p) {
   if (e.has_numerical(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)) return false;
+  // fp32 is the accuracy reference: neither TF32 nor the transforms (FFT, Winograd) whose
+  // rounding grows with the reduction.
   if (p == Precision::FP32 && (e.has_numerical(CUDNN_NUMERICAL_NOTE_TENSOR_CORE) ||
-                               e.has_numerical(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)))
+                               e.has_numerical(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS) ||
+                               e.has_numerical(CUDNN_NUMERICAL_NOTE_FFT) ||
+                               e.has_numerical(CUDNN_NUMERICAL_NOTE_WINOGRAD) ||
+                               e.has_numerical(CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4) ||
+                               e.has_numerical(CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6) ||
+                               e.has_numerical(CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13)))
     return false;
   if (p == Precision::TF32 && e.has_numerical(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS))
     return false;

@@ -41,9 +41,9 @@ struct ConvBuffers {
   void* y = nullptr;
 };
 
-// Whether an engine's numerics fit a precision: fp32 refuses tensor-core (TF32) engines, tf32
-// refuses those that down-convert inputs to half, and no precision takes reduced-precision
-// accumulation.
+// Whether an engine's numerics fit a precision: fp32 refuses tensor-core (TF32), FFT and Winograd
+// engines, tf32 refuses those that down-convert inputs to half, and no precision takes
+// reduced-precision accumulation.
 bool engine_fits_precision(const EngineInfo& e, Precision p);
 
 // Whether an engine tag ("eng4{k24=23}+rtc") is one of `excluded`, each an engine name ("eng4",
