@@ -25,6 +25,7 @@ python3 tools/zoo_table.py $(pair call1 alexnet) $(pair $v alexnet_lrn) $(pair c
   $(for n in 0 1 2 3 4 5 6 7; do pair call10/e efficientnet_b$n ../pe/zoo_pytorch; done) \
   $(pair call11/l efficientnet_b0 ../../call4/peer/zoo_pytorch) $(pair call11/l efficientnet_b4 ../../call4/peer/zoo_pytorch) \
   $(pair call11/l efficientnet_b7 ../../call9/pp/zoo_pytorch) \
+  $(for n in 0 1 2 3 4 5 6 7; do pair call15/e efficientnet_b$n; done) \
   --out-md $R/zoo_fp16_vs_pytorch_graph.md
 python3 tools/crosscheck_table.py $R/call5/c/crosscheck_*.json --out-md $R/crosscheck_fp32_fp16.md
 for c in call1 call2; do
