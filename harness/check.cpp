@@ -26,6 +26,25 @@ bool is_out_of_memory(const std::exception& e) {
          (l->library == "cuBLAS" && l->code == 3);      // CUBLAS_STATUS_ALLOC_FAILED
 }
 
+LibraryError no_engine_error(const std::string& what, uint64_t free_bytes, const char* call,
+                             const char* file, int line) {
+  if (free_bytes < kNoEngineLowMemory)
+    return LibraryError("cuDNN", 4004,
+                        "no engine supports " + what + " with " + std::to_string(free_bytes >> 20) +
+                            " MiB of device memory free: out of memory",
+                        call, file, line);
+  return LibraryError("cuDNN", 3000, "no engine supports " + what, call, file, line);
+}
+
+uint64_t device_free_or_max() {
+  size_t free_b = 0, total = 0;
+  if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) {
+    cudaGetLastError();
+    return UINT64_MAX;
+  }
+  return free_b;
+}
+
 void throw_cuda_error(int code, const char* call, const char* file, int line) {
   const auto err = static_cast<cudaError_t>(code);
   throw LibraryError("CUDA", code,

@@ -5,6 +5,8 @@
 // CLI, weights file) throws UserError with one plain sentence; main() prints it and exits non-zero.
 #pragma once
 
+#include <cstdint>
+
 #include <stdexcept>
 #include <string>
 
@@ -27,6 +29,17 @@ struct LibraryError : std::runtime_error {
 // cuDNN's CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED, cuBLAS's
 // CUBLAS_STATUS_ALLOC_FAILED. An expected outcome of a max-batch search, unlike every other error.
 bool is_out_of_memory(const std::exception& e);
+
+// cuDNN builds no plan of a supported op when the device has too little memory left for its
+// kernels to load (a max-batch search met this at EfficientNet-B0 batch 2049 on an 8 GB cap):
+// "no engine supports <what>" is an out-of-memory (cuDNN's allocation-failed code, so
+// is_out_of_memory says so) when fewer than kNoEngineLowMemory bytes are free, else
+// CUDNN_STATUS_NOT_SUPPORTED. free_bytes: the device's free memory when no engine built.
+constexpr uint64_t kNoEngineLowMemory = uint64_t(1) << 30;
+LibraryError no_engine_error(const std::string& what, uint64_t free_bytes, const char* call,
+                             const char* file, int line);
+// The device's free bytes (cudaMemGetInfo), or UINT64_MAX where it cannot say.
+uint64_t device_free_or_max();
 
 [[noreturn]] void throw_cuda_error(int code, const char* call, const char* file, int line);
 [[noreturn]] void throw_cudnn_error(int code, const char* call, const char* file, int line);

@@ -504,9 +504,8 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
       if (entry->plan.get()) break;
     }
     if (!entry->plan.get())
-      throw LibraryError("cuDNN", CUDNN_STATUS_NOT_SUPPORTED,
-                         "no engine supports " + spec_.signature(), "ConvOp::prepare", __FILE__,
-                         __LINE__);
+      throw no_engine_error(spec_.signature(), device_free_or_max(), "ConvOp::prepare", __FILE__,
+                            __LINE__);
     entry->build_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     ctx.plans[key] = entry;

@@ -337,9 +337,8 @@ void ConvBackwardOp::prepare(GpuContext& ctx, EngineMode mode, int top_k,
     return;
   }
   if (!chosen)
-    throw LibraryError("cuDNN", CUDNN_STATUS_NOT_SUPPORTED,
-                       "no engine supports " + spec_.signature(grad_) + ": " + why,
-                       "ConvBackwardOp::prepare", __FILE__, __LINE__);
+    throw no_engine_error(spec_.signature(grad_) + ": " + why, device_free_or_max(),
+                          "ConvBackwardOp::prepare", __FILE__, __LINE__);
   record_.engine = engine_.tag();
   record_.engine_notes = engine_.notes();
   record_.op = std::string(grad_name(grad_)) + (spec_.accumulate ? " (accumulate)" : "") +

@@ -136,5 +136,19 @@ TEST(Check, OutOfMemoryIsTheLibrariesAllocationFailuresOnly) {
   EXPECT_FALSE(is_out_of_memory(UserError("bad flag")));
 }
 
+// No cuDNN engine for a conv is an out-of-memory only when the device is nearly full (call 15's
+// search at EfficientNet-B0 batch 2049 under an 8 GB cap), a real refusal otherwise.
+TEST(Check, NoEngineNearlyOutOfMemoryIsAnOutOfMemory) {
+  const LibraryError low = no_engine_error("conv:fp16:2049x3x64x64", 300ull << 20, "p", "a.cpp", 1);
+  EXPECT_TRUE(is_out_of_memory(low));
+  EXPECT_NE(std::string(low.what()).find("300 MiB of device memory free"), std::string::npos)
+      << low.what();
+  EXPECT_NE(std::string(low.what()).find("conv:fp16:2049x3x64x64"), std::string::npos);
+  const LibraryError high = no_engine_error("conv:fp16:x", kNoEngineLowMemory, "p", "a.cpp", 1);
+  EXPECT_FALSE(is_out_of_memory(high));
+  EXPECT_EQ(high.code, 3000);
+  EXPECT_FALSE(is_out_of_memory(no_engine_error("conv", UINT64_MAX, "p", "a.cpp", 1)));
+}
+
 }  // namespace
 }  // namespace cnnbench
