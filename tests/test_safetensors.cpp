@@ -29,7 +29,7 @@ std::vector<uint8_t> image(const std::string& header, const std::vector<uint8_t>
   std::vector<uint8_t> bytes(8);
   uint64_t n = header.size();
   for (int i = 0; i < 8; ++i) bytes[i] = uint8_t(n >> (8 * i));
-  bytes.insert(bytes.end(), header.begin(), header.end());
+  for (char ch : header) bytes.push_back(uint8_t(ch));  // insert() of an empty one warns (GCC 12)
   bytes.insert(bytes.end(), data.begin(), data.end());
   return bytes;
 }
