@@ -210,6 +210,14 @@ class Session {
     drop();
     ctx_.reset();
   }
+  // A max-batch search's probes: plans taken without their replay check (GpuContext::
+  // check_replays), in a context of their own that is dropped after the search.
+  void begin_search() {
+    finish();
+    make_context();
+    ctx_->check_replays = false;
+  }
+  void end_search() { finish(); }
 
  private:
   void make_context() {
@@ -385,7 +393,7 @@ void run_train(benchmark::State& state, const Job& job) {
 // be, then freed; an out-of-memory is an outcome, any other error stops the search.
 void run_max_batch(benchmark::State& state, const Job& job, int cap) {
   const double mib = 1.0 / (1 << 20);
-  g_session->drop();
+  g_session->begin_search();
   g_session->quiet = true;
   uint64_t baseline = 0;  // free memory after the first attempt (lazily loaded kernels settled)
   double drift_mib = 0;   // the most free memory missing after a later attempt
@@ -433,6 +441,7 @@ void run_max_batch(benchmark::State& state, const Job& job, int cap) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   g_session->quiet = false;
+  g_session->end_search();
   if (!r.error.empty()) {
     state.SkipWithError(("max-batch search stopped by an error at " + r.error).c_str());
     return;

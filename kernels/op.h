@@ -63,6 +63,11 @@ struct GpuContext {
   std::map<std::string, std::vector<std::string>> banned;
   // Engines the user excluded (--exclude_engines): names ("eng4") or whole tags.
   std::vector<std::string> excluded;
+  // Whether a conv plan (forward or backward) must give the same output replayed from a CUDA
+  // graph as run directly before it is taken. Off only for the untimed builds of a max-batch
+  // search, whose check downloads every output twice (seconds per probe at thousands of images);
+  // the context is dropped after the search so no unchecked plan is timed.
+  bool check_replays = true;
   // Host threads that build conv plans ahead of tuning (--build_threads; 1: none), their cuDNN
   // handles, and what they built, by plan key (prefetch_conv_plans).
   int build_threads = default_build_threads();
