@@ -8,9 +8,11 @@
 // ([K][R][S][C / groups]) in the storage type; every precision computes in float.
 //
 // The weight gradient dw is KRSC too. fp32 and tf32 store it in fp32. fp16 and bf16 store it in
-// fp32 where an engine builds that graph (half or bfloat16 x and dy, float dw), else in the
-// storage type: prepare() tries fp32 first, and dw_type() says which it took. The caller must
-// size and read dw by dw_type().
+// the storage type, as PyTorch's autocast does (heuristics take the first engine that builds
+// that, else one writing fp32), or, under autotune, in whichever of the two an engine computes
+// faster. In call 14, with fp32 tried first and kept whenever it built, fp16 ResNet-50 trained
+// slower than tf32. dw_type() says which it took; the caller sizes dw for fp32 and reads it by
+// dw_type().
 //
 // A filter gradient in fp16 or bf16 whose input has a channel count no engine takes (an RGB
 // image: 3) runs padded: run() copies x into the workspace with zero channels up to a multiple of
