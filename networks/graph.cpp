@@ -42,6 +42,12 @@ const char* op_kind_name(OpKind k) {
       return "adaptive_avgpool";
     case OpKind::Dropout:
       return "dropout";
+    case OpKind::Upsample:
+      return "upsample";
+    case OpKind::ImplicitAdd:
+      return "implicit_add";
+    case OpKind::ImplicitMul:
+      return "implicit_mul";
   }
   return "?";
 }
@@ -174,6 +180,41 @@ int Graph::scale(int x, int gate) {
   n.kind = OpKind::Scale;
   n.inputs = {x, gate};
   n.out = dx;
+  return push(n);
+}
+
+int Graph::upsample(int x, int factor, const std::string& name) {
+  if (factor < 1) throw std::logic_error("upsample: factor below 1");
+  Node n;
+  n.kind = OpKind::Upsample;
+  n.name = name;
+  n.inputs = {x};
+  n.out = node(x).out;
+  n.out.h *= factor, n.out.w *= factor;
+  n.stride = factor;
+  return push(n);
+}
+
+namespace {
+Node implicit_node(OpKind kind, int x, const Dims& d, const std::string& module) {
+  Node n;
+  n.kind = kind;
+  n.name = module;
+  n.inputs = {x};
+  n.out = d;
+  return n;
+}
+}  // namespace
+
+int Graph::implicit_add(int x, const std::string& module) {
+  Node n = implicit_node(OpKind::ImplicitAdd, x, node(x).out, module);
+  n.params = {param(module + ".implicit", {1, node(x).out.c, 1, 1}, ParamRole::Bias)};
+  return push(n);
+}
+
+int Graph::implicit_mul(int x, const std::string& module) {
+  Node n = implicit_node(OpKind::ImplicitMul, x, node(x).out, module);
+  n.params = {param(module + ".implicit", {1, node(x).out.c, 1, 1}, ParamRole::Weight)};
   return push(n);
 }
 

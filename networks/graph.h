@@ -31,6 +31,9 @@ enum class OpKind {
   LRN,              // cross-channel local response normalization
   AdaptiveAvgPool,  // to out.h x out.w, PyTorch's bins
   Dropout,          // training: y = x * mask / (1 - p); the identity at inference
+  Upsample,         // nearest neighbour, by an integer factor (Darknet's upsample: 2)
+  ImplicitAdd,      // y = x + a, a [1, C, 1, 1] a parameter (YOLOR's ImplicitA, shift_channels)
+  ImplicitMul,      // y = x * m, m [1, C, 1, 1] a parameter (YOLOR's ImplicitM, control_channels)
 };
 const char* op_kind_name(OpKind k);
 
@@ -104,7 +107,16 @@ class Graph {
   // conv (no bias) -> BatchNorm -> optional ReLU, named like torchvision's modules.
   int conv_bn(int x, const std::string& conv_name, const std::string& bn_name, int out_channels,
               int kernel, int stride, int pad, bool relu_after, double eps = 1e-5);
+  // Nearest-neighbour upsampling by `factor` in height and width.
+  int upsample(int x, int factor = 2, const std::string& name = "");
+  // YOLOR's implicit knowledge: a free [1, C, 1, 1] tensor `<module>.implicit` added to or
+  // multiplying x channel by channel.
+  int implicit_add(int x, const std::string& module);
+  int implicit_mul(int x, const std::string& module);
   void set_output(int id) { output_ = id; }
+  // A detector's further heads, besides output(): results the benchmark keeps too.
+  void add_extra_output(int id) { extra_outputs_.push_back(id); }
+  const std::vector<int>& extra_outputs() const { return extra_outputs_; }
 
   const std::string& name() const { return name_; }
   ParamStyle style() const { return style_; }
@@ -131,6 +143,7 @@ class Graph {
   std::vector<ParamSpec> params_;
   int output_ = -1;
   int input_ = -1;
+  std::vector<int> extra_outputs_;
 };
 
 }  // namespace cnnbench

@@ -3,6 +3,8 @@
 // the class count.
 #pragma once
 
+#include <string>
+
 #include "networks/graph.h"
 
 namespace cnnbench {
@@ -21,5 +23,14 @@ Graph inception_v3(int input_size = 299, int num_classes = 1000, bool aux = fals
 // torchvision's EfficientNet-B0 ... B7 (variant 0..7).
 Graph efficientnet(int variant, int input_size = 0, int num_classes = 1000);
 int efficientnet_resolution(int variant);  // 224, 240, 260, 300, 380, 456, 528, 600
+// YOLOR-CSP-X (cfg/yolor_csp_x.cfg, 80 classes): parameters module_list.{i}.Conv2d / BatchNorm2d /
+// implicit as the reference names them; output() is the stride-8 head, extra_outputs() the
+// stride-16 and stride-32 ones (each 255 = 3 anchors x 85 channels, before the YOLO decode). The
+// implicit layers are graph ops here (implicit_add / implicit_mul); inference is to fold them into
+// the heads' 1x1 convs. Not in the registry yet: no inference of upsample or the implicits exists.
+Graph yolor_csp_x(int input_size = 640, int num_classes = 80);
+// How many of the cfg's blocks have this type ("convolutional", "route", "shortcut", "maxpool",
+// "upsample", "implicit_add", "implicit_mul", "shift_channels", "control_channels", "yolo").
+int yolor_layer_count(const std::string& kind);
 
 }  // namespace cnnbench

@@ -407,3 +407,54 @@ TEST(Zoo, BuffersAreLiveWhereverTheyAreUsedAndNeverShareBytesWhileLive) {
     EXPECT_LT(a.bytes(MemKind::Activations), a.activations_unplanned_bytes());
   }
 }
+
+// YOLOR-CSP-X from its cfg (../shared/reference/networks.md section 8): the block counts, the
+// parameter total and the MACs at 640 and 1280 as the reference's FlopCounterMode measured them,
+// the reference's parameter names, and the three heads' shapes at strides 8, 16 and 32.
+TEST(Yolor, CspXMatchesTheCfg) {
+  EXPECT_EQ(yolor_layer_count("convolutional"), 137);
+  EXPECT_EQ(yolor_layer_count("route"), 30);
+  EXPECT_EQ(yolor_layer_count("shortcut"), 29);
+  EXPECT_EQ(yolor_layer_count("maxpool"), 3);
+  EXPECT_EQ(yolor_layer_count("upsample"), 2);
+  for (const char* k :
+       {"implicit_add", "implicit_mul", "shift_channels", "control_channels", "yolo"})
+    EXPECT_EQ(yolor_layer_count(k), 3) << k;
+
+  const Graph g = yolor_csp_x(640);
+  EXPECT_EQ(g.num_parameters(), 99754058);
+  EXPECT_NEAR(double(g.macs()) / 1e9, 110.942, 0.0005);
+  EXPECT_NEAR(double(yolor_csp_x(1280).macs()) / 1e9, 443.77, 0.005);
+
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const ParamSpec& p : g.params()) shapes[p.name] = p.shape;
+  EXPECT_EQ(shapes.at("module_list.0.Conv2d.weight"), (std::vector<int64_t>{32, 3, 3, 3}));
+  EXPECT_EQ(shapes.at("module_list.0.BatchNorm2d.running_var"), (std::vector<int64_t>{32}));
+  EXPECT_EQ(shapes.at("module_list.133.Conv2d.weight"), (std::vector<int64_t>{640, 1280, 1, 1}));
+  EXPECT_EQ(shapes.at("module_list.201.Conv2d.weight"), (std::vector<int64_t>{255, 320, 1, 1}));
+  EXPECT_EQ(shapes.at("module_list.213.Conv2d.bias"), (std::vector<int64_t>{255}));
+  EXPECT_EQ(shapes.at("module_list.194.implicit"), (std::vector<int64_t>{1, 1280, 1, 1}));
+  EXPECT_EQ(shapes.at("module_list.197.implicit"), (std::vector<int64_t>{1, 255, 1, 1}));
+  EXPECT_EQ(shapes.count("module_list.201.BatchNorm2d.weight"), 0u);  // head convs: bias, linear
+  EXPECT_EQ(shapes.count("module_list.4.Conv2d.weight"), 0u);         // a shortcut
+  int convs = 0, bns = 0;
+  for (const auto& [name, shape] : shapes) {
+    EXPECT_EQ(name.rfind("module_list.", 0), 0u) << name;
+    convs += name.size() > 14 && name.compare(name.size() - 14, 14, ".Conv2d.weight") == 0;
+    bns += name.find(".BatchNorm2d.num_batches_tracked") != std::string::npos;
+  }
+  EXPECT_EQ(convs, 137);
+  EXPECT_EQ(bns, 134);
+
+  const std::vector<int> heads{g.output(), g.extra_outputs().at(0), g.extra_outputs().at(1)};
+  const int sizes[3] = {80, 40, 20};
+  for (int h = 0; h < 3; ++h) {
+    const Dims d = g.node(heads[h]).out;
+    EXPECT_EQ(d.c, 255);
+    EXPECT_EQ(d.h, sizes[h]);
+    EXPECT_EQ(d.w, sizes[h]);
+    EXPECT_EQ(g.node(heads[h]).kind, OpKind::ImplicitMul);
+  }
+  EXPECT_THROW(yolor_csp_x(650), UserError);
+  EXPECT_THROW(yolor_csp_x(640, 20), UserError);
+}
