@@ -70,7 +70,8 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
       throw UserError("training: " + why + " not supported yet" +
                       (n.name.empty() ? "" : " (" + n.name + ")"));
   }
-  plan_ = plan_training(g, false);  // concats copy their inputs in and their gradients out
+  // Concats copy their inputs in and their gradients out; BatchNorm runs with the ReLU after it.
+  plan_ = plan_training(g, false, opt.fuse_bn_relu);
   const DType t = storage_type(opt.precision);  // F32 for fp32 and tf32
   const size_t esize = dtype_size(t);
   const bool mixed = t != DType::F32;   // fp16, bf16: fp32 master weights, working copies in t
@@ -306,7 +307,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     const Node& n = nodes[id];
     const int x = n.inputs.empty() ? -1 : src(n.inputs[0]);
     if (op.pass == TrainPass::Forward) {
-      void* y = vptr(id);
+      void* y = vptr(op.value_written());  // a fused ReLU's value: the BatchNorm's has none
       switch (n.kind) {
         case OpKind::Conv: {
           ConvBuffers b{vptr(x), wval(n, 0), n.bias ? wval(n, 1) : arena_.ptr(zero_bias[id]),
@@ -316,7 +317,8 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           break;
         }
         case OpKind::BatchNorm: {
-          const BnTrainSpec s = bn_spec(id);
+          BnTrainSpec s = bn_spec(id);
+          s.relu = op.fused_relu >= 0;  // y = relu(bn(x)), written as the ReLU's value
           const void* in = vptr(x);
           float *ga = pval(n, 0), *be = pval(n, 1), *rm = pval(n, 2), *rv = pval(n, 3);
           float *mu = fptr(mean[id]), *is = fptr(invstd[id]);
@@ -420,7 +422,8 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
         launch_softmax_xent(t, logits, labels, N, classes, w, scale, loss, dlogits, xs, st);
       });
     } else {  // Backward
-      const void* dy = gptr(id);
+      // dy of the node, or of the ReLU fused into its BatchNorm (TrainOp::grad_reads).
+      const void* dy = gptr(op.grad_reads.empty() ? id : op.grad_reads[0]);
       auto dx_of = [&](size_t i) { return gptr(op.grad_writes.at(i)); };
       auto acc_of = [&](size_t i) { return bool(op.accumulate.at(i)); };
       switch (n.kind) {
@@ -471,14 +474,18 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
         }
         case OpKind::BatchNorm: {
           if (op.grad_writes.empty()) throw std::logic_error("training: BatchNorm on the image");
-          const BnTrainSpec s = bn_spec(id);
+          BnTrainSpec s = bn_spec(id);
+          // Fused with its ReLU: the ReLU's gradient, masked by the ReLU's value.
+          s.relu = op.fused_relu >= 0;
+          const void* y = s.relu ? vptr(op.fused_relu) : nullptr;
+          const void* dyb = dy;
           const void* in = vptr(x);
           void* dx = dx_of(0);
           const bool acc = acc_of(0);
           const float *ga = pval(n, 0), *mu = fptr(mean[id]), *is = fptr(invstd[id]);
           float *dga = pgrad(n, 0), *dbe = pgrad(n, 1);
           add([=](cudaStream_t st) {
-            launch_bn_backward(t, in, nullptr, dy, dx, ga, mu, is, dga, dbe, s, acc, scratch, st);
+            launch_bn_backward(t, in, y, dyb, dx, ga, mu, is, dga, dbe, s, acc, scratch, st);
           });
           break;
         }

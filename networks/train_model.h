@@ -57,6 +57,9 @@ struct TrainOptions {
   // Values, their gradients and batch statistics share memory by lifetime
   // (plan_training_memory); off: each its own buffer for the whole run (for comparison).
   bool reuse_memory = true;
+  // Each BatchNorm that only a ReLU reads runs fused with it, forward and backward
+  // (plan_training's fuse_bn_relu); off: two ops each way, as before (for comparison).
+  bool fuse_bn_relu = true;
   uint64_t dropout_seed = 0;  // dropout masks: a counter-based hash of (seed, element, step)
 };
 

@@ -48,7 +48,7 @@ std::string TrainOp::label(const Graph& g) const {
                                        : "backward";
       break;
   }
-  s += std::string(" ") + op_kind_name(n.kind) + " ";
+  s += std::string(" ") + op_kind_name(n.kind) + (fused_relu >= 0 ? "+relu" : "") + " ";
   return s + (n.name.empty() ? "#" + std::to_string(node) : n.name);
 }
 
@@ -56,7 +56,54 @@ const char* optimizer_name(Optimizer o) {
   return o == Optimizer::SGD ? "sgd" : "adam";
 }
 
-TrainPlan plan_training(const Graph& g, bool concat_views) {
+namespace {
+
+// Fuses each BatchNorm into the ReLU that alone reads it (TrainOp::fused_relu).
+void fuse_bn_relu_ops(const Graph& g, TrainPlan& p) {
+  const auto& nodes = g.nodes();
+  const std::vector<std::vector<int>> consumers = g.consumers();
+  std::vector<int> fwd(nodes.size(), -1), bwd(nodes.size(), -1);
+  for (int i = 0; i < int(p.ops.size()); ++i) {
+    const TrainOp& op = p.ops[i];
+    if (op.pass == TrainPass::Forward) fwd[op.node] = i;
+    if (op.pass == TrainPass::Backward && op.part == BackwardPart::Whole) bwd[op.node] = i;
+  }
+  std::vector<bool> drop(p.ops.size(), false);
+  for (int r = 0; r < int(nodes.size()); ++r) {
+    const Node& n = nodes[r];
+    if (n.kind != OpKind::ReLU || !p.active[r] || p.source[r] != r) continue;
+    const int b = n.inputs[0];
+    if (nodes[b].kind != OpKind::BatchNorm || p.source[b] != b || consumers[b].size() != 1)
+      continue;
+    if (std::find(p.heads.begin(), p.heads.end(), b) != p.heads.end() || p.slice_of[b] >= 0)
+      continue;
+    if (fwd[b] < 0 || fwd[r] != fwd[b] + 1) continue;
+    const bool backward = bwd[r] >= 0;
+    if (backward != (bwd[b] >= 0) || (backward && bwd[b] != bwd[r] + 1)) continue;
+    p.ops[fwd[b]].fused_relu = r;
+    drop[fwd[r]] = true;
+    if (backward) {
+      TrainOp& ob = p.ops[bwd[b]];
+      ob.fused_relu = r;
+      ob.grad_reads = {r};
+      ob.saved.push_back(SavedRef{r, SavedKind::Value});
+      drop[bwd[r]] = true;
+    }
+  }
+  std::vector<TrainOp> kept;
+  int forward = 0;
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    if (drop[i]) continue;
+    forward += p.ops[i].pass == TrainPass::Forward;
+    kept.push_back(std::move(p.ops[i]));
+  }
+  p.ops = std::move(kept);
+  p.forward_ops = forward;
+}
+
+}  // namespace
+
+TrainPlan plan_training(const Graph& g, bool concat_views, bool fuse_bn_relu) {
   const auto& nodes = g.nodes();
   const int count = int(nodes.size());
   const auto consumers = g.consumers();
@@ -246,6 +293,7 @@ TrainPlan plan_training(const Graph& g, bool concat_views) {
     }
   }
 
+  if (fuse_bn_relu) fuse_bn_relu_ops(g, p);
   for (const TrainOp& op : p.ops)
     if (op.param_grads)
       for (int pi : nodes[op.node].params)
@@ -292,7 +340,7 @@ TrainMemory plan_training_memory(const Graph& g, const TrainPlan& p, const Train
   for (int step = 0; step < m.steps; ++step) {
     const TrainOp& op = p.ops[step];
     if (op.pass == TrainPass::Forward) {
-      touch(vfirst, vlast, root(op.node), step);
+      touch(vfirst, vlast, root(op.value_written()), step);
       for (int v : op.reads) touch(vfirst, vlast, root(v), step);
       if (nodes[op.node].kind == OpKind::BatchNorm || nodes[op.node].kind == OpKind::Dropout)
         touch(stats_first, stats_last, op.node, step);

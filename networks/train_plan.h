@@ -48,6 +48,12 @@ struct TrainOp {
   // that add to what an earlier op wrote.
   std::vector<int> grad_writes;
   std::vector<bool> accumulate;
+  // A BatchNorm's forward and backward with the ReLU that alone reads it fused in (plan_training's
+  // fuse_bn_relu): the forward writes the ReLU's value (y = relu(bn(x))), the backward reads the
+  // ReLU's gradient and masks it by the ReLU's saved value; the ReLU has no ops of its own and the
+  // BatchNorm's own value and gradient exist nowhere. -1: none.
+  int fused_relu = -1;
+  int value_written() const { return fused_relu >= 0 ? fused_relu : node; }  // Forward
   bool param_grads = false;                 // writes the gradients of `node`'s trainable parameters
   double loss_weight = 0;                   // Loss
   std::string label(const Graph& g) const;  // "backward.filter conv layer1.0.conv1"
@@ -80,7 +86,10 @@ struct TrainPlan {
 // copies; their gradients are slices of its gradient). Off: every input has its own buffer, the
 // concat copies them in (a forward op reading them all) and its backward copies the slices of its
 // gradient out (a backward op writing each input's gradient).
-TrainPlan plan_training(const Graph& g, bool concat_views = true);
+// fuse_bn_relu: a BatchNorm whose only consumer is a ReLU runs with it as one op each way (see
+// TrainOp::fused_relu), where the two ops are adjacent in both passes (as every conv-BN-ReLU is);
+// this saves the ReLU's passes over memory and the BatchNorm's value and gradient buffers.
+TrainPlan plan_training(const Graph& g, bool concat_views = true, bool fuse_bn_relu = false);
 
 // Memory of one step. Storage types follow the precision: fp32 and tf32 keep everything in fp32;
 // fp16 and bf16 keep working weights, activations and all gradients in 16 bits plus fp32 master

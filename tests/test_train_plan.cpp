@@ -2,6 +2,9 @@
 // gradients' accumulation, the memory plan and the training MACs, over the whole zoo.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -302,7 +305,7 @@ void expect_sound(const Graph& g, const TrainPlan& p, const TrainMemory& m) {
   for (int s = 0; s < m.steps; ++s) {
     const TrainOp& op = p.ops[s];
     const std::string what = op.label(g);
-    if (op.pass == TrainPass::Forward) live_at(TrainBufferKind::Value, op.node, s, what);
+    if (op.pass == TrainPass::Forward) live_at(TrainBufferKind::Value, op.value_written(), s, what);
     for (int v : op.reads) live_at(TrainBufferKind::Value, v, s, what);
     for (const SavedRef& r : op.saved)
       live_at(r.kind == SavedKind::Value     ? TrainBufferKind::Value
@@ -400,6 +403,85 @@ TEST(TrainMemory, EveryNetworkIsSoundAndReuses) {
     EXPECT_LT(m.arena_bytes, m.unplanned_bytes);
     EXPECT_GT(m.arena_bytes, m.saved_at_backward_bytes);
     EXPECT_GE(m.arena_bytes, m.live_peak_bytes);
+  }
+}
+
+// BatchNorm fused with the ReLU that alone reads it (TrainModel's plan): ResNet-50's 33
+// conv-BN-ReLU pairs (the stem, each bottleneck's first two) lose their ReLU ops both ways; a fused
+// forward writes the ReLU's value, its backward reads the ReLU's gradient and keeps the ReLU's
+// value for the mask; nothing reads or writes the fused BatchNorm's own value or gradient; every
+// gradient read is written before it, every saved value by the forward; the memory plan stays
+// sound and gets smaller.
+TEST(TrainPlan, FusedBatchNormReluWritesTheReluAndReadsItsGradient) {
+  for (const Graph& g : training_zoo()) {
+    SCOPED_TRACE(g.name());
+    const TrainPlan p0 = plan_training(g, false, false), p = plan_training(g, false, true);
+    int fwd = 0, bwd = 0;
+    std::vector<int> fused_bn(g.nodes().size(), -1);  // relu -> its batchnorm
+    for (const TrainOp& op : p.ops) {
+      if (op.fused_relu < 0) continue;
+      const Node& r = g.node(op.fused_relu);
+      EXPECT_EQ(g.node(op.node).kind, OpKind::BatchNorm);
+      EXPECT_EQ(r.kind, OpKind::ReLU);
+      EXPECT_EQ(r.inputs.at(0), op.node);
+      fused_bn[op.fused_relu] = op.node;
+      if (op.pass == TrainPass::Forward) {
+        ++fwd;
+        EXPECT_EQ(op.value_written(), op.fused_relu);
+      } else {
+        ++bwd;
+        EXPECT_EQ(op.grad_reads, std::vector<int>{op.fused_relu});
+        EXPECT_NE(
+            std::find(op.saved.begin(), op.saved.end(), SavedRef{op.fused_relu, SavedKind::Value}),
+            op.saved.end());
+      }
+    }
+    EXPECT_EQ(p.forward_ops, p0.forward_ops - fwd);
+    EXPECT_EQ(p.ops.size(), p0.ops.size() - fwd - bwd);
+    if (g.name() == "resnet50") {
+      EXPECT_EQ(fwd, 33);
+      EXPECT_EQ(bwd, 33);
+    }
+    const bool has_bn_relu = g.name().find("bn") != std::string::npos ||
+                             g.name().rfind("resnet", 0) == 0 ||
+                             g.name().rfind("inception", 0) == 0;
+    if (has_bn_relu) EXPECT_GT(fwd, 0);
+    std::vector<bool> is_fused_bn(g.nodes().size(), false);
+    for (int r = 0; r < int(fused_bn.size()); ++r)
+      if (fused_bn[r] >= 0) is_fused_bn[fused_bn[r]] = true;
+    std::vector<int> written(g.nodes().size(), -1), grad_written(g.nodes().size(), -1);
+    written[g.input_id()] = 0;
+    for (int s = 0; s < int(p.ops.size()); ++s) {
+      const TrainOp& op = p.ops[s];
+      EXPECT_LT(fused_bn[op.node], 0) << op.label(g) << ": an op of a fused ReLU";
+      for (int v : op.reads) EXPECT_FALSE(is_fused_bn[v]) << op.label(g);
+      for (int v : op.grad_reads) {
+        EXPECT_FALSE(is_fused_bn[v]) << op.label(g);
+        if (p.slice_of[v] < 0) EXPECT_GE(grad_written[v], 0) << op.label(g);
+      }
+      for (const SavedRef& r : op.saved)
+        if (r.kind == SavedKind::Value) {
+          EXPECT_FALSE(is_fused_bn[r.node]) << op.label(g);
+          if (g.node(r.node).kind != OpKind::Concat) EXPECT_GE(written[r.node], 0) << op.label(g);
+        }
+      for (int v : op.grad_writes) {
+        EXPECT_FALSE(is_fused_bn[v]) << op.label(g);
+        grad_written[v] = s;
+      }
+      if (op.pass == TrainPass::Forward) written[op.value_written()] = s;
+    }
+    const TrainMemoryOptions o{8, Precision::FP16, Optimizer::SGD, true};
+    const TrainMemory m0 = plan_training_memory(g, p0, o), m = plan_training_memory(g, p, o);
+    expect_sound(g, p, m);
+    if (fwd > 0) {
+      EXPECT_LT(m.unplanned_bytes, m0.unplanned_bytes);
+      // The placement is greedy (largest first), not monotone: Inception-v3's arena comes out
+      // 32 KiB (0.01%) larger with fewer buffers.
+      EXPECT_LE(double(m.arena_bytes), 1.001 * double(m0.arena_bytes));
+    }
+    if (g.name() == "resnet50")
+      std::printf("  resnet50 batch 8 fp16: arena %.1f MiB fused, %.1f MiB not\n",
+                  m.arena_bytes / 1048576.0, m0.arena_bytes / 1048576.0);
   }
 }
 
