@@ -342,6 +342,36 @@ TEST(GpuTrainStep, MemoryReuseChangesNothingButTheFootprint) {
   EXPECT_LT(with, planned.arena().activations_unplanned_bytes());
 }
 
+// BatchNorm fused with its ReLU (the default) against the two ops each way: the same losses and
+// weights after five steps (the masked gradient is the same number whether it is stored between
+// the two ops or not), in fp32 and fp16.
+TEST(GpuTrainStep, FusedBatchNormReluChangesNothing) {
+  const Fixture f;
+  for (Precision p : {Precision::FP32, Precision::FP16}) {
+    GpuContext ctx;
+    TrainOptions o = f.options(0.02);
+    o.precision = p;
+    TrainModel fused(ctx, f.g, f.w, o);
+    o.fuse_bn_relu = false;
+    TrainModel apart(ctx, f.g, f.w, o);
+    for (TrainModel* m : {&fused, &apart}) {
+      m->set_input(f.x);
+      m->set_labels(f.labels);
+    }
+    for (int i = 0; i < 5; ++i) {
+      fused.step(ctx.stream);
+      apart.step(ctx.stream);
+      const float a = fused.loss(), b = apart.loss();
+      EXPECT_NEAR(a, b, 1e-5 * std::max(1.0f, std::abs(b))) << precision_name(p) << " step " << i;
+    }
+    const std::vector<float> w = apart.parameter("conv1.weight");
+    EXPECT_LT(
+        test::rel_l2(fused.parameter("conv1.weight"), std::vector<double>(w.begin(), w.end())),
+        1e-5)
+        << precision_name(p);
+  }
+}
+
 // `steps` SGD steps (momentum 0.9) of a zoo network on one fixed batch of 8 random images of
 // `size` px and 10 classes: the losses, fp16's skipped steps, the activation arena with and
 // without reuse, and the first linear layer's weights before and after.
