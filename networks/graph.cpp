@@ -48,6 +48,16 @@ const char* op_kind_name(OpKind k) {
       return "implicit_add";
     case OpKind::ImplicitMul:
       return "implicit_mul";
+    case OpKind::Normalize2ndMoment:
+      return "normalize_2nd_moment";
+    case OpKind::LeakyReLU:
+      return "lrelu";
+    case OpKind::Const:
+      return "const";
+    case OpKind::ModConv:
+      return "modconv";
+    case OpKind::FirUpsample:
+      return "fir_upsample";
   }
   return "?";
 }
@@ -218,6 +228,64 @@ int Graph::implicit_mul(int x, const std::string& module) {
   return push(n);
 }
 
+int Graph::normalize_2nd_moment(int x) {
+  return unary(OpKind::Normalize2ndMoment, x);
+}
+int Graph::leaky_relu(int x) {
+  return unary(OpKind::LeakyReLU, x);
+}
+
+void Graph::add_buffer(const std::string& name, std::vector<int64_t> shape) {
+  param(name, std::move(shape), ParamRole::Weight, false);
+}
+
+int Graph::learned_const(int after, const std::string& module, int channels, int size) {
+  Node n;
+  n.kind = OpKind::Const;
+  n.name = module;
+  n.inputs = {after};
+  n.out = {1, channels, size, size};
+  n.params = {param(module + ".const", {channels, size, size}, ParamRole::Weight)};
+  return push(n);
+}
+
+int Graph::modconv(int x, int w, const std::string& module, int out_channels, int kernel, int up,
+                   bool demodulate, bool noise) {
+  const Dims in = node(x).out;
+  const int wdim = node(w).out.c;
+  Node n;
+  n.kind = OpKind::ModConv;
+  n.name = module;
+  n.inputs = {x, w};
+  n.kernel = n.kernel_w = kernel;
+  n.pad = n.pad_w = kernel / 2;
+  n.up = up;
+  n.demodulate = demodulate;
+  n.bias = true;
+  n.out = {1, out_channels, in.h * up, in.w * up};
+  n.params = {
+      param(module + ".weight", {out_channels, in.c, kernel, kernel}, ParamRole::Weight),
+      param(module + ".bias", {out_channels}, ParamRole::Bias),
+      param(module + ".affine.weight", {in.c, wdim}, ParamRole::Weight),
+      param(module + ".affine.bias", {in.c}, ParamRole::Bias),
+  };
+  if (noise) n.params.push_back(param(module + ".noise_strength", {}, ParamRole::Weight));
+  if (noise) {  // a SynthesisLayer's buffers (ToRGB has none)
+    param(module + ".resample_filter", {4, 4}, ParamRole::Weight, false);
+    param(module + ".noise_const", {n.out.h, n.out.w}, ParamRole::Weight, false);
+  }
+  return push(n);
+}
+
+int Graph::fir_upsample(int x) {
+  Node n;
+  n.kind = OpKind::FirUpsample;
+  n.inputs = {x};
+  n.out = node(x).out;
+  n.out.h *= 2, n.out.w *= 2;
+  return push(n);
+}
+
 int Graph::concat(const std::vector<int>& xs, const std::string& name) {
   if (xs.empty()) throw std::logic_error("concat: no inputs");
   Node n;
@@ -352,6 +420,10 @@ int64_t Graph::node_macs(int id) const {
     return n.out.numel() * int64_t(cin / n.groups) * n.kernel * n.kernel_w;
   }
   if (n.kind == OpKind::Linear) return int64_t(node(n.inputs[0]).out.c) * n.out.c;
+  if (n.kind == OpKind::ModConv) {  // the up-sampling conv counted on its low-resolution input
+    const Dims in = node(n.inputs[0]).out;
+    return int64_t(in.h) * in.w * n.out.c * in.c * n.kernel * n.kernel_w;
+  }
   return 0;
 }
 

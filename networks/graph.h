@@ -34,6 +34,13 @@ enum class OpKind {
   Upsample,         // nearest neighbour, by an integer factor (Darknet's upsample: 2)
   ImplicitAdd,      // y = x + a, a [1, C, 1, 1] a parameter (YOLOR's ImplicitA, shift_channels)
   ImplicitMul,      // y = x * m, m [1, C, 1, 1] a parameter (YOLOR's ImplicitM, control_channels)
+  // StyleGAN's generator (networks/stylegan.cpp):
+  Normalize2ndMoment,  // x * rsqrt(mean over channels of x^2 + 1e-8)
+  LeakyReLU,           // bias_act's lrelu: slope 0.2, gain sqrt(2)
+  Const,    // a learned [C, H, W] tensor, the same for every image (input 0: ordering only)
+  ModConv,  // inputs {x, w}: affine(w) modulates the weight, optional demodulation, up-sampling
+            // (up = 2: transposed conv + FIR), noise, bias, lrelu with gain and clamp; ToRGB too
+  FirUpsample,  // upfirdn2d's upsample2d by 2 with the [1, 3, 3, 1] filter (the image skip path)
 };
 const char* op_kind_name(OpKind k);
 
@@ -69,7 +76,9 @@ struct Node {
   // LRN: y = x / (lrn_k + lrn_alpha / lrn_size * sum of squares over lrn_size channels)^lrn_beta
   int lrn_size = 5;
   double lrn_alpha = 1e-4, lrn_beta = 0.75, lrn_k = 2.0;
-  double dropout_p = 0;  // Dropout: the probability of zeroing an element
+  double dropout_p = 0;    // Dropout: the probability of zeroing an element
+  int up = 1;              // ModConv: 2 for the up-sampling conv
+  bool demodulate = true;  // ModConv: false for ToRGB (linear, styles scaled by 1/sqrt(C_in))
   // Parameters by role, indices into Graph::params(): conv and linear [weight, bias?]; BatchNorm
   // [weight (gamma), bias (beta), running mean, running var, num_batches_tracked (torch only)].
   std::vector<int> params;
@@ -113,6 +122,17 @@ class Graph {
   // multiplying x channel by channel.
   int implicit_add(int x, const std::string& module);
   int implicit_mul(int x, const std::string& module);
+  // StyleGAN (networks.md section 9.1; names as NVlabs' state_dict).
+  int normalize_2nd_moment(int x);
+  int leaky_relu(int x);
+  int learned_const(int after, const std::string& module, int channels, int size);
+  // `<module>.{weight, bias, noise_strength, affine.weight, affine.bias}` and the buffers
+  // `resample_filter` and (with noise) `noise_const`; ToRGB: no noise, no demodulation.
+  int modconv(int x, int w, const std::string& module, int out_channels, int kernel, int up,
+              bool demodulate, bool noise);
+  int fir_upsample(int x);
+  // A state_dict buffer that no node reads in inference (mapping.w_avg, resample filters).
+  void add_buffer(const std::string& name, std::vector<int64_t> shape);
   void set_output(int id) { output_ = id; }
   // A detector's further heads, besides output(): results the benchmark keeps too.
   void add_extra_output(int id) { extra_outputs_.push_back(id); }

@@ -32,5 +32,10 @@ Graph yolor_csp_x(int input_size = 640, int num_classes = 80);
 // How many of the cfg's blocks have this type ("convolutional", "route", "shortcut", "maxpool",
 // "upsample", "implicit_add", "implicit_mul", "shift_channels", "control_channels", "yolo").
 int yolor_layer_count(const std::string& kind);
+// StyleGAN2's generator at `resolution` (4 ... 1024) with channel_base 32768 (config-f, paper512,
+// paper1024) or 16384 (paper256) and 8 or 2 mapping layers, z = w = 512, unconditional. The input
+// is z as [512, 1, 1]; the output the image [3, resolution, resolution]. Not in the registry: no
+// inference of its ops exists yet.
+Graph stylegan2_generator(int resolution, int channel_base = 32768, int mapping_layers = 8);
 
 }  // namespace cnnbench

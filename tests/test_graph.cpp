@@ -2,6 +2,7 @@
 // the parameter and MAC counts, computed from the graph.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -457,4 +458,53 @@ TEST(Yolor, CspXMatchesTheCfg) {
   }
   EXPECT_THROW(yolor_csp_x(650), UserError);
   EXPECT_THROW(yolor_csp_x(640, 20), UserError);
+}
+
+// StyleGAN2's generator against the parameter totals of NVlabs' Generator (networks.md 9.1) for
+// five configurations, the per-block counts, the state_dict's names and shapes, and the
+// conv-only MACs (the up-sampling conv counted on its input, ToRGB included).
+TEST(StyleGan, Generator2MatchesNvlabs) {
+  EXPECT_EQ(stylegan2_generator(1024).num_parameters(), 30370060);
+  EXPECT_EQ(stylegan2_generator(1024, 32768, 2).num_parameters(), 28794124);
+  EXPECT_EQ(stylegan2_generator(512).num_parameters(), 30276583);
+  EXPECT_EQ(stylegan2_generator(256).num_parameters(), 30034338);
+  EXPECT_EQ(stylegan2_generator(256, 16384).num_parameters(), 24767458);
+
+  const Graph g = stylegan2_generator(1024);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::map<std::string, int64_t> block;  // trainable parameters per synthesis block
+  for (const ParamSpec& p : g.params()) {
+    shapes[p.name] = p.shape;
+    if (p.trainable && p.name.rfind("synthesis.b", 0) == 0)
+      block[p.name.substr(0, p.name.find('.', 11))] += p.numel();
+  }
+  EXPECT_EQ(block.at("synthesis.b4"), 2894852);
+  for (const char* b : {"synthesis.b8", "synthesis.b16", "synthesis.b32", "synthesis.b64"})
+    EXPECT_EQ(block.at(b), 5509125) << b;
+  EXPECT_EQ(block.at("synthesis.b128"), 2296069);
+  EXPECT_EQ(block.at("synthesis.b256"), 705669);
+  EXPECT_EQ(block.at("synthesis.b512"), 242245);
+  EXPECT_EQ(block.at("synthesis.b1024"), 93477);
+  EXPECT_EQ(shapes.at("mapping.fc7.weight"), (std::vector<int64_t>{512, 512}));
+  EXPECT_EQ(shapes.at("mapping.w_avg"), (std::vector<int64_t>{512}));
+  EXPECT_EQ(shapes.at("synthesis.b4.const"), (std::vector<int64_t>{512, 4, 4}));
+  EXPECT_EQ(shapes.at("synthesis.b128.conv0.weight"), (std::vector<int64_t>{256, 512, 3, 3}));
+  EXPECT_EQ(shapes.at("synthesis.b128.conv0.affine.weight"), (std::vector<int64_t>{512, 512}));
+  EXPECT_EQ(shapes.at("synthesis.b128.conv1.affine.weight"), (std::vector<int64_t>{256, 512}));
+  EXPECT_EQ(shapes.at("synthesis.b1024.torgb.weight"), (std::vector<int64_t>{3, 32, 1, 1}));
+  EXPECT_TRUE(shapes.at("synthesis.b8.conv1.noise_strength").empty());
+  EXPECT_EQ(shapes.at("synthesis.b8.conv1.noise_const"), (std::vector<int64_t>{8, 8}));
+  EXPECT_EQ(shapes.count("synthesis.b8.torgb.noise_strength"), 0u);
+  const Dims out = g.node(g.output()).out;
+  EXPECT_EQ(out.c, 3);
+  EXPECT_EQ(out.h, 1024);
+  // networks.md's conv-only MACs are approximate (74.3 and 14.9 G); the mapping's 2.1 M are noise.
+  EXPECT_NEAR(double(g.macs()) / 1e9, 74.3, 0.15);
+  EXPECT_NEAR(double(stylegan2_generator(256, 16384).macs()) / 1e9, 14.9, 0.15);
+  EXPECT_NEAR(double(stylegan2_generator(256).macs()) / 1e9, 45.1, 0.15);
+  EXPECT_NEAR(double(stylegan2_generator(512).macs()) / 1e9, 59.7, 0.15);
+  std::printf("  stylegan2 conv-only GMACs: 1024 %.2f, 512 %.2f, 256 %.2f, paper256 %.2f\n",
+              g.macs() / 1e9, stylegan2_generator(512).macs() / 1e9,
+              stylegan2_generator(256).macs() / 1e9, stylegan2_generator(256, 16384).macs() / 1e9);
+  EXPECT_THROW(stylegan2_generator(300), UserError);
 }
