@@ -58,6 +58,10 @@ const char* op_kind_name(OpKind k) {
       return "modconv";
     case OpKind::FirUpsample:
       return "fir_upsample";
+    case OpKind::FourierInput:
+      return "fourier_input";
+    case OpKind::FilteredModConv:
+      return "filtered_modconv";
   }
   return "?";
 }
@@ -283,6 +287,46 @@ int Graph::fir_upsample(int x) {
   n.inputs = {x};
   n.out = node(x).out;
   n.out.h *= 2, n.out.w *= 2;
+  return push(n);
+}
+
+int Graph::fourier_input(int w, const std::string& module, int channels, int size) {
+  Node n;
+  n.kind = OpKind::FourierInput;
+  n.name = module;
+  n.inputs = {w};
+  n.out = {1, channels, size, size};
+  const int wdim = node(w).out.c;
+  n.params = {param(module + ".weight", {channels, channels}, ParamRole::Weight),
+              param(module + ".affine.weight", {4, wdim}, ParamRole::Weight),
+              param(module + ".affine.bias", {4}, ParamRole::Bias)};
+  param(module + ".transform", {3, 3}, ParamRole::Weight, false);
+  param(module + ".freqs", {channels, 2}, ParamRole::Weight, false);
+  param(module + ".phases", {channels}, ParamRole::Weight, false);
+  return push(n);
+}
+
+int Graph::filtered_modconv(int x, int w, const std::string& module, int out_channels, int kernel,
+                            int size, int up_taps, int down_taps, bool radial) {
+  const Dims in = node(x).out;
+  Node n;
+  n.kind = OpKind::FilteredModConv;
+  n.name = module;
+  n.inputs = {x, w};
+  n.kernel = n.kernel_w = kernel;
+  n.pad = n.pad_w = kernel - 1;
+  n.bias = true;
+  n.out = {1, out_channels, size, size};
+  n.params = {param(module + ".weight", {out_channels, in.c, kernel, kernel}, ParamRole::Weight),
+              param(module + ".bias", {out_channels}, ParamRole::Bias),
+              param(module + ".affine.weight", {in.c, node(w).out.c}, ParamRole::Weight),
+              param(module + ".affine.bias", {in.c}, ParamRole::Bias)};
+  param(module + ".magnitude_ema", {}, ParamRole::Weight, false);
+  if (up_taps > 1) param(module + ".up_filter", {up_taps}, ParamRole::Weight, false);
+  if (down_taps > 1)
+    param(module + ".down_filter",
+          radial ? std::vector<int64_t>{down_taps, down_taps} : std::vector<int64_t>{down_taps},
+          ParamRole::Weight, false);
   return push(n);
 }
 

@@ -41,6 +41,11 @@ enum class OpKind {
   ModConv,  // inputs {x, w}: affine(w) modulates the weight, optional demodulation, up-sampling
             // (up = 2: transposed conv + FIR), noise, bias, lrelu with gain and clamp; ToRGB too
   FirUpsample,  // upfirdn2d's upsample2d by 2 with the [1, 3, 3, 1] filter (the image skip path)
+  // StyleGAN3: Fourier features of the affine-transformed grid, mixed by a learned matrix (input
+  // 0: w), and the alias-free layer: a modulated conv (padding k - 1) and filtered_lrelu
+  // (up-sample, FIR, bias, lrelu, FIR, down-sample) to out.h x out.w.
+  FourierInput,
+  FilteredModConv,
 };
 const char* op_kind_name(OpKind k);
 
@@ -131,6 +136,14 @@ class Graph {
   int modconv(int x, int w, const std::string& module, int out_channels, int kernel, int up,
               bool demodulate, bool noise);
   int fir_upsample(int x);
+  // StyleGAN3's SynthesisInput: `<module>.{weight, affine.weight, affine.bias}`, buffers freqs,
+  // phases, transform; channels x size x size.
+  int fourier_input(int w, const std::string& module, int channels, int size);
+  // StyleGAN3's SynthesisLayer: `<module>.{weight, bias, affine.weight, affine.bias}`, buffers
+  // magnitude_ema and the FIR filters of `up_taps` / `down_taps` (none where 1; the down filter
+  // 2-D where radial); the output out_channels x size x size.
+  int filtered_modconv(int x, int w, const std::string& module, int out_channels, int kernel,
+                       int size, int up_taps, int down_taps, bool radial);
   // A state_dict buffer that no node reads in inference (mapping.w_avg, resample filters).
   void add_buffer(const std::string& name, std::vector<int64_t> shape);
   void set_output(int id) { output_ = id; }

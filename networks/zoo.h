@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "networks/graph.h"
 
@@ -37,5 +38,17 @@ int yolor_layer_count(const std::string& kind);
 // is z as [512, 1, 1]; the output the image [3, resolution, resolution]. Not in the registry: no
 // inference of its ops exists yet.
 Graph stylegan2_generator(int resolution, int channel_base = 32768, int mapping_layers = 8);
+// StyleGAN3's layer schedule (SynthesisNetwork: cutoffs, stopbands, sampling rates, sizes and
+// channels of L0 ... L{num_layers}, the last the 3-channel ToRGB) and its generator: -T (kernel 3,
+// channel_base 32768, channel_max 512) or, with r_config, -R (kernel 1, both doubled, radial down
+// filters); train.py's mapping depth 2. Not in the registry: no inference of its ops yet.
+struct Sg3Layer {
+  std::string name;  // "L7_276_323"
+  int size = 0, channels = 0;
+  double cutoff = 0, stopband = 0, sampling_rate = 0, half_width = 0;
+};
+std::vector<Sg3Layer> stylegan3_schedule(int resolution, int channel_base, int channel_max,
+                                         int num_layers = 14, int num_critical = 2);
+Graph stylegan3_generator(int resolution, bool r_config = false, int mapping_layers = 2);
 
 }  // namespace cnnbench

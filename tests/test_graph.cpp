@@ -508,3 +508,51 @@ TEST(StyleGan, Generator2MatchesNvlabs) {
               stylegan2_generator(256).macs() / 1e9, stylegan2_generator(256, 16384).macs() / 1e9);
   EXPECT_THROW(stylegan2_generator(300), UserError);
 }
+
+// StyleGAN3's schedule and generators against NVlabs' (networks.md 9.2): the layer names of T at
+// 1024 and 256 (size and channels from the cutoffs), and the parameter totals of T and R at 256,
+// 512 and 1024 with the mapping depth 2.
+TEST(StyleGan, Generator3MatchesNvlabs) {
+  auto names = [](int res) {
+    std::string s;
+    for (const Sg3Layer& l : stylegan3_schedule(res, 32768, 512))
+      s += (s.empty() ? "" : " ") + l.name;
+    return s;
+  };
+  EXPECT_EQ(names(1024),
+            "L0_36_512 L1_36_512 L2_52_512 L3_52_512 L4_84_512 L5_148_512 L6_148_512 L7_276_323 "
+            "L8_276_203 L9_532_128 L10_1044_81 L11_1044_51 L12_1044_32 L13_1024_32 L14_1024_3");
+  EXPECT_EQ(names(256),
+            "L0_36_512 L1_36_512 L2_36_512 L3_52_512 L4_52_512 L5_84_512 L6_84_512 L7_148_512 "
+            "L8_148_512 L9_148_362 L10_276_256 L11_276_181 L12_276_128 L13_256_128 L14_256_3");
+  const std::vector<Sg3Layer> r = stylegan3_schedule(1024, 65536, 1024);
+  EXPECT_EQ(r[7].channels, 645);  // R-1024: 1024 ... 1024, 645, 406, 256, 161, 102, 64, 64, 3
+  EXPECT_EQ(r[10].channels, 161);
+  EXPECT_EQ(r[13].channels, 64);
+  EXPECT_EQ(stylegan3_generator(256).num_parameters(), 28472133);
+  EXPECT_EQ(stylegan3_generator(512).num_parameters(), 24873519);
+  EXPECT_EQ(stylegan3_generator(1024).num_parameters(), 22313167);
+  EXPECT_EQ(stylegan3_generator(256, true).num_parameters(), 18816387);
+  EXPECT_EQ(stylegan3_generator(512, true).num_parameters(), 16665594);
+  EXPECT_EQ(stylegan3_generator(1024, true).num_parameters(), 15093151);
+
+  const Graph g = stylegan3_generator(1024);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const ParamSpec& p : g.params()) shapes[p.name] = p.shape;
+  EXPECT_EQ(shapes.at("synthesis.input.weight"), (std::vector<int64_t>{512, 512}));
+  EXPECT_EQ(shapes.at("synthesis.input.affine.weight"), (std::vector<int64_t>{4, 512}));
+  EXPECT_EQ(shapes.at("synthesis.L7_276_323.weight"), (std::vector<int64_t>{323, 512, 3, 3}));
+  EXPECT_EQ(shapes.at("synthesis.L7_276_323.affine.weight"), (std::vector<int64_t>{512, 512}));
+  EXPECT_EQ(shapes.at("synthesis.L14_1024_3.weight"), (std::vector<int64_t>{3, 32, 1, 1}));
+  EXPECT_EQ(shapes.count("synthesis.L14_1024_3.up_filter"), 0u);  // ToRGB filters nothing
+  EXPECT_EQ(shapes.at("synthesis.L0_36_512.up_filter"), (std::vector<int64_t>{12}));  // lrelu x2
+  const Dims out = g.node(g.output()).out;
+  EXPECT_EQ(out.c, 3);
+  EXPECT_EQ(out.h, 1024);
+  const Graph rg = stylegan3_generator(1024, true);
+  bool radial = false;
+  for (const ParamSpec& p : rg.params())
+    radial = radial || (p.name.find("down_filter") != std::string::npos && p.shape.size() == 2);
+  EXPECT_TRUE(radial);
+  EXPECT_THROW(stylegan3_generator(100), UserError);
+}
