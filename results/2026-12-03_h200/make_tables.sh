@@ -45,3 +45,11 @@ python3 tools/seed_table.py --cnnbench $S/call1/zoo_alexnet.json --cnnbench $S/c
   --cnnbench $S/call7/s/cnnbench.json \
   --cnnbench $S/call2/zoo_resnet152.json --cnnbench $S/call4/r/zoo_resnet152.json \
   --cnnbench $S/call5/v/zoo_alexnet_lrn.json --cnnbench $S/call9/m/cnnbench.json --cnnbench $S/call11/m/cnnbench.json --batches 1,2,4,8,16,32 --readme README.md
+# Issue 7's report: the H200 runs beside the seed's GPUs, costs from configs/prices.yaml (the
+# H200's price there is an example). Plots need Debian's python3-matplotlib (/usr/bin/python3).
+PY=python3; /usr/bin/python3 -c 'import matplotlib' 2>/dev/null && PY=/usr/bin/python3
+$PY tools/report.py $S/call1/zoo_alexnet.json $S/call1/zoo_vgg16.json $S/call2/zoo_inception_bn.json \
+  $S/call2/zoo_inception_v3.json $S/call2/zoo_resnet50.json $S/call7/s/cnnbench.json \
+  $S/call2/zoo_resnet152.json $S/call4/r/zoo_resnet152.json $S/call5/v/zoo_alexnet_lrn.json \
+  $S/call9/m/cnnbench.json $S/call11/m/cnnbench.json $S/call15/m/max_batch_8.json \
+  --out-dir $S/report --readme README.md

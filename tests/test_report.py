@@ -1,0 +1,216 @@
+"""Tests of tools/report.py (issue 7), stdlib unittest; the plot tests need matplotlib (Debian's
+python3-matplotlib, for /usr/bin/python3) and skip, saying so, without it.
+
+    python3 -m unittest tests/test_report.py
+
+The fixture tests/data/report_fixture_h200.json holds entries of a recorded H200 run of the
+suite (tests/data/report_fixture_h200.cmd says how it was cut); the max-batch rows are synthetic,
+in the shape cnnbench --max_batch writes them.
+"""
+import contextlib
+import copy
+import importlib.util
+import io
+import json
+import os
+import struct
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "tests", "data")
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+import report  # noqa: E402
+
+FIXTURE = os.path.join(DATA, "report_fixture_h200.json")
+HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
+HAVE_COST_SEED = os.path.exists(report.DEFAULT_COST_SEED)
+PRICES = {"NVIDIA H200": {"provider": "test", "currency": "USD", "per_hour": 4.0, "source": "test"}}
+
+
+def png_size(path):
+    """(width, height) of a PNG, checking its signature and IHDR chunk."""
+    with open(path, "rb") as f:
+        head = f.read(33)
+    if head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        raise ValueError(f"{path} is not a PNG")
+    return struct.unpack(">II", head[16:24])
+
+
+def write_json(dirname, name, doc):
+    path = os.path.join(dirname, name)
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    return path
+
+
+def max_batch_entry(net, mode, largest, limit):
+    return {"name": f"{net}/fp16/{mode}/max_batch/iterations:1/manual_time",
+            "run_name": f"{net}/fp16/{mode}/max_batch/iterations:1/manual_time",
+            "run_type": "iteration", "largest_batch": largest, "first_failed": largest + 1,
+            "memory_limit_gib": limit}
+
+
+class CostArithmetic(unittest.TestCase):
+    @unittest.skipUnless(HAVE_COST_SEED, "the seed's cost CSV (../shared/reference) is not here")
+    def test_every_seed_row(self):
+        # The GTX 1080 AlexNet row: 303 s at 0.06 EUR per minute = 0.303 EUR; and every other.
+        rows = report.load_cost_seed(report.DEFAULT_COST_SEED)
+        self.assertGreater(len(rows), 10)
+        for r in rows:
+            got = report.run_cost(r["time_s"], r["per_min"] * 60)
+            self.assertAlmostEqual(got, r["total"], delta=1e-4 * max(1, r["total"]),
+                                   msg=f"{r['gpu']} {r['network']}")
+        first = [r for r in rows if r["gpu"] == "GTX 1080" and r["network"] == "alexnet"][0]
+        self.assertAlmostEqual(report.run_cost(first["time_s"], 3.6), 0.303, places=6)
+
+    def test_million_images(self):
+        seconds, cost = report.million_images(5000.0, 3.6)
+        self.assertAlmostEqual(seconds, 200.0)
+        self.assertAlmostEqual(cost, 0.2)
+        self.assertIsNone(report.million_images(5000.0, None)[1])
+
+
+class Recommendations(unittest.TestCase):
+    def test_best_and_ties(self):
+        self.assertEqual(report.recommend({"A": 10, "B": 10.0, "C": 5}, "x"), [("A", 10), ("B", 10.0)])
+        self.assertEqual(report.recommend({"A": 10, "B": 3, "C": 3}, "x", "min"), [("B", 3), ("C", 3)])
+        self.assertEqual(report.recommend({"A": None, "B": 2}, "x"), [("B", 2)])
+        self.assertEqual(report.recommend({}, "x"), [])
+
+    def test_fleet(self):
+        run = report.load_run(FIXTURE)
+        other = copy.deepcopy(run)
+        other["gpu"] = "Other GPU"
+        for row in other["rows"].values():  # twice as fast: faster, but dearer per hour
+            if "img_s" in row:
+                row["img_s"] *= 2
+        run["max_batch"] = {("vgg16", "fp16", "graph"): {"largest": 512, "first_failed": 513,
+                                                       "memory_limit_gib": 16}}
+        other["max_batch"] = {("vgg16", "fp16", "graph"): {"largest": 512, "first_failed": 513,
+                                                         "memory_limit_gib": 16}}
+        prices = dict(PRICES, **{"Other GPU": {"provider": "t", "currency": "USD",
+                                               "per_hour": 10.0, "source": "t"}})
+        data = report.build([run, other], {}, [], prices)
+        recs = {m: picks for m, picks, _, _ in data["recommendations"]}
+        self.assertEqual([g for g, _ in recs["fastest, vgg16 at batch 32"]], ["Other GPU"])
+        # 2x the speed at 2.5x the price: the H200 costs less per million.
+        self.assertEqual([g for g, _ in recs["best cost per million images, vgg16 (USD)"]],
+                         ["NVIDIA H200"])
+        self.assertEqual([g for g, _ in recs["cheapest per hour (USD)"]], ["NVIDIA H200"])
+        # The same largest batch on both: a tie, both listed.
+        self.assertEqual([g for g, _ in recs["largest batch, vgg16"]],
+                         ["NVIDIA H200 graph", "Other GPU graph"])
+        self.assertEqual([g for g, _ in recs["best largest batch per USD/h, vgg16"]],
+                         ["NVIDIA H200 graph"])
+
+
+class Inputs(unittest.TestCase):
+    def test_fixture_rows(self):
+        run = report.load_run(FIXTURE)
+        self.assertEqual(run["gpu"], "NVIDIA H200")
+        row = run["rows"][("vgg16", "fp16", "graph", 32)]
+        self.assertGreater(row["img_s"], 1000)
+        self.assertGreater(row["peak_mib"], 0)
+
+    def test_missing_price_is_a_note(self):
+        data = report.build([report.load_run(FIXTURE)], {}, [], {})
+        self.assertTrue(any("no price for NVIDIA H200" in n for n in data["notes"]), data["notes"])
+        self.assertTrue(all(c["cost"] is None for c in data["cost"]))
+        md = report.render_markdown(data, [report.load_run(FIXTURE)], {}, [])
+        self.assertIn("no price for NVIDIA H200", md)
+
+    def test_schema_versions(self):
+        with open(FIXTURE) as f:
+            doc = json.load(f)
+        with tempfile.TemporaryDirectory() as d:
+            newer = copy.deepcopy(doc)
+            newer["context"]["cnnbench_version"] = "1.0.0"
+            with self.assertRaisesRegex(report.InputError, "written by cnnbench 1.0.0"):
+                report.load_run(write_json(d, "newer.json", newer))
+            none = copy.deepcopy(doc)
+            del none["context"]["cnnbench_version"]
+            with self.assertRaisesRegex(report.InputError, "not a cnnbench results file"):
+                report.load_run(write_json(d, "old.json", none))
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                rc = report.main([os.path.join(d, "newer.json"), "--out-dir", d, "--seed", "",
+                                  "--cost-seed", ""])
+            self.assertEqual(rc, 2)
+            self.assertIn("newer.json", err.getvalue())
+            self.assertEqual(err.getvalue().count("\n"), 1)  # one message
+
+    def test_bad_prices(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "prices.yaml")
+            with open(p, "w") as f:
+                f.write("prices:\n  - {gpu: X, currency: EUR}\n")
+            with self.assertRaisesRegex(report.InputError, "lacks per_hour"):
+                report.load_prices(p)
+
+    def test_shipped_prices(self):
+        prices = report.load_prices(report.DEFAULT_PRICES)
+        self.assertAlmostEqual(prices["GTX 1080"]["per_hour"], 0.06 * 60)
+        self.assertIn("example", prices["NVIDIA H200"]["source"])
+
+
+class Outputs(unittest.TestCase):
+    def run_report(self, d, plots):
+        args = [FIXTURE, "--out-dir", d, "--prices", report.DEFAULT_PRICES, "--seed", "",
+                "--cost-seed", ""]
+        if not plots:
+            args.append("--no-plots")
+        with contextlib.redirect_stdout(io.StringIO()):
+            self.assertEqual(report.main(args), 0)
+        with open(os.path.join(d, "report.md")) as f:
+            md = f.read()
+        with open(os.path.join(d, "report.html")) as f:
+            page = f.read()
+        return md, page
+
+    def test_headline_and_readme_block(self):
+        data = report.build([report.load_run(FIXTURE)], {}, [], PRICES)
+        data["prices"] = PRICES
+        block = report.headline(data, "vgg16")
+        self.assertIn("| NVIDIA H200 |", block)
+        self.assertIn("fastest, vgg16 at batch 32: NVIDIA H200", block)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "README.md")
+            with open(path, "w") as f:
+                f.write(f"a\n{report.README_BEGIN}\nold\n{report.README_END}\nb\n")
+            report.update_readme(path, block)
+            with open(path) as f:
+                text = f.read()
+            self.assertNotIn("old", text)
+            self.assertIn("| NVIDIA H200 |", text)
+            with open(path, "w") as f:
+                f.write("no markers\n")
+            with self.assertRaises(report.InputError):
+                report.update_readme(path, block)
+
+    def test_markdown_and_html(self):
+        with tempfile.TemporaryDirectory() as d:
+            md, page = self.run_report(d, plots=False)
+        self.assertIn("| vgg16 | NVIDIA H200 |", md)
+        self.assertIn("is an example, not a quote", md)
+        self.assertIn("<table>", page)
+        self.assertIn("NVIDIA H200", page)
+
+    @unittest.skipUnless(HAVE_MPL, "matplotlib is not installed (Debian: python3-matplotlib): "
+                         "the plots are not tested here")
+    def test_plots_are_pngs_of_their_size(self):
+        with tempfile.TemporaryDirectory() as d:
+            md, page = self.run_report(d, plots=True)
+            # Three networks: one row of three panels, 4.2 x 3.2 in each plus the legend's 0.8 in,
+            # at 100 dpi; the memory plot 6 x 4 in.
+            self.assertEqual(png_size(os.path.join(d, "throughput.png")), (1260, 400))
+            self.assertEqual(png_size(os.path.join(d, "memory.png")), (600, 400))
+            self.assertEqual(png_size(os.path.join(d, "cost.png")), (700, 400))  # USD only
+        self.assertIn("![images/s against batch](throughput.png)", md)
+        self.assertEqual(page.count("data:image/png;base64,"), 3)
+
+
+if __name__ == "__main__":
+    unittest.main()
