@@ -19,6 +19,8 @@
 #include "harness/max_batch.h"
 #include "harness/session.h"
 #include "kernels/depthwise.h"
+#include "kernels/matmul.h"
+#include "kernels/storage.h"
 #include "networks/train_model.h"
 
 namespace cnnbench {
@@ -44,6 +46,10 @@ const char* kUsage =
   --max_batch   also search, per (network, precision, mode), the largest batch that fits: one row
                        each (largest_batch, first_failed), beside the throughput rows
   --max_batch_cap=N    the search's largest batch (default 4096)
+  --gemm_ceiling       first, the machine's matrix-multiply ceiling: one cuBLASLt GEMM of
+                       8192^3 per precision (fp16, bf16, tf32; autotuned, replayed from a CUDA
+                       graph), rows gemm/<precision>/ceiling/m:8192 with their TFLOP/s, which
+                       tools/report.py divides each network's TFLOP/s by
   --gpus=FILE   the card table for --memory_limit (default configs/gpus.yaml)
   --se_fold     at batch 1, fold each squeeze-excitation's gates into the 1x1 conv after it
                        (that conv's weights scaled per input channel) instead of scaling the
@@ -528,6 +534,89 @@ void run_benchmark(benchmark::State& state, Job job) {
   }
 }
 
+// The matrix-multiply ceiling (--gemm_ceiling): y[M, N] = x[M, K] W[N, K]^T + b with
+// M = N = K = kGemmSize through the classifier's op (cuBLASLt, autotuned), on values drawn
+// uniformly in [-1, 1] (all-zero inputs draw less power and would flatter the clock), replayed
+// from a CUDA graph of kGemmRuns runs per timing.
+constexpr int kGemmSize = 8192, kGemmRuns = 10;
+
+void run_gemm_ceiling(benchmark::State& state, Precision p) {
+  g_session->drop();
+  void *x = nullptr, *w = nullptr, *b = nullptr, *y = nullptr, *ws = nullptr;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  auto release = [&] {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    for (void* ptr : {x, w, b, y, ws})
+      if (ptr) cudaFree(ptr);
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+  };
+  try {
+    const DType t = storage_type(p);
+    const size_t n = size_t(kGemmSize) * kGemmSize;
+    std::vector<float> host(n);
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    for (float& v : host) {  // xorshift: fast, and enough for a timing's operands
+      r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+      v = float(double(r >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    }
+    const std::vector<uint8_t> bytes = to_storage(host, t);
+    CNN_CHECK_CUDA(cudaMalloc(&x, bytes.size()));
+    CNN_CHECK_CUDA(cudaMalloc(&w, bytes.size()));
+    CNN_CHECK_CUDA(cudaMalloc(&y, bytes.size()));
+    CNN_CHECK_CUDA(cudaMalloc(&b, size_t(kGemmSize) * dtype_size(t)));
+    CNN_CHECK_CUDA(cudaMemcpy(x, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+    CNN_CHECK_CUDA(cudaMemcpy(w, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+    CNN_CHECK_CUDA(cudaMemset(b, 0, size_t(kGemmSize) * dtype_size(t)));
+    GpuContext ctx;
+    LinearSpec spec;
+    spec.name = "gemm";
+    spec.batch = spec.in_features = spec.out_features = kGemmSize;
+    spec.precision = p;
+    LinearOp op(spec, x, w, b, y);
+    TuneScratch scratch;
+    scratch.bytes = size_t(64) << 20;
+    CNN_CHECK_CUDA(cudaMalloc(&ws, scratch.bytes));
+    scratch.ptr = ws;
+    op.prepare(ctx, EngineMode::Autotune, 8, scratch);
+    op.bind_workspace(ws, scratch.bytes);
+    CNN_CHECK_CUDA(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < kGemmRuns; ++i) op.run(ctx.stream);
+    CNN_CHECK_CUDA(cudaStreamEndCapture(ctx.stream, &graph));
+    CNN_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    CNN_CHECK_CUDA(cudaEventCreate(&start));
+    CNN_CHECK_CUDA(cudaEventCreate(&stop));
+    for (int i = 0; i < 3; ++i) CNN_CHECK_CUDA(cudaGraphLaunch(exec, ctx.stream));  // warm-up
+    CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    double best_ms = 1e30, total_ms = 0;
+    int64_t timed = 0;
+    for (auto _ : state) {
+      CNN_CHECK_CUDA(cudaEventRecord(start, ctx.stream));
+      CNN_CHECK_CUDA(cudaGraphLaunch(exec, ctx.stream));
+      CNN_CHECK_CUDA(cudaEventRecord(stop, ctx.stream));
+      CNN_CHECK_CUDA(cudaEventSynchronize(stop));
+      float ms = 0;
+      CNN_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+      const double per_run = double(ms) / kGemmRuns;
+      best_ms = std::min(best_ms, per_run);
+      total_ms += per_run, ++timed;
+      state.SetIterationTime(per_run / 1000.0);
+    }
+    const double flop = 2.0 * double(kGemmSize) * kGemmSize * kGemmSize;
+    state.counters["tflops"] = flop * double(timed) / (total_ms * 1e-3) * 1e-12;  // the mean
+    state.counters["best_tflops"] = flop / (best_ms * 1e-3) * 1e-12;
+    state.SetLabel(op.record().engine);
+  } catch (const std::exception& e) {
+    release();
+    state.SkipWithError(e.what());
+    return;
+  }
+  release();
+}
+
 bool user_set(int argc, char** argv, const std::string& flag) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]).rfind("--" + flag, 0) == 0) return true;
@@ -538,7 +627,7 @@ int run(int argc_in, char** argv_in) {
   Options opt;
   std::string config_path = "configs/default.yaml", engine, benchmark_out, memory_limit,
               gpus_path = "configs/gpus.yaml";
-  bool eager = false, max_batch = false;
+  bool eager = false, max_batch = false, gemm_ceiling = false;
   for (int i = 1; i < argc_in; ++i) {
     const std::string a = argv_in[i];
     if (a.rfind("--benchmark_out=", 0) == 0) benchmark_out = a.substr(16);
@@ -596,6 +685,8 @@ int run(int argc_in, char** argv_in) {
       if (opt.max_batch_cap < 1) throw UserError("--max_batch_cap must be at least 1");
     } else if (take_flag(i, argc, argv, "max_batch", nullptr)) {
       max_batch = true;
+    } else if (take_flag(i, argc, argv, "gemm_ceiling", nullptr)) {
+      gemm_ceiling = true;
     } else if (take_flag(i, argc, argv, "se_fold", nullptr)) {
       opt.se_fold = true;
     } else if (take_flag(i, argc, argv, "depthwise", &v)) {
@@ -658,6 +749,14 @@ int run(int argc_in, char** argv_in) {
                                              ? "random, seed " + std::to_string(opt.config.seed)
                                              : opt.weights_path);
 
+  if (gemm_ceiling)
+    for (Precision p : {Precision::FP16, Precision::BF16, Precision::TF32}) {
+      const std::string name =
+          std::string("gemm/") + precision_name(p) + "/ceiling/m:" + std::to_string(kGemmSize);
+      benchmark::RegisterBenchmark(name.c_str(), run_gemm_ceiling, p)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
+    }
   for (const BenchmarkEntry& e : opt.config.benchmarks) {
     std::vector<std::string> modes = e.modes;
     if (eager && std::find(modes.begin(), modes.end(), "eager") == modes.end())

@@ -156,6 +156,30 @@ class Inputs(unittest.TestCase):
         self.assertIn("example", prices["NVIDIA H200"]["source"])
 
 
+class Efficiency(unittest.TestCase):
+    def test_against_the_gemm_ceiling(self):
+        # A ceiling row as `cnnbench --gemm_ceiling` names it (synthetic figure), beside the
+        # fixture's: vgg16's TFLOP/s over it.
+        with open(FIXTURE) as f:
+            doc = json.load(f)
+        doc["benchmarks"].append({"name": "gemm/fp16/ceiling/m:8192/manual_time",
+                                  "run_name": "gemm/fp16/ceiling/m:8192/manual_time",
+                                  "run_type": "iteration", "tflops": 800.0})
+        with tempfile.TemporaryDirectory() as d:
+            run = report.load_run(write_json(d, "with_gemm.json", doc))
+        self.assertEqual(run["ceiling"], {"fp16": 800.0})
+        data = report.build([run], {}, [], PRICES)
+        vgg = [c for c in data["cost"] if c["network"] == "vgg16"][0]
+        self.assertAlmostEqual(vgg["efficiency"], vgg["tflops"] / 800.0)
+        md = report.render_markdown(data, [run], PRICES, [])
+        self.assertIn("GEMM ceiling", md)
+        self.assertIn(f"{100 * vgg['efficiency']:.1f}%", md)
+        # Without a ceiling the column is blank and a note says why.
+        data = report.build([report.load_run(FIXTURE)], {}, [], PRICES)
+        self.assertTrue(all(c["efficiency"] is None for c in data["cost"]))
+        self.assertTrue(any("GEMM ceiling" in n for n in data["notes"]))
+
+
 class Outputs(unittest.TestCase):
     def run_report(self, d, plots):
         args = [FIXTURE, "--out-dir", d, "--prices", report.DEFAULT_PRICES, "--seed", "",

@@ -116,10 +116,14 @@ def load_run(path):
         raise InputError(f"{path}: not Google Benchmark JSON (no 'benchmarks')")
     context = dict(doc.get("context") or {})
     schema_major(context, path)
-    groups, maxb, maxb_errors = {}, {}, []
+    groups, maxb, maxb_errors, ceiling = {}, {}, [], {}
     for e in doc["benchmarks"]:
         name = e.get("run_name") or e.get("name", "")
         parts = name.split("/")
+        if len(parts) >= 3 and parts[0] == "gemm" and parts[2] == "ceiling":
+            if not e.get("error_occurred"):
+                ceiling.setdefault(parts[1], []).append(e)
+            continue
         if len(parts) >= 4 and parts[3] == "max_batch":
             if e.get("error_occurred"):
                 maxb_errors.append(f"{'/'.join(parts[:3])}: "
@@ -150,8 +154,10 @@ def load_run(path):
                      "tflops": median_counter(ok, "tflops"),
                      "epoch_s": median_counter(ok, "epoch_s")}
     gpu = context.get("gpu_name") or "unknown GPU"
+    peaks = {prec: median_counter(es, "tflops") for prec, es in ceiling.items()}
     return {"gpu": gpu, "context": context, "path": path, "rows": rows, "max_batch": maxb,
-            "max_batch_errors": maxb_errors, "truncated": bool(doc.get("truncated"))}
+            "max_batch_errors": maxb_errors, "ceiling": {k: v for k, v in peaks.items() if v},
+            "truncated": bool(doc.get("truncated"))}
 
 
 def load_seed(path):
@@ -236,12 +242,16 @@ def build(runs, seed, cost_seed, prices, batch=32, precision="fp16", mode="graph
     # Files of one GPU merge (a later file's figure replaces an earlier one's; a failure never
     # replaces a figure, and is noted only where no file has one).
     failed = {}
+    tflops, ceiling = {}, {}  # gpu -> {(network, batch): TFLOP/s}; gpu -> GEMM TFLOP/s
     for r in runs:
         label = r["gpu"]
         if label not in throughput:
             gpus.append((label, "ours"))
         t = throughput.setdefault(label, {})
         p = peaks.setdefault(label, {})
+        tf = tflops.setdefault(label, {})
+        if precision in r["ceiling"]:
+            ceiling[label] = r["ceiling"][precision]
         for (net, prec, m, b), row in sorted(r["rows"].items()):
             if prec != precision or m != mode:
                 continue
@@ -249,6 +259,8 @@ def build(runs, seed, cost_seed, prices, batch=32, precision="fp16", mode="graph
                 failed.setdefault((label, net, b), row["error"])
                 continue
             t[(net, b)] = row["img_s"]
+            if row.get("tflops"):
+                tf[(net, b)] = row["tflops"]
             # The model's own high-water mark (the arena: weights, activations, workspace): the
             # device's peak also holds whatever the process had before it, which varies by run.
             if row.get("arena_mib") is not None:
@@ -277,9 +289,11 @@ def build(runs, seed, cost_seed, prices, batch=32, precision="fp16", mode="graph
             if b != batch or not img_s:
                 continue
             seconds, c = million_images(img_s, price["per_hour"] if price else None)
+            tf = tflops.get(gpu, {}).get((net, b))
             cost.append({"gpu": gpu, "kind": kind, "network": net, "img_s": img_s,
                          "seconds": seconds, "cost": c,
-                         "currency": price["currency"] if price else None})
+                         "currency": price["currency"] if price else None, "tflops": tf,
+                         "efficiency": tf / ceiling[gpu] if tf and gpu in ceiling else None})
     # The seed's own cost rows, recomputed from its times and per-minute prices (a check that
     # the arithmetic is the article's: 303 s at 0.06 EUR/min = 0.303 EUR).
     seed_costs = [dict(r, cost=run_cost(r["time_s"] * IMAGES / r["images"], r["per_min"] * 60))
@@ -297,6 +311,10 @@ def build(runs, seed, cost_seed, prices, batch=32, precision="fp16", mode="graph
                               f"batch {b}", "seconds": row["epoch_s"],
                               "cost": run_cost(row["epoch_s"], price["per_hour"]) if price else None,
                               "currency": price["currency"] if price else None})
+    for gpu, kind in gpus:
+        if kind == "ours" and gpu not in ceiling:
+            notes.append(f"{gpu}: no {precision} GEMM ceiling in these results (cnnbench "
+                         "--gemm_ceiling): the efficiency column is blank")
     if not tasks:
         notes.append("time to solution: no training rows with an epoch figure in these results")
     notes.append("time to solution of YOLOR at 1280 and of StyleGAN's 5 kimg: not measured "
@@ -347,7 +365,7 @@ def build(runs, seed, cost_seed, prices, batch=32, precision="fp16", mode="graph
     return {"gpus": gpus, "throughput": throughput, "peaks": peaks, "cost": cost,
             "seed_costs": seed_costs, "tasks": tasks, "max_batch": max_batch,
             "recommendations": recs, "notes": notes, "batch": batch, "precision": precision,
-            "mode": mode}
+            "mode": mode, "ceiling": ceiling}
 
 
 def render_markdown(data, runs, prices, plots):
@@ -375,13 +393,21 @@ def render_markdown(data, runs, prices, plots):
         for n in nets:
             out.append(f"| {n} | " + " | ".join(fmt(t.get((n, b))) for b in batches) + " |")
         out.append("")
-    out += [f"## 1,000,000 images at batch {data['batch']}", "",
-            "| network | GPU | img/s | time | price / h | cost |", "|---|---|---:|---:|---:|---:|"]
+    out += [f"## 1,000,000 images at batch {data['batch']}", ""]
+    for gpu, peak in sorted(data["ceiling"].items()):
+        out.append(f"{gpu}'s {data['precision']} GEMM ceiling (cnnbench --gemm_ceiling, 8192^3): "
+                   f"{peak:,.0f} TFLOP/s; \"of ceiling\" is a network's TFLOP/s (forward MACs x "
+                   "2 per image) against it.")
+        out.append("")
+    out += ["| network | GPU | img/s | time | price / h | cost | TFLOP/s | of ceiling |",
+            "|---|---|---:|---:|---:|---:|---:|---:|"]
     for c in sorted(data["cost"], key=lambda c: (c["network"], c["seconds"])):
         p = prices.get(c["gpu"])
+        eff = f"{100 * c['efficiency']:.1f}%" if c.get("efficiency") else "–"
         out.append(f"| {c['network']} | {c['gpu']} | {fmt(c['img_s'])} | {fmt(c['seconds'], 1)} s"
                    f" | {money(p['per_hour'], p['currency']) if p else '–'} | "
-                   f"{money(c['cost'], c['currency']) if c['currency'] else '–'} |")
+                   f"{money(c['cost'], c['currency']) if c['currency'] else '–'} | "
+                   f"{fmt(c.get('tflops'), 1)} | {eff} |")
     out += ["", "The seed's own rows, recomputed from its times and prices (seconds / 3600 x price "
             "per hour):", "", "| network | GPU | time | EUR / min | cost | the seed's cost |",
             "|---|---|---:|---:|---:|---:|"]
