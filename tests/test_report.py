@@ -180,6 +180,30 @@ class Efficiency(unittest.TestCase):
         self.assertTrue(any("GEMM ceiling" in n for n in data["notes"]))
 
 
+class MaxBatchRows(unittest.TestCase):
+    def test_rows_table_and_plot(self):
+        # Max-batch rows as `cnnbench --max_batch --memory_limit=N` writes them (synthetic
+        # figures), one file per card size, merged as one GPU's.
+        with open(FIXTURE) as f:
+            doc = json.load(f)
+        with tempfile.TemporaryDirectory() as d:
+            paths = []
+            for gib, largest in ((8, 300), (16, 700), (24, 1100)):
+                sized = copy.deepcopy(doc)
+                sized["benchmarks"] = [max_batch_entry("vgg16", "train", largest, gib)]
+                paths.append(write_json(d, f"mb_{gib}.json", sized))
+            runs = [report.load_run(p) for p in paths]
+            data = report.build(runs, {}, [], PRICES)
+            self.assertEqual([m["largest"] for m in data["max_batch"]], [300, 700, 1100])
+            self.assertAlmostEqual(data["max_batch"][0]["per_item_per_hour"], 4.0 / 300)
+            md = report.render_markdown(data, runs, PRICES, [])
+            self.assertIn("| vgg16 | NVIDIA H200 | train | 24 GiB | 1,100 |", md)
+            if HAVE_MPL:
+                plots = report.make_plots(data, d)
+                self.assertIn(("max_batch.png", "largest batch against card memory"), plots)
+                self.assertEqual(png_size(os.path.join(d, "max_batch.png")), (600, 400))
+
+
 class Outputs(unittest.TestCase):
     def run_report(self, d, plots):
         args = [FIXTURE, "--out-dir", d, "--prices", report.DEFAULT_PRICES, "--seed", "",
