@@ -28,6 +28,13 @@ struct DeviceInfo {
   int cublas_version = 0;          // cublasLtGetVersion()
   int cublas_compiled = 0;
   std::string cublas_library_path;
+  // From NVML (libnvidia-ml, loaded at run time where the driver has it; "unknown" or 0 else):
+  std::string driver_release = "unknown";  // "580.159.04", where driver_version says 13.0
+  std::string uuid = "unknown";            // "GPU-…" (the CUDA runtime's, where NVML is missing)
+  double power_limit_w = 0;                // the enforced power-management limit
+  int app_sm_clock_mhz = 0, app_mem_clock_mhz = 0;  // application clocks
+  int max_sm_clock_mhz = 0;
+  std::string ecc = "unknown";  // "on" / "off"
 };
 
 // Key/value pairs for benchmark::AddCustomContext, in a fixed order.

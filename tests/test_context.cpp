@@ -33,6 +33,21 @@ TEST(Context, CarriesDeviceAndVersions) {
   EXPECT_EQ(ctx["cublas_version"], "13.1.0");
   EXPECT_EQ(ctx["driver_version"], "13.0");
   EXPECT_EQ(ctx["gpu_compute_capability"], "9.0");
+  // What NVML adds (issue 8): unknown until discovered, then as found.
+  for (const char* key :
+       {"gpu_uuid", "gpu_power_limit_w", "gpu_app_sm_clock_mhz", "gpu_app_mem_clock_mhz",
+        "gpu_max_sm_clock_mhz", "gpu_ecc", "driver_release"})
+    EXPECT_EQ(ctx[key], "unknown") << key;
+  d.driver_release = "580.159.04";
+  d.power_limit_w = 699.6;
+  d.app_sm_clock_mhz = 1980;
+  d.ecc = "on";
+  ctx.clear();
+  for (const auto& kv : context_entries(d)) ctx.emplace(kv);
+  EXPECT_EQ(ctx["driver_release"], "580.159.04");
+  EXPECT_EQ(ctx["gpu_power_limit_w"], "700");
+  EXPECT_EQ(ctx["gpu_app_sm_clock_mhz"], "1980");
+  EXPECT_EQ(ctx["gpu_ecc"], "on");
 }
 
 TEST(Context, CountersNamesAndValues) {

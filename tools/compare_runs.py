@@ -34,7 +34,9 @@ MAX_ENGINE_ROWS = 40
 # Context keys that say which software and hardware produced a run (the rest is noise such as
 # load averages); printed where they differ.
 VERSION_KEYS = ["gpu_name", "gpu_uuid", "gpu_sm_count", "gpu_memory_mib", "gpu_sm_clock_mhz",
-                "gpu_mem_clock_mhz", "gpu_power_limit_w", "gpu_ecc", "driver_version",
+                "gpu_mem_clock_mhz", "gpu_app_sm_clock_mhz", "gpu_app_mem_clock_mhz",
+                "gpu_max_sm_clock_mhz", "gpu_power_limit_w", "gpu_ecc", "driver_release",
+                "driver_version",
                 "cuda_runtime_version", "cudnn_version_loaded", "cudnn_version_compiled",
                 "cudnn_library_path", "cublas_version", "cublas_version_compiled",
                 "cublas_library_path", "cnnbench_version", "cnnbench_git", "host_name",
