@@ -46,6 +46,10 @@ const char* kUsage =
   --max_batch   also search, per (network, precision, mode), the largest batch that fits: one row
                        each (largest_batch, first_failed), beside the throughput rows
   --max_batch_cap=N    the search's largest batch (default 4096)
+  --profile=N          per benchmark, after its warm-up, exactly N forwards between
+                       cudaProfilerStart and cudaProfilerStop, each in an NVTX range "profile" of
+                       the "cnnbench" domain (ncu --profile-from-start off; nsys
+                       --capture-range=cudaProfilerApi); the timing runs after, outside the range
   --gemm_ceiling       first, the machine's matrix-multiply ceiling: one cuBLASLt GEMM of
                        8192^3 per precision (fp16, bf16, tf32; autotuned, replayed from a CUDA
                        graph), rows gemm/<precision>/ceiling/m:8192 with their TFLOP/s, which
@@ -121,6 +125,7 @@ struct Options {
   int max_batch_cap = 4096;
   bool se_fold = false;
   DepthwiseChoice depthwise = DepthwiseChoice::Auto;
+  int profile_forwards = 0;  // --profile=N: N forwards under cudaProfilerStart/Stop per benchmark
 };
 
 class Session {
@@ -504,6 +509,9 @@ void run_benchmark(benchmark::State& state, Job job) {
     // Forwards per event pair: enough for about 2 ms, so event and launch latency stay small.
     const int chunk = std::max(1, int(std::ceil(2.0 / std::max(p.single_forward_ms, 1e-3))));
     p.runner->time_ms(job.graph, chunk);  // warm this repetition (and eager's first launch)
+    if (g_options->profile_forwards > 0)  // for a profiler: exactly N forwards, after warm-up
+      state.counters["profiled_forwards"] =
+          p.runner->profile(job.graph, g_options->profile_forwards);
     Measurement m;
     m.batch = job.batch;
     m.replays_per_timing = chunk;
@@ -687,6 +695,10 @@ int run(int argc_in, char** argv_in) {
       max_batch = true;
     } else if (take_flag(i, argc, argv, "gemm_ceiling", nullptr)) {
       gemm_ceiling = true;
+    } else if (take_flag(i, argc, argv, "profile", &v)) {
+      opt.profile_forwards = int(parse_count(v, "profile"));
+      if (opt.profile_forwards < 1)
+        throw UserError("--profile takes a count of forwards, 1 or more");
     } else if (take_flag(i, argc, argv, "se_fold", nullptr)) {
       opt.se_fold = true;
     } else if (take_flag(i, argc, argv, "depthwise", &v)) {

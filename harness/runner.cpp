@@ -1,6 +1,8 @@
 #include "harness/runner.h"
 
-#include <nvtx3/nvToolsExt.h>
+#include <cuda_profiler_api.h>
+
+#include "harness/nvtx.h"
 
 #include <algorithm>
 #include <cmath>
@@ -128,6 +130,7 @@ std::string Runner::census() const {
 }
 
 void Runner::launch(bool use_graph) {
+  ++launches_;
   if (use_graph) {
     if (!exec_) capture();
     CNN_CHECK_CUDA(cudaGraphLaunch(exec_, ctx_.stream));
@@ -136,13 +139,27 @@ void Runner::launch(bool use_graph) {
   }
 }
 
+int Runner::profile(bool use_graph, int count) {
+  CNN_CHECK_CUDA(cudaStreamSynchronize(ctx_.stream));
+  CNN_CHECK_CUDA(cudaProfilerStart());
+  int done = 0;
+  for (; done < count; ++done) {
+    nvtx_push("profile");
+    launch(use_graph);
+    nvtx_pop();
+  }
+  CNN_CHECK_CUDA(cudaStreamSynchronize(ctx_.stream));
+  CNN_CHECK_CUDA(cudaProfilerStop());
+  return done;
+}
+
 double Runner::time_ms(bool use_graph, int count) {
-  nvtxRangePushA(use_graph ? "iteration (graph replays)" : "iteration (eager)");
+  nvtx_push(use_graph ? "iteration (graph replays)" : "iteration (eager)");
   CNN_CHECK_CUDA(cudaEventRecord(start_, ctx_.stream));
   for (int i = 0; i < count; ++i) launch(use_graph);
   CNN_CHECK_CUDA(cudaEventRecord(stop_, ctx_.stream));
   CNN_CHECK_CUDA(cudaEventSynchronize(stop_));
-  nvtxRangePop();
+  nvtx_pop();
   float ms = 0;
   CNN_CHECK_CUDA(cudaEventElapsedTime(&ms, start_, stop_));
   return double(ms);

@@ -31,6 +31,11 @@ class Runner {
   size_t edges_made_full() const { return edges_made_full_; }
   std::string census() const;   // graph_census of the captured graph
   void launch(bool use_graph);  // enqueue one forward
+  // --profile: exactly `count` forwards between cudaProfilerStart and cudaProfilerStop (for
+  // `ncu --profile-from-start off`, `nsys --capture-range=cudaProfilerApi`), each in an NVTX
+  // range "profile"; waits for them and returns how many ran.
+  int profile(bool use_graph, int count);
+  int64_t launches() const { return launches_; }  // forwards enqueued so far
   // Enqueues `count` forwards between two events and waits: their total device time in ms.
   double time_ms(bool use_graph, int count);
   void sync();
@@ -48,6 +53,7 @@ class Runner {
   // The worst relative L2 of three replays, each on a dirty workspace, against `eager`.
   double replay_error(const std::vector<float>& eager);
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  int64_t launches_ = 0;
 };
 
 }  // namespace cnnbench

@@ -1,6 +1,6 @@
 #include "networks/compile.h"
 
-#include <nvtx3/nvToolsExt.h>
+#include "harness/nvtx.h"
 
 #include <algorithm>
 #include <chrono>
@@ -578,9 +578,9 @@ Model::~Model() {
 
 void Model::forward(cudaStream_t stream) {
   for (auto& op : ops_) {
-    nvtxRangePushA(op->record().name.c_str());
+    nvtx_push(op->record().name.c_str());
     op->run(stream);
-    nvtxRangePop();
+    nvtx_pop();
   }
 }
 

@@ -44,6 +44,7 @@ expect_failure("train_step missing weights" "missing.safetensors" ${TRAIN} --net
 expect_failure("unknown card" "--memory-limit takes a size in GiB .* or a card name .*A6000.*, not 'rtx9090'" ${BENCH} --memory_limit=rtx9090)
 expect_failure("negative limit" "--memory-limit must be positive" ${BENCH} --memory-limit=-8)
 expect_failure("max batch cap" "--max_batch_cap must be at least 1" ${BENCH} --max_batch --max_batch_cap=0)
+expect_failure("profile count" "--profile takes a count of forwards, 1 or more" ${BENCH} --profile=0)
 
 # --list needs no GPU: every network with its parameter count.
 execute_process(COMMAND ${BENCH} --list RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

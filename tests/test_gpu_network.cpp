@@ -255,6 +255,29 @@ TEST(GpuNetwork, SmallResNetMatchesCpuInterpreter) {
   }
 }
 
+// --profile's loop: exactly the forwards asked, in graph and eager mode, between
+// cudaProfilerStart and cudaProfilerStop (which succeed without a profiler attached), and the
+// output still the same as a plain forward's.
+TEST(GpuNetwork, ProfileRunsExactlyTheForwardsAsked) {
+  const Graph g = build_resnet("resnet_small", {1, 1, 1, 1}, 64, 10);
+  const HostWeights w = random_weights(g, 5);
+  GpuContext ctx;
+  CompileOptions opt;
+  opt.precision = Precision::FP16;
+  opt.batch = 2;
+  Model m(ctx, g, w, opt);
+  Runner r(m, ctx);
+  r.launch(true);
+  r.sync();
+  const std::vector<float> first = m.output();
+  for (bool graph : {true, false}) {
+    const int64_t before = r.launches();
+    EXPECT_EQ(r.profile(graph, 7), 7);
+    EXPECT_EQ(r.launches() - before, 7) << (graph ? "graph" : "eager");
+  }
+  EXPECT_EQ(m.output(), first);
+}
+
 TEST(GpuNetwork, MixedOpsNetMatchesCpuInterpreter) {
   const Graph g = mixed_ops_net();
   const int batch = 3;
