@@ -142,6 +142,22 @@ class Inputs(unittest.TestCase):
             self.assertIn("newer.json", err.getvalue())
             self.assertEqual(err.getvalue().count("\n"), 1)  # one message
 
+    def test_bad_reference_rows_name_the_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "seed.csv")
+            with open(p, "w") as f:
+                f.write("source,gpu,gpus,network,batch,images_per_sec,note\n"
+                        "x,GTX 1080,1,alexnet,1,484.21,\n"
+                        "x,GTX 1080,1,alexnet,two,300,\n")
+            with self.assertRaisesRegex(report.InputError, "seed.csv, line 3: a bad row"):
+                report.load_seed(p)
+            c = os.path.join(d, "cost.csv")
+            with open(c, "w") as f:
+                f.write("gpu,network,batch,images,time_s,price_eur_per_min,total_cost_eur\n"
+                        "GTX 1080,alexnet,32,1000000,fast,0.06,0.303\n")
+            with self.assertRaisesRegex(report.InputError, "cost.csv, line 2: a bad row"):
+                report.load_cost_seed(c)
+
     def test_bad_prices(self):
         with tempfile.TemporaryDirectory() as d:
             p = os.path.join(d, "prices.yaml")

@@ -164,16 +164,22 @@ def load_seed(path):
     """{(gpu, network, batch): img/s} of the seed's one-GPU rows (the LeaderGPU figures first)."""
     out = {}
     try:
-        with open(path, newline="") as f:
-            for r in csv.DictReader(f):
+        f = open(path, newline="")
+    except OSError as e:
+        raise InputError(f"cannot read the seed {path}: {e}") from e
+    with f:
+        reader = csv.DictReader(f)
+        for r in reader:
+            try:
                 if r.get("gpus", "1") != "1" or not r.get("images_per_sec"):
                     continue
                 gpu = SEED_GPU_ALIASES.get(r["gpu"], r["gpu"])
                 key = (gpu, r["network"], int(r["batch"]))
-                if key not in out or r.get("source") == "LeaderGPU":
-                    out[key] = float(r["images_per_sec"])
-    except (OSError, KeyError, ValueError) as e:
-        raise InputError(f"cannot read the seed {path}: {e}") from e
+                value = float(r["images_per_sec"])
+            except (KeyError, TypeError, ValueError) as e:
+                raise InputError(f"{path}, line {reader.line_num}: a bad row ({e})") from e
+            if key not in out or r.get("source") == "LeaderGPU":
+                out[key] = value
     return out
 
 
@@ -181,13 +187,21 @@ def load_cost_seed(path):
     """The seed's cost rows: [{"gpu", "network", "batch", "images", "time_s", "per_min",
     "total"}]."""
     try:
-        with open(path, newline="") as f:
-            return [{"gpu": r["gpu"], "network": r["network"], "batch": int(r["batch"]),
-                     "images": int(r["images"]), "time_s": float(r["time_s"]),
-                     "per_min": float(r["price_eur_per_min"]),
-                     "total": float(r["total_cost_eur"])} for r in csv.DictReader(f)]
-    except (OSError, KeyError, ValueError) as e:
+        f = open(path, newline="")
+    except OSError as e:
         raise InputError(f"cannot read the cost seed {path}: {e}") from e
+    rows = []
+    with f:
+        reader = csv.DictReader(f)
+        for r in reader:
+            try:
+                rows.append({"gpu": r["gpu"], "network": r["network"], "batch": int(r["batch"]),
+                             "images": int(r["images"]), "time_s": float(r["time_s"]),
+                             "per_min": float(r["price_eur_per_min"]),
+                             "total": float(r["total_cost_eur"])})
+            except (KeyError, TypeError, ValueError) as e:
+                raise InputError(f"{path}, line {reader.line_num}: a bad row ({e})") from e
+    return rows
 
 
 # --------------------------------------------------------------------------------------------
