@@ -13,14 +13,13 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "harness/ceilings.h"
 #include "harness/check.h"
 #include "harness/config.h"
 #include "harness/gpus.h"
 #include "harness/max_batch.h"
 #include "harness/session.h"
 #include "kernels/depthwise.h"
-#include "kernels/matmul.h"
-#include "kernels/storage.h"
 #include "networks/train_model.h"
 
 namespace cnnbench {
@@ -542,87 +541,28 @@ void run_benchmark(benchmark::State& state, Job job) {
   }
 }
 
-// The matrix-multiply ceiling (--gemm_ceiling): y[M, N] = x[M, K] W[N, K]^T + b with
-// M = N = K = kGemmSize through the classifier's op (cuBLASLt, autotuned), on values drawn
-// uniformly in [-1, 1] (all-zero inputs draw less power and would flatter the clock), replayed
-// from a CUDA graph of kGemmRuns runs per timing.
-constexpr int kGemmSize = 8192, kGemmRuns = 10;
+// The matrix-multiply ceiling (--gemm_ceiling): harness/ceilings.h's GEMM of kGemmSize^3, each
+// timing one replay of its graph.
+constexpr int kGemmSize = 8192;
 
 void run_gemm_ceiling(benchmark::State& state, Precision p) {
   g_session->drop();
-  void *x = nullptr, *w = nullptr, *b = nullptr, *y = nullptr, *ws = nullptr;
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  auto release = [&] {
-    if (exec) cudaGraphExecDestroy(exec);
-    if (graph) cudaGraphDestroy(graph);
-    for (void* ptr : {x, w, b, y, ws})
-      if (ptr) cudaFree(ptr);
-    if (start) cudaEventDestroy(start);
-    if (stop) cudaEventDestroy(stop);
-  };
   try {
-    const DType t = storage_type(p);
-    const size_t n = size_t(kGemmSize) * kGemmSize;
-    std::vector<float> host(n);
-    uint64_t r = 0x9e3779b97f4a7c15ull;
-    for (float& v : host) {  // xorshift: fast, and enough for a timing's operands
-      r ^= r << 13, r ^= r >> 7, r ^= r << 17;
-      v = float(double(r >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-    }
-    const std::vector<uint8_t> bytes = to_storage(host, t);
-    CNN_CHECK_CUDA(cudaMalloc(&x, bytes.size()));
-    CNN_CHECK_CUDA(cudaMalloc(&w, bytes.size()));
-    CNN_CHECK_CUDA(cudaMalloc(&y, bytes.size()));
-    CNN_CHECK_CUDA(cudaMalloc(&b, size_t(kGemmSize) * dtype_size(t)));
-    CNN_CHECK_CUDA(cudaMemcpy(x, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
-    CNN_CHECK_CUDA(cudaMemcpy(w, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
-    CNN_CHECK_CUDA(cudaMemset(b, 0, size_t(kGemmSize) * dtype_size(t)));
-    GpuContext ctx;
-    LinearSpec spec;
-    spec.name = "gemm";
-    spec.batch = spec.in_features = spec.out_features = kGemmSize;
-    spec.precision = p;
-    LinearOp op(spec, x, w, b, y);
-    TuneScratch scratch;
-    scratch.bytes = size_t(64) << 20;
-    CNN_CHECK_CUDA(cudaMalloc(&ws, scratch.bytes));
-    scratch.ptr = ws;
-    op.prepare(ctx, EngineMode::Autotune, 8, scratch);
-    op.bind_workspace(ws, scratch.bytes);
-    CNN_CHECK_CUDA(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < kGemmRuns; ++i) op.run(ctx.stream);
-    CNN_CHECK_CUDA(cudaStreamEndCapture(ctx.stream, &graph));
-    CNN_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-    CNN_CHECK_CUDA(cudaEventCreate(&start));
-    CNN_CHECK_CUDA(cudaEventCreate(&stop));
-    for (int i = 0; i < 3; ++i) CNN_CHECK_CUDA(cudaGraphLaunch(exec, ctx.stream));  // warm-up
-    CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    GemmCeiling gemm(p, kGemmSize);
     double best_ms = 1e30, total_ms = 0;
     int64_t timed = 0;
     for (auto _ : state) {
-      CNN_CHECK_CUDA(cudaEventRecord(start, ctx.stream));
-      CNN_CHECK_CUDA(cudaGraphLaunch(exec, ctx.stream));
-      CNN_CHECK_CUDA(cudaEventRecord(stop, ctx.stream));
-      CNN_CHECK_CUDA(cudaEventSynchronize(stop));
-      float ms = 0;
-      CNN_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-      const double per_run = double(ms) / kGemmRuns;
-      best_ms = std::min(best_ms, per_run);
-      total_ms += per_run, ++timed;
-      state.SetIterationTime(per_run / 1000.0);
+      const double ms = gemm.run_ms();
+      best_ms = std::min(best_ms, ms);
+      total_ms += ms, ++timed;
+      state.SetIterationTime(ms / 1000.0);
     }
-    const double flop = 2.0 * double(kGemmSize) * kGemmSize * kGemmSize;
-    state.counters["tflops"] = flop * double(timed) / (total_ms * 1e-3) * 1e-12;  // the mean
-    state.counters["best_tflops"] = flop / (best_ms * 1e-3) * 1e-12;
-    state.SetLabel(op.record().engine);
+    state.counters["tflops"] = gemm.tflops(total_ms / double(timed));  // at the mean time
+    state.counters["best_tflops"] = gemm.tflops(best_ms);
+    state.SetLabel(gemm.engine());
   } catch (const std::exception& e) {
-    release();
     state.SkipWithError(e.what());
-    return;
   }
-  release();
 }
 
 bool user_set(int argc, char** argv, const std::string& flag) {

@@ -4,8 +4,12 @@
 // compiled model and CUDA-graph replay as the benchmark (or op by op with --eager).
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
+#include "harness/breakdown.h"
+#include "harness/ceilings.h"
 #include "harness/check.h"
 #include "harness/safetensors.h"
 #include "harness/session.h"
@@ -30,9 +34,14 @@ const char* kUsage =
   --se_fold            at batch 1, fold each squeeze-excitation's gates into the next 1x1 conv
   --depthwise=auto|cudnn|cnnbench  who computes depthwise convs: auto (default) times cuDNN
                        against our kernel per layer under autotune and keeps the faster, and
-                       takes ours under heuristics; cudnn or cnnbench alone
+                       takes cuDNN's under heuristics; cudnn or cnnbench alone
   --bisect_graph       capture the first k ops for k = 1.. and report where the graph replay
                        first parts from eager execution
+  --breakdown[=FILE]   after the forward (and --verify), each layer alone: its time (a CUDA graph
+                       of 20 launches), FLOPs, bytes, TFLOP/s, GB/s and roofline bound against
+                       the ceilings measured here (a cuBLASLt 8192^3 GEMM in this precision and a
+                       1 GiB device-to-device copy), the sum of layers against the whole graph;
+                       a table on stdout, and JSON to FILE
   --verify  also recompute SAMPLES (default 512) outputs of every conv and linear layer on the
             host from that layer's actual inputs, print each layer's relative L2 error, and
             fail if one exceeds the precision's tolerance (fp32 1e-5, tf32 1e-3, fp16/bf16 1e-2)
@@ -43,7 +52,7 @@ int run(int argc, char** argv) {
                        engine = "heuristic", seed_s = "0", size_s = "0", verify_s, share_s = "true",
                        classes_s = "1000", edges_s = "captured", exclude_s,
                        threads_s = std::to_string(default_build_threads()), repairs_s = "6",
-                       depthwise_s = "auto";
+                       depthwise_s = "auto", breakdown_s;
   bool bisect = false, se_fold = false;
   bool eager = false;
   for (int i = 1; i < argc; ++i) {
@@ -80,6 +89,11 @@ int run(int argc, char** argv) {
       se_fold = true;
       continue;
     }
+    if (std::string(argv[i]) == "--breakdown") {
+      breakdown_s = "-";
+      continue;
+    }
+    if (take_flag(i, argc, argv, "breakdown", &breakdown_s)) continue;
     if (take_flag(i, argc, argv, "bisect_graph", nullptr)) {
       bisect = true;
       continue;
@@ -120,6 +134,10 @@ int run(int argc, char** argv) {
   const int build_threads = parse_build_threads(threads_s);
   const int max_repairs = int(to_int(repairs_s, "max_repairs"));
   const DepthwiseChoice depthwise = parse_depthwise_choice(depthwise_s);
+  if (!breakdown_s.empty() && breakdown_s != "-") {  // fail before measuring, not after
+    std::ofstream probe(breakdown_s);
+    if (!probe) throw UserError("--breakdown: cannot write '" + breakdown_s + "'");
+  }
   require_cuda_device();
   GpuContext ctx;
   ctx.share_plans = share_s == "true";
@@ -196,6 +214,30 @@ int run(int argc, char** argv) {
         std::fprintf(stderr, "verify %-5s %-24s rel_l2 %.2e %s %s\n", graph ? "graph" : "eager",
                      name.c_str(), err, engine.c_str(), bad ? "FAIL" : "");
       }
+    }
+  }
+  if (!breakdown_s.empty()) {
+    // The whole forward first (graph replay, or eager with --eager), then each layer alone; the
+    // layers' repeated runs leave the buffers changed, so this comes after everything else.
+    constexpr int kRuns = 20;
+    Breakdown b;
+    b.graph_us = runner.time_ms(!eager, kRuns) * 1000.0 / kRuns;
+    b.ceilings.tflops = measure_gemm_tflops(opt.precision);
+    b.ceilings.gbps = measure_copy_gbps();
+    const std::vector<double> us = model.time_each_op(kRuns);
+    const std::vector<LayerRecord> recs = model.layers();
+    const std::vector<Model::OpCost>& costs = model.op_costs();
+    for (size_t i = 0; i < recs.size(); ++i)
+      b.layers.push_back({recs[i].name, recs[i].op, recs[i].engine, us.at(i), costs.at(i).flops,
+                          costs.at(i).bytes});
+    std::fputs(breakdown_table(b).c_str(), stdout);
+    if (breakdown_s != "-") {
+      std::ofstream f(breakdown_s);
+      nlohmann::json j = breakdown_json(b);
+      j["network"] = network, j["precision"] = precision, j["batch"] = batch;
+      j["mode"] = eager ? "eager" : "graph";
+      f << j.dump(1) << "\n";
+      if (!f) throw UserError("--breakdown: writing '" + breakdown_s + "' failed");
     }
   }
   int fused = 0, convs = 0;

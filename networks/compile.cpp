@@ -420,6 +420,16 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
     };
     for (int v : grp.in)
       if (grp.kind != OpKind::Concat) packed(v);
+    // The group's work and traffic for the breakdown (whole batch): 2 x the MACs of its convs
+    // and linears; its inputs, its output and its weights, each once.
+    const size_t first_op = ops_.size();
+    double group_flops = 0, group_bytes = double(out.numel()) * esize;
+    for (int v : grp.in) group_bytes += double(batched(nodes[v].out, N).numel()) * esize;
+    for (int node : {grp.head, grp.se_fc1, grp.se_fc2}) {
+      if (node < 0) continue;
+      group_flops += 2.0 * double(g.node_macs(node)) * N;
+      for (int pi : nodes[node].params) group_bytes += double(g.params()[pi].numel()) * esize;
+    }
     switch (grp.kind) {
       case OpKind::Conv: {
         ConvSpec s;
@@ -534,6 +544,8 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
       default:
         throw std::logic_error(std::string("compile: no op for ") + op_kind_name(grp.kind));
     }
+    for (size_t k = first_op; k < ops_.size(); ++k)  // a group's helper ops (se_fold) count 0
+      op_costs_.push_back(k + 1 == ops_.size() ? OpCost{group_flops, group_bytes} : OpCost{});
     if (ld_of(grp.anchor) != nodes[grp.anchor].out.c && grp.kind != OpKind::Conv &&
         grp.kind != OpKind::MaxPool && grp.kind != OpKind::AvgPool && grp.kind != OpKind::Concat)
       throw std::logic_error("compile: " + name + " cannot write a concat slice");
@@ -574,6 +586,44 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
 
 Model::~Model() {
   ctx_.plans.clear();
+}
+
+std::vector<double> Model::time_each_op(int runs) {
+  std::vector<double> us;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  CNN_CHECK_CUDA(cudaEventCreate(&start));
+  CNN_CHECK_CUDA(cudaEventCreate(&stop));
+  try {
+    forward(ctx_.stream);  // every input the ops read is written once
+    for (auto& op : ops_) {
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      CNN_CHECK_CUDA(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
+      for (int r = 0; r < runs; ++r) op->run(ctx_.stream);
+      CNN_CHECK_CUDA(cudaStreamEndCapture(ctx_.stream, &graph));
+      CNN_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+      CNN_CHECK_CUDA(cudaGraphLaunch(exec, ctx_.stream));  // warm-up
+      std::vector<float> ms(5);
+      for (float& m : ms) {
+        CNN_CHECK_CUDA(cudaEventRecord(start, ctx_.stream));
+        CNN_CHECK_CUDA(cudaGraphLaunch(exec, ctx_.stream));
+        CNN_CHECK_CUDA(cudaEventRecord(stop, ctx_.stream));
+        CNN_CHECK_CUDA(cudaEventSynchronize(stop));
+        CNN_CHECK_CUDA(cudaEventElapsedTime(&m, start, stop));
+      }
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      std::sort(ms.begin(), ms.end());
+      us.push_back(double(ms[2]) * 1000.0 / runs);
+    }
+  } catch (...) {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    throw;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return us;
 }
 
 void Model::forward(cudaStream_t stream) {

@@ -86,6 +86,14 @@ class Model {
   double flops_per_image() const { return flops_per_image_; }
   double compile_ms() const { return compile_ms_; }
   size_t op_count() const { return ops_.size(); }
+  // Per op, in run order (the per-layer breakdown): 2 x the MACs of its convs and linears and
+  // the bytes of its inputs, output and weights, whole batch; and each op alone, captured as a
+  // CUDA graph of `runs` launches and replayed five times: the median microseconds per launch.
+  struct OpCost {
+    double flops = 0, bytes = 0;
+  };
+  const std::vector<OpCost>& op_costs() const { return op_costs_; }
+  std::vector<double> time_each_op(int runs = 20);
 
  private:
   // (op index, relative L2) per prefix; with stop_at_first, up to the first that departs.
@@ -97,6 +105,7 @@ class Model {
   Dims input_dims_, output_dims_;
   int input_buf_ = -1, output_buf_ = -1;
   double flops_per_image_ = 0, compile_ms_ = 0;
+  std::vector<OpCost> op_costs_;
 };
 
 }  // namespace cnnbench

@@ -45,6 +45,7 @@ expect_failure("unknown card" "--memory-limit takes a size in GiB .* or a card n
 expect_failure("negative limit" "--memory-limit must be positive" ${BENCH} --memory-limit=-8)
 expect_failure("max batch cap" "--max_batch_cap must be at least 1" ${BENCH} --max_batch --max_batch_cap=0)
 expect_failure("profile count" "--profile takes a count of forwards, 1 or more" ${BENCH} --profile=0)
+expect_failure("breakdown path" "--breakdown: cannot write '/nonexistent/dir/b.json'" ${INFER} --network=resnet50 --output=x.safetensors --breakdown=/nonexistent/dir/b.json)
 
 # --list needs no GPU: every network with its parameter count.
 execute_process(COMMAND ${BENCH} --list RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

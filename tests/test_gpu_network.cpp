@@ -278,6 +278,37 @@ TEST(GpuNetwork, ProfileRunsExactlyTheForwardsAsked) {
   EXPECT_EQ(m.output(), first);
 }
 
+// The per-layer breakdown's parts (cnnbench_infer --breakdown): the ops' FLOPs add up to the
+// network's, every op moves some bytes, and the layers timed alone add up to the whole graph's
+// replay within a stated band: 0.7x to 1.5x (alone, a layer loses the overlap with its
+// neighbours that programmatic launches give, and keeps its own launch gaps).
+TEST(GpuNetwork, BreakdownLayersAddUpToTheGraph) {
+  const Graph g = build_network("resnet50");
+  const HostWeights w = random_weights(g, 6);
+  GpuContext ctx;
+  CompileOptions opt;
+  opt.precision = Precision::FP16;
+  opt.batch = 32;
+  Model m(ctx, g, w, opt);
+  Runner r(m, ctx);
+  r.capture();
+  const double graph_us = r.time_ms(true, 20) * 1000.0 / 20;
+  double flops = 0;
+  for (const Model::OpCost& c : m.op_costs()) {
+    flops += c.flops;
+    EXPECT_GT(c.bytes, 0.0);
+  }
+  EXPECT_EQ(m.op_costs().size(), m.op_count());
+  EXPECT_NEAR(flops, m.flops_per_image() * 32, 1e-6 * flops);
+  const std::vector<double> us = m.time_each_op(20);
+  double sum = 0;
+  for (double u : us) sum += u;
+  std::printf("  resnet50 fp16 batch 32: layers alone %.1f us, graph %.1f us (%.2f)\n", sum,
+              graph_us, sum / graph_us);
+  EXPECT_GT(sum / graph_us, 0.7);
+  EXPECT_LT(sum / graph_us, 1.5);
+}
+
 TEST(GpuNetwork, MixedOpsNetMatchesCpuInterpreter) {
   const Graph g = mixed_ops_net();
   const int batch = 3;
