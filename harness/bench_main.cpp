@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -17,6 +18,7 @@
 #include "harness/check.h"
 #include "harness/config.h"
 #include "harness/gpus.h"
+#include "harness/jsonl.h"
 #include "harness/max_batch.h"
 #include "harness/session.h"
 #include "kernels/depthwise.h"
@@ -49,6 +51,9 @@ const char* kUsage =
                        cudaProfilerStart and cudaProfilerStop, each in an NVTX range "profile" of
                        the "cnnbench" domain (ncu --profile-from-start off; nsys
                        --capture-range=cudaProfilerApi); the timing runs after, outside the range
+  --results_lines=FILE each finished run also appended to FILE as one JSON line, flushed at once
+                       (default: beside --benchmark_out, .jsonl), so a killed sweep keeps its
+                       results; SIGINT finishes the benchmark under way and skips the rest
   --gemm_ceiling       first, the machine's matrix-multiply ceiling: one cuBLASLt GEMM of
                        8192^3 per precision (fp16, bf16, tf32; autotuned, replayed from a CUDA
                        graph), rows gemm/<precision>/ceiling/m:8192 with their TFLOP/s, which
@@ -473,7 +478,13 @@ void run_max_batch(benchmark::State& state, const Job& job, int cap) {
                  "; tried " + tried);
 }
 
+volatile std::sig_atomic_t g_interrupted = 0;
+
 void run_benchmark(benchmark::State& state, Job job) {
+  if (g_interrupted) {
+    state.SkipWithError("not run: interrupted (SIGINT)");
+    return;
+  }
   // A job that failed once fails its later repetitions the same way, at once.
   static std::map<std::string, std::string> failed;
   const std::string id = job.network + "/" + precision_name(job.precision) + "/" +
@@ -546,6 +557,10 @@ void run_benchmark(benchmark::State& state, Job job) {
 constexpr int kGemmSize = 8192;
 
 void run_gemm_ceiling(benchmark::State& state, Precision p) {
+  if (g_interrupted) {
+    state.SkipWithError("not run: interrupted (SIGINT)");
+    return;
+  }
   g_session->drop();
   try {
     GemmCeiling gemm(p, kGemmSize);
@@ -573,7 +588,7 @@ bool user_set(int argc, char** argv, const std::string& flag) {
 
 int run(int argc_in, char** argv_in) {
   Options opt;
-  std::string config_path = "configs/default.yaml", engine, benchmark_out, memory_limit,
+  std::string config_path = "configs/default.yaml", engine, benchmark_out, memory_limit, lines_out,
               gpus_path = "configs/gpus.yaml";
   bool eager = false, max_batch = false, gemm_ceiling = false;
   for (int i = 1; i < argc_in; ++i) {
@@ -633,6 +648,8 @@ int run(int argc_in, char** argv_in) {
       if (opt.max_batch_cap < 1) throw UserError("--max_batch_cap must be at least 1");
     } else if (take_flag(i, argc, argv, "max_batch", nullptr)) {
       max_batch = true;
+    } else if (take_flag(i, argc, argv, "results_lines", &v)) {
+      lines_out = v;
     } else if (take_flag(i, argc, argv, "gemm_ceiling", nullptr)) {
       gemm_ceiling = true;
     } else if (take_flag(i, argc, argv, "profile", &v)) {
@@ -657,6 +674,15 @@ int run(int argc_in, char** argv_in) {
   }
   if (!opt.layers_out.empty() && !std::ofstream(opt.layers_out, std::ios::app))
     throw UserError("cannot write the layer table to '" + opt.layers_out + "'");
+  // The results lines (harness/jsonl.h): each finished run appended and flushed, so a killed
+  // sweep keeps what it measured.
+  if (lines_out.empty() && !benchmark_out.empty()) {
+    const size_t dot = benchmark_out.rfind(".json");
+    lines_out =
+        (dot != std::string::npos ? benchmark_out.substr(0, dot) : benchmark_out) + ".jsonl";
+  }
+  if (!lines_out.empty() && !std::ofstream(lines_out, std::ios::app))
+    throw UserError("cannot write the results lines to '" + lines_out + "'");
   if (!opt.weights_path.empty()) {
     std::string nets;
     for (const BenchmarkEntry& e : opt.config.benchmarks) {
@@ -679,27 +705,30 @@ int run(int argc_in, char** argv_in) {
     CNN_CHECK_CUDA(cudaFree(nullptr));
     cap = std::make_unique<DeviceMemoryCap>(opt.memory_limit.bytes);
   }
-  benchmark::AddCustomContext("memory_limit",
-                              opt.memory_limit.bytes ? opt.memory_limit.label : "none");
-  benchmark::AddCustomContext(
-      "memory_limit_mib",
-      std::to_string(opt.memory_limit.bytes ? opt.memory_limit.bytes >> 20 : 0));
-  benchmark::AddCustomContext("memory_ballast_mib",
-                              std::to_string(cap ? cap->ballast_bytes() >> 20 : 0));
-  for (const auto& kv : context_entries(dev)) benchmark::AddCustomContext(kv.first, kv.second);
-  benchmark::AddCustomContext("config", config_path);
-  benchmark::AddCustomContext("engine_choice", engine_mode_name(opt.engine));
-  benchmark::AddCustomContext("share_plans", opt.share_plans ? "true" : "false");
-  benchmark::AddCustomContext("graph_edges", graph_edges_name(opt.graph_edges));
+  // Every context entry goes to Google Benchmark's JSON and to the results lines' first line.
+  nlohmann::json lines_context = {{"cnnbench_schema", "results lines 1"}};
+  auto add_context = [&](const std::string& key, const std::string& value) {
+    benchmark::AddCustomContext(key, value);
+    lines_context[key] = value;
+  };
+  add_context("memory_limit", opt.memory_limit.bytes ? opt.memory_limit.label : "none");
+  add_context("memory_limit_mib",
+              std::to_string(opt.memory_limit.bytes ? opt.memory_limit.bytes >> 20 : 0));
+  add_context("memory_ballast_mib", std::to_string(cap ? cap->ballast_bytes() >> 20 : 0));
+  for (const auto& kv : context_entries(dev)) add_context(kv.first, kv.second);
+  add_context("config", config_path);
+  add_context("engine_choice", engine_mode_name(opt.engine));
+  add_context("share_plans", opt.share_plans ? "true" : "false");
+  add_context("graph_edges", graph_edges_name(opt.graph_edges));
   std::string excluded;
   for (const std::string& e : opt.exclude_engines) excluded += (excluded.empty() ? "" : ",") + e;
-  benchmark::AddCustomContext("exclude_engines", excluded.empty() ? "none" : excluded);
-  benchmark::AddCustomContext("build_threads", std::to_string(opt.build_threads));
-  benchmark::AddCustomContext("se_fold", opt.se_fold ? "true" : "false");
-  benchmark::AddCustomContext("depthwise", depthwise_choice_name(opt.depthwise));
-  benchmark::AddCustomContext("weights", opt.weights_path.empty()
-                                             ? "random, seed " + std::to_string(opt.config.seed)
-                                             : opt.weights_path);
+  add_context("exclude_engines", excluded.empty() ? "none" : excluded);
+  add_context("build_threads", std::to_string(opt.build_threads));
+  add_context("se_fold", opt.se_fold ? "true" : "false");
+  add_context("depthwise", depthwise_choice_name(opt.depthwise));
+  add_context("weights", opt.weights_path.empty()
+                             ? "random, seed " + std::to_string(opt.config.seed)
+                             : opt.weights_path);
 
   if (gemm_ceiling)
     for (Precision p : {Precision::FP16, Precision::BF16, Precision::TF32}) {
@@ -747,9 +776,22 @@ int run(int argc_in, char** argv_in) {
   Session session(opt);
   g_session = &session;
   g_options = &opt;
-  benchmark::RunSpecifiedBenchmarks();
+  // SIGINT: the benchmark under way finishes, the rest are skipped, the JSON is written whole.
+  std::signal(SIGINT, [](int) { g_interrupted = 1; });
+  if (!lines_out.empty()) {
+    JsonLinesTee tee(lines_out, lines_context);
+    benchmark::RunSpecifiedBenchmarks(&tee);
+  } else {
+    benchmark::RunSpecifiedBenchmarks();
+  }
   session.finish();
   benchmark::Shutdown();
+  if (g_interrupted) {
+    std::fprintf(stderr,
+                 "cnnbench: interrupted (SIGINT): the benchmarks after the one under way "
+                 "were skipped; the results written are complete\n");
+    return 130;
+  }
   return 0;
 }
 

@@ -42,6 +42,26 @@ class CheckResults(unittest.TestCase):
         self.assertIn("context lacks cudnn_version_loaded", found)
         self.assertIn("resnet50/fp16/graph/batch:32: failed: out of memory", found)
 
+    def test_results_lines_of_a_killed_run(self):
+        # The same rows as results lines (cnnbench --results_lines), the last one cut off mid
+        # write: the finished rows are read, the cut one dropped, the document marked truncated.
+        import compare_pytorch as cp
+        import tempfile
+        lines = [json.dumps({"context": DOC["context"]})]
+        lines += [json.dumps(e) for e in DOC["benchmarks"]]
+        text = "\n".join(lines) + "\n" + lines[-1][: len(lines[-1]) // 2]
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            with open(path, "w") as f:
+                f.write(text)
+            doc = cp.read_benchmark_json(path)
+        self.assertTrue(doc["truncated"])
+        self.assertEqual(len(doc["benchmarks"]), len(DOC["benchmarks"]))
+        self.assertEqual(doc["context"]["gpu_name"], "NVIDIA H200")
+        self.assertEqual(chk.problems(doc, CONFIG), ["the JSON was cut off before the run finished"])
+        with self.assertRaisesRegex(ValueError, "line 2: not JSON"):
+            cp.read_results_lines(lines[0] + "\n{bad\n" + lines[1] + "\n")
+
     def test_the_smoke_config_asks_for_every_network(self):
         import yaml
         with open(os.path.join(ROOT, "configs", "smoke.yaml")) as f:

@@ -98,6 +98,8 @@ def read_benchmark_json(path):
     """
     with open(path) as f:
         text = f.read()
+    if path.endswith(".jsonl"):
+        return read_results_lines(text, path)
     try:
         return json.loads(text)
     except json.JSONDecodeError:
@@ -107,6 +109,29 @@ def read_benchmark_json(path):
         raise ValueError(f"{path} is not Google Benchmark JSON, nor a cut-off one")
     doc = json.loads(text[: end + len("\n    }")] + "\n  ]\n}\n")
     doc["truncated"] = True
+    return doc
+
+
+def read_results_lines(text, path="results lines"):
+    """A cnnbench results-lines file (cnnbench --results_lines, harness/jsonl.h) as a Google
+    Benchmark document: the first line's context, one benchmark entry per line. A last line cut
+    off by a killed run is dropped and the document says "truncated"."""
+    doc = {"context": {}, "benchmarks": []}
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1 or not any(x.strip() for x in lines[i + 1:]):
+                doc["truncated"] = True  # the line the run was writing when it died
+                break
+            raise ValueError(f"{path}, line {i + 1}: not JSON")
+        if "context" in obj and len(obj) == 1:
+            doc["context"] = obj["context"]
+        else:
+            doc["benchmarks"].append(obj)
     return doc
 
 
