@@ -13,6 +13,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "harness/ceilings.h"
 #include "harness/check.h"
@@ -20,6 +21,7 @@
 #include "harness/gpus.h"
 #include "harness/jsonl.h"
 #include "harness/max_batch.h"
+#include "harness/resume.h"
 #include "harness/session.h"
 #include "kernels/depthwise.h"
 #include "networks/train_model.h"
@@ -51,6 +53,8 @@ const char* kUsage =
                        cudaProfilerStart and cudaProfilerStop, each in an NVTX range "profile" of
                        the "cnnbench" domain (ncu --profile-from-start off; nsys
                        --capture-range=cudaProfilerApi); the timing runs after, outside the range
+  --resume=FILE        skip the benchmarks FILE (a partial results JSON or .jsonl) already holds
+                       with every repetition and no error; write the rest to a new file
   --results_lines=FILE each finished run also appended to FILE as one JSON line, flushed at once
                        (default: beside --benchmark_out, .jsonl), so a killed sweep keeps its
                        results; SIGINT finishes the benchmark under way and skips the rest
@@ -589,7 +593,7 @@ bool user_set(int argc, char** argv, const std::string& flag) {
 int run(int argc_in, char** argv_in) {
   Options opt;
   std::string config_path = "configs/default.yaml", engine, benchmark_out, memory_limit, lines_out,
-              gpus_path = "configs/gpus.yaml";
+              resume_path, gpus_path = "configs/gpus.yaml";
   bool eager = false, max_batch = false, gemm_ceiling = false;
   for (int i = 1; i < argc_in; ++i) {
     const std::string a = argv_in[i];
@@ -650,6 +654,8 @@ int run(int argc_in, char** argv_in) {
       max_batch = true;
     } else if (take_flag(i, argc, argv, "results_lines", &v)) {
       lines_out = v;
+    } else if (take_flag(i, argc, argv, "resume", &v)) {
+      resume_path = v;
     } else if (take_flag(i, argc, argv, "gemm_ceiling", nullptr)) {
       gemm_ceiling = true;
     } else if (take_flag(i, argc, argv, "profile", &v)) {
@@ -697,6 +703,10 @@ int run(int argc_in, char** argv_in) {
   if (!memory_limit.empty())
     opt.memory_limit = parse_memory_limit(memory_limit, load_gpu_table(gpus_path));
 
+  // --resume: what a partial results file holds whole is not registered again (read before
+  // the device is looked at, so a bad file is named on any host).
+  const std::set<std::string> resumed =
+      resume_path.empty() ? std::set<std::string>{} : completed_benchmarks(resume_path);
   require_cuda_device();
   const DeviceInfo dev = discover_device(0);
   // The cap, once the CUDA context exists (it counts toward the limit, as on a real card).
@@ -730,10 +740,18 @@ int run(int argc_in, char** argv_in) {
                              ? "random, seed " + std::to_string(opt.config.seed)
                              : opt.weights_path);
 
+  int skipped = 0;
+  auto already = [&](const std::string& name) {
+    const bool hit = resumed.count(name + "/manual_time") ||
+                     resumed.count(name + "/iterations:1/repeats:1/manual_time");
+    skipped += hit;
+    return hit;
+  };
   if (gemm_ceiling)
     for (Precision p : {Precision::FP16, Precision::BF16, Precision::TF32}) {
       const std::string name =
           std::string("gemm/") + precision_name(p) + "/ceiling/m:" + std::to_string(kGemmSize);
+      if (already(name)) continue;
       benchmark::RegisterBenchmark(name.c_str(), run_gemm_ceiling, p)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
@@ -752,6 +770,7 @@ int run(int argc_in, char** argv_in) {
           if (e.input_size != find_network(e.network).limits.default_input_size)
             name += "/size:" + std::to_string(e.input_size);
           if (e.num_classes != 1000) name += "/classes:" + std::to_string(e.num_classes);
+          if (already(name)) continue;
           auto* b = benchmark::RegisterBenchmark(name.c_str(), run_benchmark, job);
           b->UseManualTime()->Unit(benchmark::kMillisecond);
         }
@@ -768,11 +787,15 @@ int run(int argc_in, char** argv_in) {
           if (e.input_size != find_network(e.network).limits.default_input_size)
             name += "/size:" + std::to_string(e.input_size);
           if (e.num_classes != 1000) name += "/classes:" + std::to_string(e.num_classes);
+          if (already(name)) continue;
           auto* b = benchmark::RegisterBenchmark(name.c_str(), run_benchmark, job);
           b->UseManualTime()->Unit(benchmark::kSecond)->Iterations(1)->Repetitions(1);
         }
   }
 
+  if (!resume_path.empty())
+    std::fprintf(stderr, "cnnbench: --resume: %d benchmarks already whole in %s are skipped\n",
+                 skipped, resume_path.c_str());
   Session session(opt);
   g_session = &session;
   g_options = &opt;

@@ -45,6 +45,8 @@ expect_failure("unknown card" "--memory-limit takes a size in GiB .* or a card n
 expect_failure("negative limit" "--memory-limit must be positive" ${BENCH} --memory-limit=-8)
 expect_failure("max batch cap" "--max_batch_cap must be at least 1" ${BENCH} --max_batch --max_batch_cap=0)
 expect_failure("profile count" "--profile takes a count of forwards, 1 or more" ${BENCH} --profile=0)
+expect_failure("resume file" "--resume: cannot read '/nonexistent/partial.json'" ${BENCH} --resume=/nonexistent/partial.json)
+expect_failure("results lines path" "cannot write the results lines to '/nonexistent/dir/r.jsonl'" ${BENCH} --results_lines=/nonexistent/dir/r.jsonl)
 expect_failure("breakdown path" "--breakdown: cannot write '/nonexistent/dir/b.json'" ${INFER} --network=resnet50 --output=x.safetensors --breakdown=/nonexistent/dir/b.json)
 
 # --list needs no GPU: every network with its parameter count.
