@@ -138,6 +138,8 @@ SafetensorsFile SafetensorsFile::parse(std::vector<uint8_t> bytes, const std::st
   } catch (const json::parse_error& e) {
     fail(source, "has a header that is not valid JSON (error at header byte " +
                      std::to_string(e.byte) + ")");
+  } catch (const json::exception& e) {  // a number out of range (found by tools/fuzz.sh)
+    fail(source, std::string("has a header that cannot be read: ") + e.what());
   }
   if (!header.is_object()) fail(source, "has a header that is not a JSON object");
 

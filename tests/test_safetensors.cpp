@@ -160,6 +160,15 @@ TEST(Safetensors, FileErrorsNameTheFile) {
   EXPECT_THAT(msg, HasSubstr("not a JSON object"));
 }
 
+// tools/fuzz.sh's first finding: a header number past double's range escaped as nlohmann's
+// out_of_range instead of the one clear message.
+TEST(Safetensors, AHugeNumberInTheHeaderIsAClearError) {
+  const std::string header = "{\"w\": 11111111111111e111111}";
+  const std::string msg = load_error("huge.safetensors", image(header));
+  EXPECT_NE(msg.find("huge.safetensors"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cannot be read"), std::string::npos) << msg;
+}
+
 TEST(Safetensors, EntryErrorsNameFileAndTensor) {
   const std::vector<uint8_t> data(16);
   struct Case {

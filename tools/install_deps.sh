@@ -4,7 +4,7 @@
 # installed.
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libbenchmark-dev libgtest-dev libgmock-dev libyaml-cpp-dev
-      nlohmann-json3-dev python3 python3-yaml python3-matplotlib)
+      nlohmann-json3-dev python3 python3-yaml python3-matplotlib clang)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
