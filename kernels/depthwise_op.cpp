@@ -10,6 +10,7 @@
 #include "harness/check.h"
 #include "kernels/depthwise.h"
 #include "kernels/storage.h"
+#include "kernels/timing.h"
 
 namespace cnnbench {
 
@@ -24,47 +25,6 @@ double check_tolerance(Precision p) {
 
 bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
-// Device time per run of `run`, as tune_se times the SE variants: kRuns runs captured into one
-// CUDA graph, the graph launched once to warm up and then kReplays times, the median replay over
-// kRuns, in microseconds. Not callable while `stream` is being captured.
-double graph_us(const std::function<void(cudaStream_t)>& run, cudaStream_t stream) {
-  constexpr int kRuns = 20, kReplays = 5;
-  struct Owned {
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    cudaEvent_t start = nullptr, stop = nullptr;
-    ~Owned() {
-      if (exec) cudaGraphExecDestroy(exec);
-      if (graph) cudaGraphDestroy(graph);
-      if (start) cudaEventDestroy(start);
-      if (stop) cudaEventDestroy(stop);
-    }
-  } o;
-  CNN_CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  try {
-    for (int r = 0; r < kRuns; ++r) run(stream);
-  } catch (...) {
-    cudaStreamEndCapture(stream, &o.graph);  // ends the capture; o frees what it left
-    cudaGetLastError();
-    throw;
-  }
-  CNN_CHECK_CUDA(cudaStreamEndCapture(stream, &o.graph));
-  CNN_CHECK_CUDA(cudaGraphInstantiate(&o.exec, o.graph, 0));
-  CNN_CHECK_CUDA(cudaEventCreate(&o.start));
-  CNN_CHECK_CUDA(cudaEventCreate(&o.stop));
-  CNN_CHECK_CUDA(cudaGraphLaunch(o.exec, stream));
-  std::vector<float> ms(kReplays);
-  for (float& m : ms) {
-    CNN_CHECK_CUDA(cudaEventRecord(o.start, stream));
-    CNN_CHECK_CUDA(cudaGraphLaunch(o.exec, stream));
-    CNN_CHECK_CUDA(cudaEventRecord(o.stop, stream));
-    CNN_CHECK_CUDA(cudaEventSynchronize(o.stop));
-    CNN_CHECK_CUDA(cudaEventElapsedTime(&m, o.start, o.stop));
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[kReplays / 2] * 1000.0 / kRuns;
 }
 
 std::string us_text(double us) {

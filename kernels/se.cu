@@ -7,6 +7,7 @@
 #include "harness/check.h"
 #include "kernels/convert.cuh"
 #include "kernels/se.h"
+#include "kernels/timing.h"
 
 namespace cnnbench {
 
@@ -613,9 +614,8 @@ void launch_se_fold(DType t, const void* w, const float* gate, void* w_out, int 
 SeVariant tune_se(DType t, const void* x, void* y, const float* w1, const float* b1,
                   const float* w2, const float* b2, const SeSpec& s, void* scratch,
                   cudaStream_t stream, double us[2]) {
-  // Each variant captured kRuns times into one CUDA graph, as the benchmark replays it, and the
-  // graph replayed kReplays times after a warm-up: the median replay over kRuns.
-  constexpr int kRuns = 20, kReplays = 5;
+  // Each variant as the benchmark replays it (kernels/timing.h: 20 runs in one CUDA graph, the
+  // median of five replays).
   const SeVariant vs[2] = {SeVariant::OneBlock, SeVariant::Split};
   // The legacy default stream cannot be captured: time on a stream of our own instead.
   cudaStream_t own = nullptr;
@@ -624,32 +624,15 @@ SeVariant tune_se(DType t, const void* x, void* y, const float* w1, const float*
     CNN_CHECK_CUDA(cudaDeviceSynchronize());
     stream = own;
   }
-  cudaEvent_t start, stop;
-  CNN_CHECK_CUDA(cudaEventCreate(&start));
-  CNN_CHECK_CUDA(cudaEventCreate(&stop));
-  for (int i = 0; i < 2; ++i) {
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CNN_CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    for (int r = 0; r < kRuns; ++r) launch_se(t, x, y, w1, b1, w2, b2, s, vs[i], scratch, stream);
-    CNN_CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
-    CNN_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-    CNN_CHECK_CUDA(cudaGraphLaunch(exec, stream));
-    std::vector<float> ms(kReplays);
-    for (float& m : ms) {
-      CNN_CHECK_CUDA(cudaEventRecord(start, stream));
-      CNN_CHECK_CUDA(cudaGraphLaunch(exec, stream));
-      CNN_CHECK_CUDA(cudaEventRecord(stop, stream));
-      CNN_CHECK_CUDA(cudaEventSynchronize(stop));
-      CNN_CHECK_CUDA(cudaEventElapsedTime(&m, start, stop));
-    }
-    CNN_CHECK_CUDA(cudaGraphExecDestroy(exec));
-    CNN_CHECK_CUDA(cudaGraphDestroy(graph));
-    std::sort(ms.begin(), ms.end());
-    us[i] = ms[kReplays / 2] * 1000.0 / kRuns;
+  try {
+    for (int i = 0; i < 2; ++i)
+      us[i] = graph_us(
+          [&](cudaStream_t st) { launch_se(t, x, y, w1, b1, w2, b2, s, vs[i], scratch, st); },
+          stream);
+  } catch (...) {
+    if (own) cudaStreamDestroy(own);
+    throw;
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   if (own) CNN_CHECK_CUDA(cudaStreamDestroy(own));
   return us[0] <= us[1] ? vs[0] : vs[1];
 }

@@ -1,6 +1,7 @@
 #include "networks/compile.h"
 
 #include "harness/nvtx.h"
+#include "kernels/timing.h"
 
 #include <algorithm>
 #include <chrono>
@@ -589,40 +590,10 @@ Model::~Model() {
 }
 
 std::vector<double> Model::time_each_op(int runs) {
+  forward(ctx_.stream);  // every input the ops read is written once
   std::vector<double> us;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  CNN_CHECK_CUDA(cudaEventCreate(&start));
-  CNN_CHECK_CUDA(cudaEventCreate(&stop));
-  try {
-    forward(ctx_.stream);  // every input the ops read is written once
-    for (auto& op : ops_) {
-      cudaGraph_t graph = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      CNN_CHECK_CUDA(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
-      for (int r = 0; r < runs; ++r) op->run(ctx_.stream);
-      CNN_CHECK_CUDA(cudaStreamEndCapture(ctx_.stream, &graph));
-      CNN_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-      CNN_CHECK_CUDA(cudaGraphLaunch(exec, ctx_.stream));  // warm-up
-      std::vector<float> ms(5);
-      for (float& m : ms) {
-        CNN_CHECK_CUDA(cudaEventRecord(start, ctx_.stream));
-        CNN_CHECK_CUDA(cudaGraphLaunch(exec, ctx_.stream));
-        CNN_CHECK_CUDA(cudaEventRecord(stop, ctx_.stream));
-        CNN_CHECK_CUDA(cudaEventSynchronize(stop));
-        CNN_CHECK_CUDA(cudaEventElapsedTime(&m, start, stop));
-      }
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      std::sort(ms.begin(), ms.end());
-      us.push_back(double(ms[2]) * 1000.0 / runs);
-    }
-  } catch (...) {
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    throw;
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  for (auto& op : ops_)
+    us.push_back(graph_us([&](cudaStream_t s) { op->run(s); }, ctx_.stream, runs));
   return us;
 }
 

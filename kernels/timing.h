@@ -1,0 +1,16 @@
+// Device time of a piece of work as the benchmark would replay it: `runs` launches captured into
+// one CUDA graph, the graph launched once to warm up and then five times, the median replay over
+// `runs`, in microseconds. Shared by the choices made by timing (the SE variants, our depthwise
+// kernel against cuDNN's) and the per-layer breakdown. Not callable while `stream` is being
+// captured.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+
+namespace cnnbench {
+
+double graph_us(const std::function<void(cudaStream_t)>& run, cudaStream_t stream, int runs = 20);
+
+}  // namespace cnnbench
