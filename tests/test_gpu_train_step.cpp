@@ -311,6 +311,26 @@ TEST(GpuTrainStep, OneStepUpdatesAsTheReference) {
   }
 }
 
+// Two models of the fixture that should train alike: five steps side by side on its batch, the
+// same loss at each (1e-5 relative) and the same conv1 weights after (relative L2 1e-5).
+void expect_same_steps(GpuContext& ctx, const Fixture& f, TrainModel& a, TrainModel& b,
+                       const std::string& what) {
+  for (TrainModel* m : {&a, &b}) {
+    m->set_input(f.x);
+    m->set_labels(f.labels);
+  }
+  for (int i = 0; i < 5; ++i) {
+    a.step(ctx.stream);
+    b.step(ctx.stream);
+    EXPECT_NEAR(a.loss(), b.loss(), 1e-5 * std::max(1.0f, std::abs(b.loss())))
+        << what << " step " << i;
+  }
+  const std::vector<float> w = b.parameter("conv1.weight");
+  EXPECT_LT(test::rel_l2(a.parameter("conv1.weight"), std::vector<double>(w.begin(), w.end())),
+            1e-5)
+      << what;
+}
+
 // The memory plan: values, gradients and statistics sharing memory by lifetime give the same
 // steps as a buffer each, in less memory.
 TEST(GpuTrainStep, MemoryReuseChangesNothingButTheFootprint) {
@@ -320,19 +340,7 @@ TEST(GpuTrainStep, MemoryReuseChangesNothingButTheFootprint) {
   TrainModel planned(ctx, f.g, f.w, o);
   o.reuse_memory = false;
   TrainModel apart(ctx, f.g, f.w, o);
-  for (TrainModel* m : {&planned, &apart}) {
-    m->set_input(f.x);
-    m->set_labels(f.labels);
-  }
-  for (int i = 0; i < 5; ++i) {
-    planned.step(ctx.stream);
-    apart.step(ctx.stream);
-    const float a = planned.loss(), b = apart.loss();
-    EXPECT_NEAR(a, b, 1e-5 * std::max(1.0f, std::abs(b))) << "step " << i;
-  }
-  const std::vector<float> w = apart.parameter("conv1.weight");
-  const std::vector<double> ref(w.begin(), w.end());
-  EXPECT_LT(test::rel_l2(planned.parameter("conv1.weight"), ref), 1e-5);
+  expect_same_steps(ctx, f, planned, apart, "reuse");
   const size_t with = planned.arena().bytes(MemKind::Activations);
   const size_t without = apart.arena().bytes(MemKind::Activations);
   std::printf("  activations %.2f MiB planned, %.2f MiB without reuse (persistent %.2f MiB)\n",
@@ -354,21 +362,7 @@ TEST(GpuTrainStep, FusedBatchNormReluChangesNothing) {
     TrainModel fused(ctx, f.g, f.w, o);
     o.fuse_bn_relu = false;
     TrainModel apart(ctx, f.g, f.w, o);
-    for (TrainModel* m : {&fused, &apart}) {
-      m->set_input(f.x);
-      m->set_labels(f.labels);
-    }
-    for (int i = 0; i < 5; ++i) {
-      fused.step(ctx.stream);
-      apart.step(ctx.stream);
-      const float a = fused.loss(), b = apart.loss();
-      EXPECT_NEAR(a, b, 1e-5 * std::max(1.0f, std::abs(b))) << precision_name(p) << " step " << i;
-    }
-    const std::vector<float> w = apart.parameter("conv1.weight");
-    EXPECT_LT(
-        test::rel_l2(fused.parameter("conv1.weight"), std::vector<double>(w.begin(), w.end())),
-        1e-5)
-        << precision_name(p);
+    expect_same_steps(ctx, f, fused, apart, precision_name(p));
   }
 }
 
