@@ -87,6 +87,18 @@ void upload_nchw_as_nhwc(void* dst, const std::vector<float>& nchw, const Dims& 
   CNN_CHECK_CUDA(cudaMemcpy(dst, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
 }
 
+bool replay_matches(const std::vector<float>& replayed, const std::vector<float>& direct,
+                    double tol) {
+  if (replayed.size() != direct.size()) return false;
+  std::vector<float> a, b;
+  for (size_t i = 0; i < direct.size(); ++i) {
+    const bool fa = std::isfinite(direct[i]), fb = std::isfinite(replayed[i]);
+    if (fa != fb) return false;
+    if (fa) a.push_back(direct[i]), b.push_back(replayed[i]);
+  }
+  return a.empty() || relative_l2(b, a) <= tol;
+}
+
 double relative_l2(const std::vector<float>& got, const std::vector<float>& ref) {
   double num = 0, den = 0;
   for (size_t i = 0; i < got.size() && i < ref.size(); ++i) {

@@ -22,5 +22,10 @@ std::vector<float> nhwc_to_nchw(const std::vector<float>& nhwc, const Dims& d);
 void upload_nchw_as_nhwc(void* dst, const std::vector<float>& nchw, const Dims& d, DType t);
 // ||got - ref|| / ||ref||, infinite where got holds a non-finite value.
 double relative_l2(const std::vector<float>& got, const std::vector<float>& ref);
+// Whether a plan's CUDA-graph replay reproduced its direct run (the engines' replay check): inf
+// and NaN at the same places (an fp16 step's scaled gradients may overflow), and the finite rest
+// within relative L2 `tol`.
+bool replay_matches(const std::vector<float>& replayed, const std::vector<float>& direct,
+                    double tol = 1e-3);
 
 }  // namespace cnnbench

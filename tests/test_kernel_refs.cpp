@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <stdexcept>
 
@@ -347,4 +348,16 @@ TEST(KernelRefs, DepthwiseKernelCodeMatchesReferenceOnTheHost) {
         }
       }
   EXPECT_GT(variants, 100);
+}
+
+// The engines' replay check (kernels/storage.h): inf and NaN must sit where the direct run put
+// them, the finite rest agree to the tolerance.
+TEST(ReplayCheck, NonFiniteValuesInPlaceAndTheRestClose) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  EXPECT_TRUE(cnnbench::replay_matches({1, 2, inf, nan}, {1, 2, inf, nan}));
+  EXPECT_TRUE(cnnbench::replay_matches({1.0005f, 2}, {1, 2}));
+  EXPECT_FALSE(cnnbench::replay_matches({1, 2, 3, nan}, {1, 2, inf, nan}));
+  EXPECT_FALSE(cnnbench::replay_matches({1.1f, 2}, {1, 2}));
+  EXPECT_FALSE(cnnbench::replay_matches({1, 2}, {1, 2, 3}));
+  EXPECT_TRUE(cnnbench::replay_matches({nan}, {nan}));
 }
