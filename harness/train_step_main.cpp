@@ -26,13 +26,15 @@ const char* kUsage =
                            --output=FILE --report=FILE [--batch=N] [--input_size=N]
                            [--num_classes=N] [--precision=fp32|tf32] [--optimizer=sgd|adam]
                            [--lr=X] [--momentum=X] [--weight_decay=X] [--engine=heuristic|autotune]
-                           [--steps=N] [--reuse_memory=1|0]
+                           [--steps=N] [--reuse_memory=1|0] [--dropout=P]
   One training step (or --steps of them on the same batch; the report's loss is the first
   step's): the forward with BatchNorm in training mode, softmax cross-entropy (mean over the
   batch), the backward, then SGD (torch.optim.SGD, no dampening or Nesterov) or Adam
   (torch.optim.Adam, betas 0.9 and 0.999, eps 1e-8), from a fresh state.
   --reuse_memory=0  every activation and gradient in a buffer of its own (no memory plan), to
             tell a planning error from a numerical one
+  --dropout=P  every dropout's probability set to P in [0, 1); 0 makes the step deterministic,
+            to compare it with a framework's step with dropout off
   --output  the state_dict after the step(s), every floating-point tensor of --weights, F32
   --report  JSON: {"loss": the first step's loss, "losses": [...], "grad_norms": {name: L2 norm
             of dL/dp, the first step's}, "network", "precision", "batch", ...}
@@ -52,7 +54,7 @@ int run(int argc, char** argv) {
   std::string network, weights_path, input_path, labels_path, output_path, report_path,
       batch_s = "0", size_s = "0", classes_s = "1000", precision = "fp32", optimizer = "sgd",
       lr_s = "0.1", momentum_s = "0.9", wd_s = "0", engine = "heuristic", steps_s = "1",
-      reuse_s = "1";
+      reuse_s = "1", dropout_s;
   for (int i = 1; i < argc; ++i) {
     if (take_flag(i, argc, argv, "help", nullptr)) {
       std::cout << kUsage;
@@ -74,7 +76,8 @@ int run(int argc, char** argv) {
         take_flag(i, argc, argv, "weight_decay", &wd_s) ||
         take_flag(i, argc, argv, "engine", &engine) ||
         take_flag(i, argc, argv, "steps", &steps_s) ||
-        take_flag(i, argc, argv, "reuse_memory", &reuse_s))
+        take_flag(i, argc, argv, "reuse_memory", &reuse_s) ||
+        take_flag(i, argc, argv, "dropout", &dropout_s))
       continue;
     throw UserError(std::string("unknown flag '") + argv[i] + "' (see --help)");
   }
@@ -105,8 +108,13 @@ int run(int argc, char** argv) {
   const int steps = int(parse_count(steps_s, "steps"));
   if (steps < 1) throw UserError("--steps must be at least 1");
 
-  const Graph g = build_training_network(network, int(parse_count(size_s, "input_size")),
-                                         int(parse_count(classes_s, "num_classes")));
+  Graph g = build_training_network(network, int(parse_count(size_s, "input_size")),
+                                   int(parse_count(classes_s, "num_classes")));
+  if (!dropout_s.empty()) {
+    const double p = to_double(dropout_s, "dropout");
+    if (!(p >= 0 && p < 1)) throw UserError("--dropout must be in [0, 1), not '" + dropout_s + "'");
+    if (g.set_dropout_p(p) == 0) throw UserError("--dropout: " + network + " has no dropout layer");
+  }
   const HostWeights w = load_weights(g, weights_path);
   const SafetensorsFile wf = SafetensorsFile::load(weights_path);
 

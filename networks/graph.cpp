@@ -376,6 +376,17 @@ int Graph::dropout(int x, double p, const std::string& name) {
   return push(n);
 }
 
+int Graph::set_dropout_p(double p) {
+  if (!(p >= 0 && p < 1)) throw std::logic_error("set_dropout_p: p must be in [0, 1)");
+  int changed = 0;
+  for (Node& n : nodes_)
+    if (n.kind == OpKind::Dropout) {
+      n.dropout_p = p;
+      ++changed;
+    }
+  return changed;
+}
+
 int Graph::add(int a, int b) {
   const Dims da = node(a).out, db = node(b).out;
   if (da.c != db.c || da.h != db.h || da.w != db.w) throw std::logic_error("add: shape mismatch");

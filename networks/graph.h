@@ -118,6 +118,9 @@ class Graph {
   // Dropout with probability p (torchvision's nn.Dropout): no parameters, the identity at
   // inference, so the inference schedule sees through it like a flatten.
   int dropout(int x, double p, const std::string& name = "");
+  // Every dropout's probability set to p (a training step made deterministic with p = 0, to
+  // compare it with a framework's); the count of dropouts changed.
+  int set_dropout_p(double p);
   // conv (no bias) -> BatchNorm -> optional ReLU, named like torchvision's modules.
   int conv_bn(int x, const std::string& conv_name, const std::string& bn_name, int out_channels,
               int kernel, int stride, int pad, bool relu_after, double eps = 1e-5);

@@ -40,6 +40,8 @@ expect_failure("train_step optimizer" "--optimizer takes sgd or adam, not 'lamb'
 expect_failure("train_step bad lr" "--lr must be a number, not 'fast'" ${TRAIN} --network=resnet50 --weights=w.safetensors ${T_FILES} --lr=fast)
 expect_failure("train_step fp16" "this tool checks fp32 and tf32 steps" ${TRAIN} --network=resnet50 --weights=w.safetensors ${T_FILES} --precision=fp16)
 expect_failure("train_step missing weights" "missing.safetensors" ${TRAIN} --network=resnet50 --weights=missing.safetensors ${T_FILES})
+expect_failure("train_step dropout range" "--dropout must be in .0, 1., not '1'" ${TRAIN} --network=alexnet --weights=w.safetensors ${T_FILES} --dropout=1)
+expect_failure("train_step no dropout" "--dropout: resnet50 has no dropout layer" ${TRAIN} --network=resnet50 --weights=w.safetensors ${T_FILES} --dropout=0)
 
 expect_failure("unknown card" "--memory-limit takes a size in GiB .* or a card name .*A6000.*, not 'rtx9090'" ${BENCH} --memory_limit=rtx9090)
 expect_failure("negative limit" "--memory-limit must be positive" ${BENCH} --memory-limit=-8)

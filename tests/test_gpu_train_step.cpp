@@ -432,6 +432,16 @@ TEST(GpuTrainStep, ResNet50AndEfficientNetB0LearnOneBatch) {
 // loss scale halve at every step of a sweep (every step non-finite) and EfficientNet-B0's fp16
 // loss turn non-finite; this names the first parameters, in network order, whose gradients go
 // wrong and the farthest from fp32.
+//
+// "Near" is measured against TF32's distance from fp32 on the same tensor. A single relative
+// bound failed on the device (calls 15 and 16) for tensors whose gradient is a small residue of
+// large cancelling terms: ResNet-50's layer1 BatchNorm weights (fp16 0.94 from fp32) and
+// EfficientNet-B0's projection-BN biases, whose gradient is zero in exact arithmetic (the next
+// 1x1 conv's BatchNorm removes any per-channel shift), so fp32's own value is rounding noise
+// (fp16 1,192 "from fp32"). TF32 rounds the convolutions' operands to the same 10-bit mantissa as
+// fp16 storage rounds the activations, so it shows each tensor's conditioning: fp16 may be at most
+// 4x TF32's distance plus 0.02, bf16 (3 bits fewer) 32x plus 0.1. Well-conditioned tensors, where
+// TF32 is near fp32, keep a tight bound.
 TEST(GpuTrainStep, HalfPrecisionGradientsFollowFp32) {
   for (const char* net : {"resnet50", "efficientnet_b0"}) {
     const Graph g = build_training_network(net, 64, 10);
@@ -442,7 +452,8 @@ TEST(GpuTrainStep, HalfPrecisionGradientsFollowFp32) {
     std::vector<int> labels;
     for (int i = 0; i < batch; ++i) labels.push_back((3 * i + 1) % 10);
     std::map<std::string, std::vector<double>> ref;
-    for (Precision p : {Precision::FP32, Precision::FP16, Precision::BF16}) {
+    std::map<std::string, double> tf32_err;
+    for (Precision p : {Precision::FP32, Precision::TF32, Precision::FP16, Precision::BF16}) {
       GpuContext ctx;
       TrainOptions o;
       o.precision = p;
@@ -455,8 +466,12 @@ TEST(GpuTrainStep, HalfPrecisionGradientsFollowFp32) {
       m.set_labels(labels);
       m.step(ctx.stream);
       CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+      const bool half = p == Precision::FP16 || p == Precision::BF16;
+      const double factor = p == Precision::FP16 ? 4 : 32,
+                   floor = p == Precision::FP16 ? 0.02 : 0.1;
       std::vector<std::string> nonfinite;
-      std::vector<std::pair<double, std::string>> errs;
+      // (error / bound, name, error, TF32's error)
+      std::vector<std::tuple<double, std::string, double, double>> errs;
       for (const ParamSpec& ps : g.params()) {
         if (ps.integer || ps.role == ParamRole::BnMean || ps.role == ParamRole::BnVar) continue;
         std::vector<float> gr;
@@ -468,10 +483,17 @@ TEST(GpuTrainStep, HalfPrecisionGradientsFollowFp32) {
         bool finite = true;
         for (float v : gr) finite = finite && std::isfinite(v);
         if (!finite) nonfinite.push_back(ps.name);
-        if (p == Precision::FP32)
+        if (p == Precision::FP32) {
           ref[ps.name].assign(gr.begin(), gr.end());
-        else if (finite && ref.count(ps.name))
-          errs.push_back({test::rel_l2(gr, ref.at(ps.name)), ps.name});
+        } else if (finite && ref.count(ps.name)) {
+          const double e = test::rel_l2(gr, ref.at(ps.name));
+          if (p == Precision::TF32) {
+            tf32_err[ps.name] = e;
+          } else if (tf32_err.count(ps.name)) {
+            const double t = tf32_err.at(ps.name);
+            errs.push_back({e / (factor * t + floor), ps.name, e, t});
+          }
+        }
       }
       std::sort(errs.rbegin(), errs.rend());
       std::printf("  %s %s: loss %.5f, %zu non-finite gradients", net, precision_name(p), m.loss(),
@@ -479,13 +501,25 @@ TEST(GpuTrainStep, HalfPrecisionGradientsFollowFp32) {
       for (size_t i = 0; i < nonfinite.size() && i < 8; ++i)
         std::printf("%s %s", i ? "," : ":", nonfinite[i].c_str());
       std::printf("\n");
+      if (p == Precision::TF32) {
+        std::vector<std::pair<double, std::string>> t;
+        for (const auto& [k, v] : tf32_err) t.push_back({v, k});
+        std::sort(t.rbegin(), t.rend());
+        for (size_t i = 0; i < t.size() && i < 3; ++i)
+          std::printf("    %-36s rel_l2 vs fp32 %.2e\n", t[i].second.c_str(), t[i].first);
+      }
       for (size_t i = 0; i < errs.size() && i < 5; ++i)
-        std::printf("    %-36s rel_l2 vs fp32 %.2e\n", errs[i].second.c_str(), errs[i].first);
+        std::printf("    %-36s rel_l2 vs fp32 %.2e (tf32 %.2e), %.2f of its bound\n",
+                    std::get<1>(errs[i]).c_str(), std::get<2>(errs[i]), std::get<3>(errs[i]),
+                    std::get<0>(errs[i]));
       EXPECT_TRUE(std::isfinite(m.loss())) << net << " " << precision_name(p);
       EXPECT_TRUE(nonfinite.empty()) << net << " " << precision_name(p) << ": " << nonfinite[0];
-      if (!errs.empty())
-        EXPECT_LT(errs[0].first, p == Precision::FP16 ? 0.05 : 0.2)
-            << net << " " << precision_name(p) << " " << errs[0].second;
+      if (half) {
+        ASSERT_FALSE(errs.empty()) << net << " " << precision_name(p);
+        EXPECT_LE(std::get<0>(errs[0]), 1.0)
+            << net << " " << precision_name(p) << " " << std::get<1>(errs[0]) << ": "
+            << std::get<2>(errs[0]) << " from fp32, tf32 " << std::get<3>(errs[0]);
+      }
     }
   }
 }
