@@ -978,6 +978,202 @@ class TrainStepCrosscheckTest(unittest.TestCase):
         self.assertEqual(self.tx.rel_err(0.0, 0.0), 0.0)
         self.assertEqual(self.tx.rel_err(1e-9, 0.0), 1e-9)
 
+    def test_dropout_networks_and_fp64_arguments(self):
+        for net in ("vgg16", "vgg16_bn", "alexnet"):
+            a = self.tx.parse_args(["--network", net, "--binary", "/b", "--extra=--engine=x"])
+            cmd = self.tx.binary_command(a, self.tx.file_names("/w", a))
+            self.assertEqual(cmd[-2:], ["--dropout=0", "--engine=x"], net)
+            self.assertIn(f"--network={net}", cmd)
+        for net in ("resnet50", "resnet152"):
+            a = self.tx.parse_args(["--network", net, "--binary", "/b"])
+            cmd = self.tx.binary_command(a, self.tx.file_names("/w", a))
+            self.assertFalse([c for c in cmd if c.startswith("--dropout")], net)
+            self.assertEqual(cmd[-1], f"--report={self.tx.file_names('/w', a)['ours_report']}")
+        self.assertEqual(set(self.tx.DROPOUT_NETWORKS) - set(self.tx.NETWORKS), set())
+        self.assertEqual(set(self.tx.MIN_INPUT_SIZE), set(self.tx.NETWORKS))
+        self.assertEqual(self.tx.parse_args(["--network", "alexnet", "--input-size", "63"])
+                         .input_size, 63)
+        a = self.tx.parse_args(["--binary", "/b", "--fp64"])
+        self.assertEqual((a.fp64, a.fp64_factor), (True, 2.0))
+        self.assertFalse(self.tx.parse_args([]).fp64)
+        for argv, what in ((["--network", "alexnet", "--input-size", "62"], "at least 63"),
+                           (["--network", "vgg16", "--input-size", "31"], "at least 32"),
+                           (["--fp64"], "--fp64 compares the binary's step"),
+                           (["--binary", "/b", "--fp64", "--fp64-factor", "0"], "--fp64-factor")):
+            rc, err = quiet(self.tx.parse_args, argv)
+            self.assertEqual(rc, 2, argv)
+            self.assertIn(what, err, argv)
+
+    def fp64_case(self):
+        """(loss, grads, tensors, tensor names) for compare_fp64: fp64 values, PyTorch fp32 and
+        ours around them; every error above its floor (loss 1e-5, grads 1e-4, tensors 1e-5) so
+        that the factor decides, ours 1.5x torch32's."""
+        g64 = {f"p{i}.weight": 1.0 + i for i in range(12)}
+        g32 = {k: v * (1 + (2e-4 if i % 2 else -2e-4)) for i, (k, v) in enumerate(g64.items())}
+        ours = {k: v * (1 - 3e-4) for k, v in g64.items()}
+        names = list(g64) + ["bn1.running_mean", "bn1.running_var"]
+        t32 = {k: 2e-5 * (1 + i / 10) for i, k in enumerate(names)}
+        t_ours = {k: 1.5 * v for k, v in t32.items()}
+        t32["bn1.num_batches_tracked"] = 0.0  # integer tensors: not among the names
+        return (7.0 + 3e-4, 7.0 - 2e-4, 7.0), (ours, g32, g64), (t_ours, t32), names
+
+    def test_fp64_ours_within_factor_passes(self):
+        loss, grads, tensors, names = self.fp64_case()
+        res = self.tx.compare_fp64(loss, grads, tensors, names, worst=5)
+        self.assertEqual(set(res), {"loss", "grad_norms", "updated_weights"})
+        g, w = res["grad_norms"], res["updated_weights"]
+        self.assertTrue(all(r["ok"] for r in res.values()))
+        self.assertEqual((g["checked"], g["failing"], g["over"], g["floor"]), (12, 0, 0, 1e-4))
+        self.assertEqual((w["checked"], w["failing"], w["floor"]), (14, 0, 1e-5))
+        self.assertAlmostEqual(res["loss"]["worst"][0][1], 3e-4 / 7)
+        self.assertAlmostEqual(res["loss"]["worst"][0][3], 1.5)
+        self.assertEqual((res["loss"]["ours_value"], res["loss"]["fp64_value"]), (loss[0], 7.0))
+        self.assertAlmostEqual(g["ours"]["max"], 3e-4)
+        self.assertAlmostEqual(g["torch32"]["median"], 2e-4)
+        self.assertEqual(len(w["worst"]), 5)  # the worst by ours' error: the last names
+        self.assertEqual([r[0] for r in w["worst"][:2]], ["bn1.running_var", "bn1.running_mean"])
+        self.assertAlmostEqual(w["ours"]["max"], 1.5 * 2e-5 * 2.3)
+        self.assertAlmostEqual(w["torch32"]["median"], 2e-5 * 1.65)
+        for name, eo, et, ratio in w["worst"]:
+            self.assertAlmostEqual(ratio, 1.5)
+        passed, lines = self.tx.fp64_verdict(res)
+        self.assertTrue(passed)
+        self.assertEqual(lines[-1], "fp64 PASS")
+        self.assertFalse([t for t in lines if not t.startswith(("fp64 ", "    "))], lines)
+        self.assertFalse([t for t in lines if "FAIL" in t], lines)
+        json.dumps(res)
+
+    def test_fp64_ours_ten_times_worse_on_one_tensor_fails(self):
+        loss, grads, (t_ours, t32), names = self.fp64_case()
+        t_ours["p4.weight"] = 10 * t32["p4.weight"]  # 2.8e-4: 10x torch32, over the floor
+        res = self.tx.compare_fp64(loss, grads, (t_ours, t32), names)
+        w = res["updated_weights"]
+        self.assertTrue(res["loss"]["ok"] and res["grad_norms"]["ok"])
+        self.assertFalse(w["ok"])
+        self.assertEqual((w["failing"], w["over"], w["failing_names"]), (1, 1, ["p4.weight"]))
+        self.assertEqual(w["worst"][0][0], "p4.weight")
+        self.assertAlmostEqual(w["worst"][0][3], 10.0)
+        passed, lines = self.tx.fp64_verdict(res)
+        self.assertFalse(passed)
+        self.assertEqual(lines[-1], "fp64 FAIL")
+        rows = [t for t in lines if t.strip().startswith("p4.weight") and t.endswith("FAIL")]
+        self.assertEqual(len(rows), 1, lines)  # the tensor's row; its gradient norm's is ok
+        self.assertTrue(rows[0].endswith(" 10  FAIL"), rows)
+        self.assertTrue([t for t in lines if t.startswith("fp64 updated weights")
+                         and "1 over 2x torch32" in t and t.endswith("FAIL")], lines)
+        # A looser factor lets it through; the same on a gradient norm fails there.
+        self.assertTrue(self.tx.compare_fp64(loss, grads, (t_ours, t32), names,
+                                             factor=20)["updated_weights"]["ok"])
+        ours, g32, g64 = grads
+        ours = dict(ours, **{"p7.weight": g64["p7.weight"] * (1 + 2e-3)})
+        g = self.tx.compare_fp64(loss, (ours, g32, g64), self.fp64_case()[2], names)["grad_norms"]
+        self.assertEqual((g["ok"], g["failing_names"]), (False, ["p7.weight"]))
+        r = self.tx.compare_fp64((7.0 + 2e-3, 7.0 - 2e-4, 7.0), grads, self.fp64_case()[2], names)
+        self.assertFalse(r["loss"]["ok"])  # 10x torch32's, over 1e-5
+        self.assertIn("FAIL", self.tx.fp64_verdict(r)[1][1])
+
+    def test_fp64_floor_lets_tiny_errors_pass(self):
+        names = ["a.weight", "b.weight", "bn.running_var"]
+        t32 = {"a.weight": 1e-8, "b.weight": 0.0, "bn.running_var": 5e-7}
+        ours = {"a.weight": 1e-7, "b.weight": 3e-7, "bn.running_var": 9e-6}  # up to 10x, or /0
+        res = self.tx.judge_fp64(ours, t32, names, floor=1e-5)
+        self.assertTrue(res["ok"])
+        self.assertEqual((res["over"], res["failing"]), (0, 0))
+        self.assertEqual(dict((r[0], r[3]) for r in res["worst"])["b.weight"], float("inf"))
+        self.assertAlmostEqual(dict((r[0], r[3]) for r in res["worst"])["bn.running_var"], 18)
+        res = self.tx.judge_fp64(dict(ours, **{"bn.running_var": 1.1e-5}), t32, names, 1e-5)
+        self.assertEqual((res["ok"], res["failing_names"]), (False, ["bn.running_var"]))
+        # The floors are the fp32 tolerances / 10: both steps 10x apart, both under them.
+        res = self.tx.compare_fp64((7.0 + 7e-6, 7.0 + 7e-7, 7.0),
+                                   ({"w": 1 + 9e-5}, {"w": 1 + 9e-6}, {"w": 1.0}),
+                                   ({"w": 9e-6}, {"w": 9e-7}), ["w"])
+        self.assertTrue(all(r["ok"] for r in res.values()), res)
+        self.assertEqual([res[k]["floor"] for k in ("loss", "grad_norms", "updated_weights")],
+                         [1e-5, 1e-4, 1e-5])
+        res = self.tx.compare_fp64((7.0, 7.0, 7.0), ({"w": 1.0}, {"w": 1.0}, {"w": 1.0}),
+                                   ({"w": 0.0}, {"w": 0.0}), ["w"])  # all exact: ratio n/a
+        self.assertTrue(self.tx.fp64_verdict(res)[0])
+        self.assertIsNone(res["grad_norms"]["worst"][0][3])
+
+    def test_fp64_missing_unknown_and_non_finite(self):
+        loss, (ours, g32, g64), (t_ours, t32), names = self.fp64_case()
+        del t_ours["bn1.running_var"]  # ours left a BN running statistic out
+        t_ours["extra.weight"] = float("inf")  # not in fp64's state_dict
+        res = self.tx.compare_fp64(loss, (ours, g32, g64), (t_ours, t32), names)
+        w = res["updated_weights"]
+        self.assertFalse(w["ok"])
+        self.assertEqual((w["missing"], w["extra"], w["failing"], w["checked"]),
+                         (["bn1.running_var"], ["extra.weight"], 0, 13))
+        passed, lines = self.tx.fp64_verdict(res)
+        self.assertFalse(passed)
+        self.assertIn("  missing (1): bn1.running_var", lines)
+        self.assertIn("  unknown (1): extra.weight", lines)
+        # A gradient norm missing from ours, one fp64 does not know, one torch32 lacks.
+        o = dict(ours, **{"fc.unknown": 1.0})
+        del o["p0.weight"]
+        g = self.tx.compare_fp64(loss, (o, {k: v for k, v in g32.items() if k != "p1.weight"},
+                                        g64), self.fp64_case()[2], names)["grad_norms"]
+        self.assertEqual((g["ok"], g["missing"], g["extra"], g["missing_torch32"], g["checked"]),
+                         (False, ["p0.weight"], ["fc.unknown"], ["p1.weight"], 10))
+        # Non-finite values: ours' NaN gradient norm, a NaN tensor, torch32's inf, a NaN loss.
+        o = dict(ours, **{"p2.weight": float("nan")})
+        t_ours, t32 = self.fp64_case()[2]
+        t_ours["p3.weight"] = float("nan")
+        t32 = dict(t32, **{"p5.weight": float("inf")})
+        res = self.tx.compare_fp64((float("nan"), 7.0, 7.0), (o, g32, g64), (t_ours, t32), names)
+        g, w = res["grad_norms"], res["updated_weights"]
+        self.assertFalse(res["loss"]["ok"])
+        self.assertEqual((g["ok"], g["non_finite"], g["worst"][0][0]), (False, ["p2.weight"],
+                                                                         "p2.weight"))
+        self.assertEqual(g["ours"]["max"], float("inf"))
+        self.assertEqual((w["ok"], w["non_finite"]), (False, ["p3.weight", "p5.weight"]))
+        self.assertEqual(w["worst"][0][:2], ["p3.weight", w["worst"][0][1]])
+        self.assertIsNone(w["worst"][0][3])
+        passed, lines = self.tx.fp64_verdict(res)
+        self.assertFalse(passed)
+        self.assertTrue(lines[1].startswith("fp64 loss") and lines[1].endswith("FAIL"), lines)
+
+    def test_fp64_rounding_noise_is_judged_apart(self):
+        # vgg16_bn: a convolution's bias ahead of BatchNorm has gradient 0 in exact arithmetic;
+        # fp64 gives ~1e-15, fp32 ~1e-6 of noise: torch32's relative error is ~1e9.
+        g64 = {"features.0.weight": 42.0, "features.0.bias": 5e-15, "features.1.weight": 2.25}
+        g32 = {"features.0.weight": 42.0 * (1 + 1e-7), "features.0.bias": 4e-6,
+               "features.1.weight": 2.25 * (1 - 1e-6)}
+        ours = dict(g32, **{"features.0.bias": 2e-5})  # 5x PyTorch's noise: passes
+        names = ["features.0.weight"]
+        tensors = ({"features.0.weight": 1e-7}, {"features.0.weight": 1e-7})
+        res = self.tx.compare_fp64((7.0, 7.0, 7.0), (ours, g32, g64), tensors, names)
+        g = res["grad_norms"]
+        self.assertTrue(g["ok"])
+        self.assertEqual((g["noise"], g["noise_over"], g["over"]), (["features.0.bias"], 0, 0))
+        self.assertEqual([r[0] for r in g["worst"]], ["features.1.weight", "features.0.weight"])
+        self.assertEqual(g["noise_worst"][0][0], "features.0.bias")
+        self.assertAlmostEqual(g["noise_worst"][0][3], 5.0)
+        self.assertAlmostEqual(g["ours"]["max"], 1e-6)  # noise left out of max and median
+        passed, lines = self.tx.fp64_verdict(res)
+        self.assertTrue(passed, lines)
+        self.assertTrue([t for t in lines if "features.0.bias" in t and "(noise)" in t], lines)
+        self.assertTrue([t for t in lines if t.startswith("fp64 grad norms") and "1 noise (0 over"
+                         " 100x)" in t], lines)
+        # 1000x the noise (a real error, e.g. BN's mean term left out of the backward) fails; so
+        # does 5x with --fp64-noise-factor 2 (the plain rule).
+        ours["features.0.bias"] = 4e-3
+        g = self.tx.compare_fp64((7.0, 7.0, 7.0), (ours, g32, g64), tensors, names)["grad_norms"]
+        self.assertEqual((g["ok"], g["noise_over"], g["failing_names"]),
+                         (False, 1, ["features.0.bias"]))
+        ours["features.0.bias"] = 2e-5
+        g = self.tx.compare_fp64((7.0, 7.0, 7.0), (ours, g32, g64), tensors, names,
+                                 noise_factor=2)["grad_norms"]
+        self.assertFalse(g["ok"])
+        ours["features.0.bias"] = 0.0  # exactly 0: error 1, far under the noise
+        self.assertTrue(self.tx.compare_fp64((7.0, 7.0, 7.0), (ours, g32, g64), tensors,
+                                             names)["grad_norms"]["ok"])
+        a = self.tx.parse_args(["--binary", "/b", "--fp64"])
+        self.assertEqual(a.fp64_noise_factor, 100.0)
+        rc, err = quiet(self.tx.parse_args, ["--binary", "/b", "--fp64-noise-factor", "-1"])
+        self.assertEqual(rc, 2)
+        self.assertIn("--fp64-noise-factor must be positive", err)
+
     @unittest.skipIf(HAVE_TORCH, "torch is installed")
     def test_without_torch_main_says_so(self):
         rc, err = quiet(self.tx.main, [])

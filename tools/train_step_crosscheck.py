@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Correctness check of one training step (issue 4), PyTorch half: one SGD step of a torchvision
-ResNet from the same .safetensors weights and batch must give the same loss, gradient norms and
+network from the same .safetensors weights and batch must give the same loss, gradient norms and
 updated weights as cnnbench's training step.
 
 Steps:
   1. torch.manual_seed(seed); torchvision.models.<network>(weights=None, num_classes=C) (PyTorch's
      init; BN weight 1, bias 0, running stats 0 and 1), then x ~ N(0,1) float32 [B,3,S,S] and labels
-     ~ U{0..C-1} int64 [B] from the same generator.
+     ~ U{0..C-1} int64 [B] from the same generator. Every dropout module's p is set to 0 (VGG and
+     AlexNet; see Networks below).
   2. Writes, in --workdir (a temp dir otherwise):
        <network>_seed<seed>.safetensors       the state_dict in torchvision's names: every
                                               parameter, BN running_mean/running_var (F32) and
@@ -21,14 +22,19 @@ Steps:
      statistics updated with momentum 0.1 and the unbiased variance, num_batches_tracked + 1),
      loss = CrossEntropyLoss (mean over the batch), backward, torch.optim.SGD(lr, momentum,
      weight_decay).step() from a fresh optimizer (so the momentum buffer is grad + wd * w).
+     With --fp64 also the same step in float64 on the same device (a deep copy of the initial model,
+     .double(), x.double(), the same labels and SGD settings; TF32 does not apply).
   4. Writes reference_<network>_b<B>_seed<seed>.json: the settings, "loss", "grad_norms" (L2 norm
      of each parameter's gradient dL/dp, before weight decay), "updated_weight_norms",
-     "relative_change" (||w1 - w0|| / ||w0|| per parameter) and "relative_change_summary"; and
-     reference_updated_<network>_b<B>_seed<seed>.safetensors: the state_dict after the step.
+     "relative_change" (||w1 - w0|| / ||w0|| per parameter) and "relative_change_summary" (with
+     --fp64 also "fp64": the float64 step's "loss" and "grad_norms"); and
+     reference_updated_<network>_b<B>_seed<seed>.safetensors: the state_dict after the fp32 step.
   5. Only with --binary PATH: runs
        PATH --network=N --weights=W --input=X --labels=Y --batch=B --input_size=S --num_classes=C
             --precision=fp32 --optimizer=sgd --lr=LR --momentum=M --weight_decay=WD
-            --output=OURS.safetensors --report=OURS.json  [--extra ...]
+            --output=OURS.safetensors --report=OURS.json  [--dropout=0]  [--extra ...]
+     (--dropout=0, the binary's override of every dropout probability of the graph, only for the
+     networks that have dropout.)
      The binary's contract: load W (as cnnbench_infer --weights), X and Y; run one training step as
      in 3.; write OURS.safetensors holding every floating-point tensor of W, updated (parameters
      after the SGD step, BN running statistics after the forward), F32 (num_batches_tracked may be
@@ -42,18 +48,40 @@ Steps:
        listed; a parameter missing from grad_norms, an unknown one, or a non-finite value fails;
        each updated tensor's relative L2 error ||ours - ref|| / ||ref|| < --weight-tol (1e-4), the
        worst listed; a missing tensor fails.
+  6. Only with --fp64 (which needs --binary): "is cnnbench's fp32 step as exact as PyTorch's fp32
+     step". For the loss, each gradient norm and each updated floating-point tensor (parameters and
+     BN running statistics), PyTorch fp32's relative error against the float64 step and ours'
+     (compare_fp64, judge_fp64, fp64_verdict, pure functions), side by side, the worst --worst
+     listed by ours' error, with the max and median of each. One fails where ours' error is over
+     --fp64-factor (2) x PyTorch fp32's AND over a floor, the fp32 check's tolerance / 10 (loss
+     1e-5, gradient norms 1e-4, tensors 1e-5 by default); a non-finite error (either side), a
+     missing or unknown name fails too. Rounding noise is judged apart: where PyTorch fp32's own
+     error is at least 1 (not one correct digit: the value is 0 in exact arithmetic, to fp32's
+     precision; vgg16_bn's convolution biases ahead of BatchNorm, their gradients and, from 0,
+     updated values) ours' fails only over --fp64-noise-factor (100) x PyTorch fp32's, so that
+     noise against noise passes and a real error (orders of magnitude over it) does not; these
+     are counted and listed as "noise" and left out of the max and median. Printed after the
+     fp32 verdict, its lines starting "fp64"; --out's "fp64" key.
 
 Exit status: 0 the reference was written (without --binary) or every check passed; 1 a check
 failed; 2 bad arguments, no CUDA device (unless --device cpu), or the binary failed (non-zero
-exit, timeout, missing or malformed output; its stderr is printed). --out writes the verdict as
-JSON.
+exit, timeout, missing or malformed output; its stderr is printed). With --fp64 the fp64 check
+(6.) alone decides between 0 and 1; the fp32 verdict is still printed and is --out's "pass".
+--out writes the verdict as JSON ("exit_status", and "verdict_from": "fp32" or "fp64").
 
 Networks: resnet50 (default) and resnet152, which have no dropout or stochastic depth, so a step
-is fully determined by weights and batch. Needs torch and torchvision (imported where used, so the
-comparison logic is testable without them); the safetensors files are written by
-crosscheck_torchvision.write_safetensors (the safetensors library where installed).
+is fully determined by weights and batch; vgg16, vgg16_bn and alexnet, whose classifiers have
+nn.Dropout: the tool sets every dropout module's p to 0 before the step and passes --dropout=0 to
+the binary, so theirs is too (AlexNet needs --input-size >= 63; VGG and AlexNet at 224, batch 8,
+are fine). vgg16_bn's 13 convolution biases ahead of BatchNorm have gradients 0 in exact
+arithmetic (and stay near their initial 0): PyTorch's fp32 values are rounding noise, which the
+fp32 check compares as it stands (it fails there unless ours' noise is the same), --fp64 as noise
+(step 6). Needs torch and torchvision (imported where used, so the comparison logic is testable
+without them); the safetensors files are written by crosscheck_torchvision.write_safetensors (the
+safetensors library where installed).
 """
 import argparse
+import copy
 import datetime
 import json
 import math
@@ -64,9 +92,20 @@ import subprocess
 import sys
 import tempfile
 
-NETWORKS = ("resnet50", "resnet152")
+NETWORKS = ("resnet50", "resnet152", "vgg16", "vgg16_bn", "alexnet")
+DROPOUT_NETWORKS = ("vgg16", "vgg16_bn", "alexnet")  # run with dropout p = 0 (--dropout=0)
+MIN_INPUT_SIZE = {"resnet50": (32, "ResNet's five stride-2 stages"),
+                  "resnet152": (32, "ResNet's five stride-2 stages"),
+                  "vgg16": (32, "VGG's five 2x2 max pools"),
+                  "vgg16_bn": (32, "VGG's five 2x2 max pools"),
+                  "alexnet": (63, "AlexNet's stride-4 11x11 convolution and three 3x3 stride-2 "
+                                  "max pools")}
 DEFAULTS = {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-4}
 LOSS_TOL, GRAD_TOL, WEIGHT_TOL = 1e-4, 1e-3, 1e-4
+FP64_FACTOR = 2.0  # --fp64: ours' error against fp64 may be up to this x PyTorch fp32's
+FP64_FLOOR_DIVISOR = 10  # --fp64: errors below the fp32 check's tolerance / this always pass
+FP64_NOISE_LEVEL = 1.0  # --fp64: PyTorch fp32's error at least this: the value is rounding noise
+FP64_NOISE_FACTOR = 100.0  # --fp64: ours' error on noise may be up to this x PyTorch fp32's
 
 
 # --------------------------------------------------------------------------------------------
@@ -142,6 +181,148 @@ def verdict(loss, grads, weights):
     return passed, lines
 
 
+def error_key(v):
+    """An error as a sort key and statistic: inf for NaN or a non-number."""
+    return math.inf if not is_number(v) or math.isnan(v) else v
+
+
+def error_ratio(ours, torch32):
+    """ours / torch32 of two errors; inf where only torch32's is 0; None where both are 0 or
+    either is not finite."""
+    o, t = error_key(ours), error_key(torch32)
+    if not (math.isfinite(o) and math.isfinite(t)):
+        return None
+    if t > 0:
+        return o / t
+    return math.inf if o > 0 else None
+
+
+def judge_fp64(ours, torch32, expected, floor, factor=FP64_FACTOR, worst=10,
+               noise_factor=FP64_NOISE_FACTOR):
+    """Ours' errors against PyTorch's float64 step beside PyTorch fp32's, per name.
+
+    ours, torch32: {name: error against fp64 (relative; inf/NaN for non-finite)}; expected: every
+    name that must be there. A name fails where either error is not finite, or where ours' is over
+    factor x torch32's and over the absolute floor. A "noise" name, whose torch32 error is at least
+    FP64_NOISE_LEVEL (1: not one correct digit, so the value is 0 in exact arithmetic to fp32's
+    precision, as the gradient of a convolution's bias ahead of BatchNorm), fails only where ours'
+    error is over noise_factor x torch32's: fp32 rounding noise against noise. The check fails on
+    any failing name, a name missing from ours or torch32, or one in ours that is not expected.
+    Returns {"ok", "checked", "failing" (count), "failing_names", "over" (ours > factor x torch32
+    and > floor: count), "noise_over" (noise names over noise_factor: count), "non_finite": [...],
+    "noise": [...], "missing", "missing_torch32", "extra", "ours":
+    {"max", "median"} and "torch32": {"max", "median"} (over the checked names but noise), "worst"
+    and "noise_worst": [[name, ours, torch32, ratio], ...] by ours' error, largest first, "floor",
+    "factor", "noise_factor"}.
+    """
+    exp = set(expected)
+    missing = sorted(exp - set(ours))
+    missing32 = sorted(exp - set(torch32))
+    extra = sorted(set(ours) - exp)
+    checked = [k for k in ours if k in exp and k in torch32]
+    ranked = sorted(checked, key=lambda k: (-error_key(ours[k]), k))
+    over, noise_over, non_finite, noise = [], [], [], []
+    for k in ranked:
+        o, t = error_key(ours[k]), error_key(torch32[k])
+        if not (math.isfinite(o) and math.isfinite(t)):
+            non_finite.append(k)
+        elif t >= FP64_NOISE_LEVEL:
+            noise.append(k)
+            if o > noise_factor * t:
+                noise_over.append(k)
+        elif o > factor * t and o > floor:
+            over.append(k)
+
+    def stats(vals):
+        vals = [error_key(v) for v in vals]
+        return ({"max": max(vals), "median": statistics.median(vals)} if vals else
+                {"max": None, "median": None})
+
+    def rows(names):
+        return [[k, ours[k], torch32[k], error_ratio(ours[k], torch32[k])] for k in names[:worst]]
+
+    bad, noisy = set(over) | set(noise_over) | set(non_finite), set(noise)
+    failing = [k for k in ranked if k in bad]
+    plain = [k for k in ranked if k not in noisy]
+    return {"ok": not failing and not missing and not missing32 and not extra,
+            "checked": len(checked), "failing": len(failing), "failing_names": failing,
+            "over": len(over), "noise_over": len(noise_over), "non_finite": non_finite,
+            "noise": noise, "missing": missing, "missing_torch32": missing32, "extra": extra,
+            "ours": stats(ours[k] for k in plain), "torch32": stats(torch32[k] for k in plain),
+            "worst": rows(plain), "noise_worst": rows(noise), "floor": floor, "factor": factor,
+            "noise_factor": noise_factor}
+
+
+def fp64_norm_errors(ours, torch32, fp64):
+    """(ours', torch32's) {name: relative error against fp64's value} of {name: number} dicts,
+    over the names fp64 has; ours' names that fp64 lacks get inf (judge_fp64: unknown)."""
+    eo = {k: rel_err(v, fp64[k]) if k in fp64 else math.inf for k, v in ours.items()}
+    et = {k: rel_err(v, fp64[k]) for k, v in torch32.items() if k in fp64}
+    return eo, et
+
+
+def compare_fp64(loss, grads, tensors, tensor_names, tols=(LOSS_TOL, GRAD_TOL, WEIGHT_TOL),
+                 factor=FP64_FACTOR, worst=10, noise_factor=FP64_NOISE_FACTOR):
+    """The --fp64 check: judge_fp64 of the loss, the gradient norms and the updated tensors.
+
+    loss: (ours, torch32, fp64) numbers; grads: (ours, torch32, fp64) {name: norm}; tensors:
+    (ours, torch32) {name: relative L2 error against fp64's updated tensor}; tensor_names: fp64's
+    floating-point tensors (parameters and BN running statistics); tols: the fp32 check's (loss,
+    grad, weight) tolerances, whose tenths (FP64_FLOOR_DIVISOR) are the floors. Returns {"loss"
+    (with "ours_value", "torch32_value", "fp64_value"), "grad_norms", "updated_weights"}.
+    """
+    lo, lt, l64 = loss
+    kw = {"factor": factor, "worst": worst, "noise_factor": noise_factor}
+    res_loss = judge_fp64({"loss": rel_err(lo, l64)}, {"loss": rel_err(lt, l64)}, ["loss"],
+                          tols[0] / FP64_FLOOR_DIVISOR, **kw)
+    res_loss.update({"ours_value": lo, "torch32_value": lt, "fp64_value": l64})
+    eo, et = fp64_norm_errors(*grads)
+    res_grads = judge_fp64(eo, et, list(grads[2]), tols[1] / FP64_FLOOR_DIVISOR, **kw)
+    res_weights = judge_fp64(tensors[0], tensors[1], tensor_names, tols[2] / FP64_FLOOR_DIVISOR,
+                             **kw)
+    return {"loss": res_loss, "grad_norms": res_grads, "updated_weights": res_weights}
+
+
+def fp64_verdict(res):
+    """(passed, lines) of compare_fp64's result; every summary line starts with "fp64"."""
+    def ratio(r):
+        return "n/a" if r is None else f"{r:.3g}"
+
+    lw = res["loss"]
+    factor = lw["factor"]
+    lines = [f"fp64 check: errors against PyTorch's float64 step, ours beside PyTorch fp32's "
+             f"(torch32); fails where ours > {factor:g}x torch32 and > the floor (noise, torch32 "
+             f"err >= {FP64_NOISE_LEVEL:g}: ours > {lw['noise_factor']:g}x torch32)"]
+    row = (lw["worst"] + lw["noise_worst"])[:1]
+    if row:
+        _, eo, et, r = row[0]
+        lines.append(f"fp64 {'loss':<16}ours {fmt(eo)}  torch32 {fmt(et)}  ours/torch32 "
+                     f"{ratio(r)}  (floor {lw['floor']:.0e})  {'ok' if lw['ok'] else 'FAIL'}")
+    else:
+        lines.append(f"fp64 {'loss':<16}not compared  FAIL")
+    for title, key in (("grad norms", "grad_norms"), ("updated weights", "updated_weights")):
+        r = res[key]
+        lines.append(f"fp64 {title:<16}{r['checked']} compared, {r['over']} over {factor:g}x "
+                     f"torch32 and floor {r['floor']:.0e}, {len(r['non_finite'])} non-finite, "
+                     f"{len(r['noise'])} noise ({r['noise_over']} over "
+                     f"{r['noise_factor']:g}x); max ours {fmt(r['ours']['max'])} torch32 "
+                     f"{fmt(r['torch32']['max'])}, median ours {fmt(r['ours']['median'])} "
+                     f"torch32 {fmt(r['torch32']['median'])}  {'ok' if r['ok'] else 'FAIL'}")
+        for what, field in (("missing", "missing"), ("missing in torch32", "missing_torch32"),
+                            ("unknown", "extra")):
+            if r[field]:
+                lines.append(f"  {what} ({len(r[field])}): {', '.join(r[field][:10])}")
+        if r["worst"] or r["noise_worst"]:
+            lines.append(f"    {'':<40} {'ours':<10} {'torch32':<10} ours/torch32")
+        for name, eo, et, q in r["worst"] + r["noise_worst"]:
+            mark = "  FAIL" if name in r["failing_names"] else ""
+            tag = "  (noise)" if name in r["noise"] else ""
+            lines.append(f"    {name:<40} {fmt(eo):<10} {fmt(et):<10} {ratio(q)}{tag}{mark}")
+    passed = all(res[k]["ok"] for k in ("loss", "grad_norms", "updated_weights"))
+    lines.append("fp64 PASS" if passed else "fp64 FAIL")
+    return passed, lines
+
+
 def parse_report(obj, path="report"):
     """(loss, grad_norms) of the binary's report JSON, or ValueError saying what is wrong."""
     if not isinstance(obj, dict):
@@ -178,6 +359,8 @@ def binary_command(args, files):
            "--precision=fp32", "--optimizer=sgd", f"--lr={args.lr!r}",
            f"--momentum={args.momentum!r}", f"--weight_decay={args.weight_decay!r}",
            f"--output={files['ours']}", f"--report={files['ours_report']}"]
+    if args.network in DROPOUT_NETWORKS:
+        cmd.append("--dropout=0")  # the binary's override of every dropout probability
     return cmd + shlex.split(args.extra)
 
 
@@ -194,7 +377,7 @@ def file_names(workdir, args):
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description="One SGD step of a torchvision ResNet as the "
+    ap = argparse.ArgumentParser(description="One SGD step of a torchvision network as the "
                                              "reference for cnnbench's training step.")
     ap.add_argument("--network", default="resnet50", choices=NETWORKS)
     ap.add_argument("--batch", type=int, default=8)
@@ -215,12 +398,21 @@ def parse_args(argv=None):
     ap.add_argument("--grad-tol", type=float, default=GRAD_TOL)
     ap.add_argument("--weight-tol", type=float, default=WEIGHT_TOL)
     ap.add_argument("--worst", type=int, default=10, help="how many of the worst to list")
+    ap.add_argument("--fp64", action="store_true",
+                    help="also the step in float64: judge ours' and PyTorch fp32's errors against "
+                         "it (this check decides the exit status; needs --binary)")
+    ap.add_argument("--fp64-factor", type=float, default=FP64_FACTOR,
+                    help="--fp64: ours' error may be up to this x PyTorch fp32's (default 2)")
+    ap.add_argument("--fp64-noise-factor", type=float, default=FP64_NOISE_FACTOR,
+                    help="--fp64: the same for rounding noise, where PyTorch fp32's error is at "
+                         "least 1 (default 100; --fp64-factor's value: the plain rule)")
     ap.add_argument("--out", default=None, help="write the verdict JSON here")
     args = ap.parse_args(argv)
     if args.batch < 1:
         ap.error(f"--batch must be positive, not {args.batch}")
-    if args.input_size < 32:
-        ap.error(f"--input-size must be at least 32 (ResNet's five stride-2 stages), not "
+    least, why = MIN_INPUT_SIZE[args.network]
+    if args.input_size < least:
+        ap.error(f"--input-size must be at least {least} for {args.network} ({why}), not "
                  f"{args.input_size}")
     if args.num_classes < 2:
         ap.error("--num-classes must be at least 2")
@@ -233,28 +425,51 @@ def parse_args(argv=None):
             ap.error(f"--{k.replace('_', '-')} must be positive")
     if args.worst < 0:
         ap.error("--worst must not be negative")
+    for k in ("fp64_factor", "fp64_noise_factor"):
+        if not getattr(args, k) > 0:
+            ap.error(f"--{k.replace('_', '-')} must be positive")
+    if args.fp64 and not args.binary:
+        ap.error("--fp64 compares the binary's step against float64: it needs --binary")
     return args
 
 
 # --------------------------------------------------------------------------------------------
 # The torch part
 # --------------------------------------------------------------------------------------------
+def disable_dropout(torch, model):
+    """Sets every dropout module's p to 0; how many there are."""
+    kinds = getattr(torch.nn.modules.dropout, "_DropoutNd", torch.nn.Dropout)  # Dropout, 2d, ...
+    n = 0
+    for m in model.modules():
+        if isinstance(m, kinds):
+            m.p = 0.0
+            n += 1
+    return n
+
+
 def make_problem(torch, torchvision, args):
-    """(model on the CPU in train mode, x, labels), all from torch.manual_seed(seed)."""
+    """(model on the CPU in train mode, dropout p = 0, x, labels), all from
+    torch.manual_seed(seed)."""
     torch.manual_seed(args.seed)
     model = getattr(torchvision.models, args.network)(weights=None, num_classes=args.num_classes)
+    n = disable_dropout(torch, model)
+    if (n > 0) != (args.network in DROPOUT_NETWORKS):  # the binary gets --dropout=0 by the list
+        raise RuntimeError(f"{args.network} has {n} dropout modules: DROPOUT_NETWORKS is wrong")
     x = torch.randn(args.batch, 3, args.input_size, args.input_size, dtype=torch.float32)
     labels = torch.randint(0, args.num_classes, (args.batch,), dtype=torch.int64)
     return model.train(), x, labels
 
 
-def reference_step(torch, model, x, labels, args, device):
-    """One fp32 SGD step on `device`; (loss, grad norms, updated state_dict on the CPU)."""
-    model = model.to(device).train()
+def reference_step(torch, model, x, labels, args, device, dtype=None):
+    """One SGD step on `device` (in place: `model` is moved and stepped) in `dtype` where given
+    (model and x converted to it; float32 as they are otherwise); (loss, grad norms, updated
+    state_dict on the CPU)."""
+    kw = {} if dtype is None else {"dtype": dtype}
+    model = model.to(device, **kw).train()
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
                           weight_decay=args.weight_decay)
     opt.zero_grad(set_to_none=True)
-    out = model(x.to(device))
+    out = model(x.to(device, **kw))
     loss = torch.nn.functional.cross_entropy(out, labels.to(device))
     loss.backward()
     grad_norms = {n: p.grad.double().norm().item() for n, p in model.named_parameters()
@@ -361,7 +576,14 @@ def check(torch, torchvision, args, device, workdir):
     set_tf32_off(torch)
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
+    model64 = copy.deepcopy(model) if args.fp64 else None  # the initial model: steps are in place
     loss, grad_norms, updated = reference_step(torch, model, x, labels, args, device)
+    ref64 = None
+    if model64 is not None:
+        ref64 = reference_step(torch, model64, x, labels, args, device, torch.float64)
+    del model, model64  # the results are on the CPU: leave the GPU to the binary
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
     params = list(grad_norms)
     changes = {k: ((updated[k].double() - before[k].double()).norm()
                    / before[k].double().norm().clamp_min(1e-300)).item() for k in params}
@@ -370,6 +592,7 @@ def check(torch, torchvision, args, device, workdir):
             "num_classes": args.num_classes, "seed": args.seed, "precision": "fp32",
             "tf32": False, "optimizer": "sgd", "lr": args.lr, "momentum": args.momentum,
             "weight_decay": args.weight_decay, "device": str(device),
+            "dropout": 0.0 if args.network in DROPOUT_NETWORKS else None,
             "files": {k: files[k] for k in ("weights", "input", "labels", "reference_updated")}}
     reference = {**head, "loss": loss, "grad_norms": grad_norms,
                  "updated_weight_norms": {k: updated[k].double().norm().item() for k in params},
@@ -379,11 +602,16 @@ def check(torch, torchvision, args, device, workdir):
                               "gpu": (torch.cuda.get_device_name(device)
                                       if device.type == "cuda" else None)},
                  "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}
+    if ref64 is not None:
+        reference["fp64"] = {"loss": ref64[0], "grad_norms": ref64[1]}
     write_json(files["reference"], reference)
     s = reference["relative_change_summary"]
     print(f"reference: {args.network} batch {args.batch} at {args.input_size} px on {device}: "
           f"loss {loss:.6f}, {len(params)} parameters, relative change median "
           f"{s['median']:.3e}, max {s['max']:.3e} ({s['max_name']})")
+    if ref64 is not None:
+        print(f"  float64 step: loss {ref64[0]:.6f} (the fp32 step's relative error "
+              f"{fmt(rel_err(loss, ref64[0]))})")
     print(f"  written: {files['reference']}")
     if not args.binary:
         write_json(args.out, {**head, "reference": files["reference"], "checked": False})
@@ -422,10 +650,29 @@ def check(torch, torchvision, args, device, workdir):
     res_weights = judge_rel_errors(errors, expected, args.weight_tol, args.worst)
     passed, lines = verdict(res_loss, res_grads, res_weights)
     print("\n".join(lines))
-    write_json(args.out, {**head, "pass": passed, "command": cmd, "loss": res_loss,
-                          "grad_norms": res_grads, "updated_weights": res_weights,
-                          "reference": files["reference"]})
-    return 0 if passed else 1
+    doc = {**head, "pass": passed, "command": cmd, "loss": res_loss, "grad_norms": res_grads,
+           "updated_weights": res_weights, "reference": files["reference"], "verdict_from": "fp32",
+           "exit_status": 0 if passed else 1}
+    if ref64 is not None:
+        loss64, norms64, updated64 = ref64
+        names64 = [k for k, v in updated64.items() if v.is_floating_point()]
+        ours64 = tensor_rel_errors(torch, ours_tensors, updated64)
+        ours64 = {k: v for k, v in ours64.items() if updated64[k].is_floating_point()}
+        ours64.update({k: math.inf for k in ours_tensors if k not in updated64})
+        torch64 = tensor_rel_errors(torch, updated, updated64)
+        res64 = compare_fp64((ours_loss, loss, loss64), (ours_norms, grad_norms, norms64),
+                             (ours64, torch64), names64,
+                             (args.loss_tol, args.grad_tol, args.weight_tol), args.fp64_factor,
+                             args.worst, args.fp64_noise_factor)
+        passed64, lines64 = fp64_verdict(res64)
+        print("\n".join([""] + lines64))
+        print(f"exit status from the fp64 check: {'PASS' if passed64 else 'FAIL'} (fp32 check: "
+              f"{'PASS' if passed else 'FAIL'})")
+        doc.update({"fp64": {"pass": passed64, "factor": args.fp64_factor,
+                             "noise_factor": args.fp64_noise_factor, **res64},
+                    "verdict_from": "fp64", "exit_status": 0 if passed64 else 1})
+    write_json(args.out, doc)
+    return doc["exit_status"]
 
 
 if __name__ == "__main__":
