@@ -1133,6 +1133,29 @@ class TrainStepCrosscheckTest(unittest.TestCase):
         self.assertFalse(passed)
         self.assertTrue(lines[1].startswith("fp64 loss") and lines[1].endswith("FAIL"), lines)
 
+    def test_fp64_judges_the_spread_not_each_ratio(self):
+        # Device call 18, ResNet-50: per tensor, ours/torch32 ran from 0.4 to 19.5 while the
+        # maxima and medians agreed. A tensor 19.5x its own torch32 error but under 2x torch32's
+        # largest passes; one over 2x the largest fails; a median over 2x torch32's fails.
+        t32 = {"a": 6e-3, "b": 3e-4, "c": 2.7e-4, "d": 1.5e-4, "e": 2e-4}
+        ours = {"a": 5e-3, "b": 3e-4, "c": 2e-4, "d": 2.9e-3, "e": 3e-4}  # d: 19.3x its own
+        r = self.tx.judge_fp64(ours, t32, list(t32), floor=1e-4)
+        self.assertTrue(r["ok"], r)
+        self.assertTrue(r["median_ok"])
+        self.assertAlmostEqual([w for w in r["worst"] if w[0] == "d"][0][3], 2.9e-3 / 1.5e-4)
+        r = self.tx.judge_fp64(dict(ours, d=1.3e-2), t32, list(t32), floor=1e-4)
+        self.assertEqual((r["ok"], r["failing_names"]), (False, ["d"]))
+        shifted = {k: 4e-3 for k in t32}  # each under 2x the largest, the median 15x torch32's
+        r = self.tx.judge_fp64(shifted, t32, list(t32), floor=1e-4)
+        self.assertEqual((r["ok"], r["median_ok"], r["failing"]), (False, False, 0))
+        passed, lines = self.tx.fp64_verdict(self.tx.compare_fp64(
+            (7.0, 7.0, 7.0), ({k: 1 + v for k, v in shifted.items()},
+                              {k: 1 + v for k, v in t32.items()}, {k: 1.0 for k in t32}),
+            ({"w": 1e-7}, {"w": 1e-7}), ["w"]))
+        self.assertFalse(passed)
+        self.assertTrue([t for t in lines if t.startswith("fp64 grad norms")
+                         and "(median over)" in t], lines)
+
     def test_fp64_rounding_noise_is_judged_apart(self):
         # vgg16_bn: a convolution's bias ahead of BatchNorm has gradient 0 in exact arithmetic;
         # fp64 gives ~1e-15, fp32 ~1e-6 of noise: torch32's relative error is ~1e9.

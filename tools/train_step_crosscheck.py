@@ -203,13 +203,18 @@ def judge_fp64(ours, torch32, expected, floor, factor=FP64_FACTOR, worst=10,
 
     ours, torch32: {name: error against fp64 (relative; inf/NaN for non-finite)}; expected: every
     name that must be there. A name fails where either error is not finite, or where ours' is over
-    factor x torch32's and over the absolute floor. A "noise" name, whose torch32 error is at least
+    factor x the largest torch32 error of the set (noise names aside) and over the absolute floor;
+    the set fails too where ours' median error is over factor x torch32's median and the floor.
+    Not per name against torch32's own error: two fp32 steps' rounding errors on one tensor are
+    two draws of the same size, and on ResNet-50 (device call 18) their ratio ran from 0.4 to 19.5
+    over 161 gradient norms while the two maxima (5.96e-3, 5.74e-3) and medians (3.8e-4, 2.7e-4)
+    agreed. Each name's ours/torch32 ratio is still listed. A "noise" name, whose torch32 error is at least
     FP64_NOISE_LEVEL (1: not one correct digit, so the value is 0 in exact arithmetic to fp32's
     precision, as the gradient of a convolution's bias ahead of BatchNorm), fails only where ours'
     error is over noise_factor x torch32's: fp32 rounding noise against noise. The check fails on
     any failing name, a name missing from ours or torch32, or one in ours that is not expected.
-    Returns {"ok", "checked", "failing" (count), "failing_names", "over" (ours > factor x torch32
-    and > floor: count), "noise_over" (noise names over noise_factor: count), "non_finite": [...],
+    Returns {"ok", "checked", "failing" (count), "failing_names", "over" (ours > factor x torch32's
+    largest and > floor: count), "median_ok", "noise_over" (noise names over noise_factor: count), "non_finite": [...],
     "noise": [...], "missing", "missing_torch32", "extra", "ours":
     {"max", "median"} and "torch32": {"max", "median"} (over the checked names but noise), "worst"
     and "noise_worst": [[name, ours, torch32, ratio], ...] by ours' error, largest first, "floor",
@@ -222,6 +227,9 @@ def judge_fp64(ours, torch32, expected, floor, factor=FP64_FACTOR, worst=10,
     checked = [k for k in ours if k in exp and k in torch32]
     ranked = sorted(checked, key=lambda k: (-error_key(ours[k]), k))
     over, noise_over, non_finite, noise = [], [], [], []
+    plain32 = [error_key(torch32[k]) for k in checked
+               if math.isfinite(error_key(torch32[k])) and error_key(torch32[k]) < FP64_NOISE_LEVEL]
+    max32 = max(plain32) if plain32 else 0.0
     for k in ranked:
         o, t = error_key(ours[k]), error_key(torch32[k])
         if not (math.isfinite(o) and math.isfinite(t)):
@@ -230,7 +238,7 @@ def judge_fp64(ours, torch32, expected, floor, factor=FP64_FACTOR, worst=10,
             noise.append(k)
             if o > noise_factor * t:
                 noise_over.append(k)
-        elif o > factor * t and o > floor:
+        elif o > factor * max32 and o > floor:
             over.append(k)
 
     def stats(vals):
@@ -244,11 +252,15 @@ def judge_fp64(ours, torch32, expected, floor, factor=FP64_FACTOR, worst=10,
     bad, noisy = set(over) | set(noise_over) | set(non_finite), set(noise)
     failing = [k for k in ranked if k in bad]
     plain = [k for k in ranked if k not in noisy]
-    return {"ok": not failing and not missing and not missing32 and not extra,
+    so, st = stats(ours[k] for k in plain), stats(torch32[k] for k in plain)
+    median_ok = (so["median"] is None or so["median"] <= floor
+                 or so["median"] <= factor * st["median"])
+    return {"ok": not failing and median_ok and not missing and not missing32 and not extra,
+            "median_ok": median_ok,
             "checked": len(checked), "failing": len(failing), "failing_names": failing,
             "over": len(over), "noise_over": len(noise_over), "non_finite": non_finite,
             "noise": noise, "missing": missing, "missing_torch32": missing32, "extra": extra,
-            "ours": stats(ours[k] for k in plain), "torch32": stats(torch32[k] for k in plain),
+            "ours": so, "torch32": st,
             "worst": rows(plain), "noise_worst": rows(noise), "floor": floor, "factor": factor,
             "noise_factor": noise_factor}
 
@@ -291,8 +303,9 @@ def fp64_verdict(res):
     lw = res["loss"]
     factor = lw["factor"]
     lines = [f"fp64 check: errors against PyTorch's float64 step, ours beside PyTorch fp32's "
-             f"(torch32); fails where ours > {factor:g}x torch32 and > the floor (noise, torch32 "
-             f"err >= {FP64_NOISE_LEVEL:g}: ours > {lw['noise_factor']:g}x torch32)"]
+             f"(torch32); a tensor fails where ours > {factor:g}x torch32's largest error and > the "
+             f"floor, a set where ours' median > {factor:g}x torch32's (noise, torch32 err >= "
+             f"{FP64_NOISE_LEVEL:g}: ours > {lw['noise_factor']:g}x torch32's own)"]
     row = (lw["worst"] + lw["noise_worst"])[:1]
     if row:
         _, eo, et, r = row[0]
@@ -303,11 +316,12 @@ def fp64_verdict(res):
     for title, key in (("grad norms", "grad_norms"), ("updated weights", "updated_weights")):
         r = res[key]
         lines.append(f"fp64 {title:<16}{r['checked']} compared, {r['over']} over {factor:g}x "
-                     f"torch32 and floor {r['floor']:.0e}, {len(r['non_finite'])} non-finite, "
+                     f"torch32's max and floor {r['floor']:.0e}, {len(r['non_finite'])} non-finite, "
                      f"{len(r['noise'])} noise ({r['noise_over']} over "
                      f"{r['noise_factor']:g}x); max ours {fmt(r['ours']['max'])} torch32 "
                      f"{fmt(r['torch32']['max'])}, median ours {fmt(r['ours']['median'])} "
-                     f"torch32 {fmt(r['torch32']['median'])}  {'ok' if r['ok'] else 'FAIL'}")
+                     f"torch32 {fmt(r['torch32']['median'])}"
+                     f"{'' if r['median_ok'] else ' (median over)'}  {'ok' if r['ok'] else 'FAIL'}")
         for what, field in (("missing", "missing"), ("missing in torch32", "missing_torch32"),
                             ("unknown", "extra")):
             if r[field]:
