@@ -1268,6 +1268,17 @@ class ZooTableTest(TempFiles):
         # batch 32 comes from the second pair, beside that pair's PyTorch figure
         self.assertIn("| vgg16 | 32 | 13,000 | 12,500 | 1.04x | ok |", out)
 
+    def test_a_later_pair_without_the_peer_keeps_the_full_row(self):
+        a = self.gb([gb_entry("vgg16", "fp16", "graph", 32, 12000.0)], "a.json")
+        pa = self.pt([pt_row("fp16cl_graph", 32, 8000.0, model="vgg16")], "pa.json")
+        b = self.gb([gb_entry("vgg16", "fp16", "graph", 32, 12600.0),
+                     gb_entry("vgg16", "fp16", "graph", 128, 13000.0)], "b.json")
+        pb = self.pt([pt_row("fp16cl_graph", 1, 2000.0, model="vgg16")], "pb.json")
+        rc, out = self.run_table("--pair", a, pa, "--pair", b, pb, "--batches", "32,128")
+        self.assertEqual(rc, 1)
+        self.assertIn("| vgg16 | 32 | 12,000 | 8,000 | 1.50x | ok |", out)
+        self.assertIn("| vgg16 | 128 | 13,000 | – | – | FAIL: PyTorch not measured |", out)
+
     def test_batch1_needs_its_ratio_and_a_missing_or_failed_run_fails(self):
         a = self.gb([gb_entry("alexnet", "fp16", "graph", 1, 1200.0),
                      gb_entry("alexnet", "fp16", "graph", 8, 0, error="graph differs")], "a.json")

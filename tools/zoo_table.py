@@ -8,7 +8,8 @@ several networks: rows network x batch, from pairs of files measured in the same
 Each --pair is one cnnbench Google Benchmark JSON and the tools/pytorch_baseline.py JSON of the
 same call; every network the cnnbench file holds is read from it with the PyTorch rows of that
 same file (so a ratio never mixes calls). A network in several pairs gets its batches merged, a
-later pair's measurement replacing an earlier one's and an error never replacing a measurement.
+later pair's measurement replacing an earlier one's, but an error never replacing a measurement
+and a row without PyTorch's figure never replacing one with it.
 The last column names where each row was measured: the cnnbench file's folder (its last two
 parts, e.g. call10/e) and, where the PyTorch file lies elsewhere (another call), that folder too,
 so a ratio taken across calls shows as one. The ratio column is checked as in compare_pytorch.py --check (>= 1 at every batch, >= the
@@ -70,7 +71,12 @@ def main(argv=None):
                     old = rows.get(b)
                     if old and old[0] is not None and old[0].ok and not c.ok:
                         continue
-                    rows[b] = (c, pt.get(("graph", b)), where)
+                    peer = pt.get(("graph", b))
+                    complete = old and old[0] is not None and old[0].ok and old[1] is not None \
+                        and old[1].ok
+                    if complete and (peer is None or not peer.ok):
+                        continue  # a full pair is not replaced by one without PyTorch's figure
+                    rows[b] = (c, peer, where)
                 for (mode, b), c in pt.items():  # PyTorch measured it, cnnbench did not
                     if mode == "graph" and b not in rows:
                         rows[b] = (None, c, "PyTorch " + folder(pt_path))
