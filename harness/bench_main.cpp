@@ -156,8 +156,11 @@ class Session {
     c.input_seed = opt_.config.seed + 1;
     c.se_fold = opt_.se_fold;
     c.depthwise = opt_.depthwise;
+    const auto t0 = std::chrono::steady_clock::now();
     current_ = prepare_model(*ctx_, g, weights(job, g), c, opt_.config.warmup_ms,
                              [&](const Prepared& p) { log_layers(job, g, p, false); });
+    current_->prepare_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     key_ = key;
     log_layers(job, g, *current_, true);
     return *current_;
@@ -526,6 +529,9 @@ void run_benchmark(benchmark::State& state, Job job) {
     if (g_options->profile_forwards > 0)  // for a profiler: exactly N forwards, after warm-up
       state.counters["profiled_forwards"] =
           p.runner->profile(job.graph, g_options->profile_forwards);
+    // Time to the first result: plan building and autotuning dominate a sweep's wall time
+    // (EfficientNet-B4 at 128 took over 45 s in device call 18).
+    state.counters["prepare_s"] = p.prepare_s;
     Measurement m;
     m.batch = job.batch;
     m.replays_per_timing = chunk;

@@ -22,8 +22,9 @@ struct Prepared {
   std::unique_ptr<Model> model;
   std::unique_ptr<Runner> runner;
   DevicePeak peak;
-  uint64_t device_before = 0;        // the device's used memory before the model was built
-  double single_forward_ms = 0;      // measured during warm-up (graph replay)
+  uint64_t device_before = 0;    // the device's used memory before the model was built
+  double single_forward_ms = 0;  // measured during warm-up (graph replay)
+  double prepare_s = 0;          // wall time to build (autotune included), capture and warm it up
   std::vector<std::string> repairs;  // engines banned because the whole graph departed from eager
 };
 
