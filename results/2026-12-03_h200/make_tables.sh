@@ -7,6 +7,9 @@ pair() { echo --pair "$R/$1/zoo_$2.json" "$R/$1/${3:-zoo_pytorch}.json"; }
 # Calls in order: a later call's measurement of a (network, batch) replaces an earlier one's, and
 # each ratio is taken against PyTorch from the same call as the cnnbench figure.
 v=call5/v e=call6/e
+S16=$(for n in alexnet alexnet_lrn vgg16 vgg16_bn vgg19 vgg19_bn inception_bn inception_v3 resnet50 resnet152; do
+  pair call16/z $n; done)
+S17=$(for n in 0 1 2 3 4 5; do pair call17/z efficientnet_b$n ../../call18/p/zoo_pytorch; done)
 python3 tools/zoo_table.py $(pair call1 alexnet) $(pair $v alexnet_lrn) $(pair call1 vgg16) \
   $(pair $v vgg16_bn) $(pair $v vgg19) $(pair $v vgg19_bn) $(pair call2 inception_bn) \
   $(pair call2 inception_v3) $(pair call2 resnet50 pytorch) \
@@ -26,7 +29,13 @@ python3 tools/zoo_table.py $(pair call1 alexnet) $(pair $v alexnet_lrn) $(pair c
   $(pair call11/l efficientnet_b0 ../../call4/peer/zoo_pytorch) $(pair call11/l efficientnet_b4 ../../call4/peer/zoo_pytorch) \
   $(pair call11/l efficientnet_b7 ../../call9/pp/zoo_pytorch) \
   $(for n in 0 1 2 3 4 5 6 7; do pair call15/e efficientnet_b$n; done) \
+  $S16 $S17 \
+  $(pair call18/z efficientnet_b4 ../../call4/peer/zoo_pytorch) $(pair call18/z efficientnet_b5 ../../call6/e/zoo_pytorch) \
+  $(for n in 6 7; do pair call18/y efficientnet_b$n ../../call10/pe/zoo_pytorch; pair call18/y efficientnet_b$n ../../call9/pp/zoo_pytorch; done) \
   --out-md $R/zoo_fp16_vs_pytorch_graph.md
+# This session's binaries alone (calls 16 to 18, the same inference code): each network beside
+# PyTorch in the same call (16) or on the next lease 30 minutes later (17 with 18's PyTorch).
+python3 tools/zoo_table.py $S16 $S17 --out-md $R/zoo_fp16_vs_pytorch_graph_calls16_18.md >/dev/null
 python3 tools/crosscheck_table.py $R/call5/c/crosscheck_*.json --out-md $R/crosscheck_fp32_fp16.md
 for c in call1 call2; do
   python3 tools/compare_pytorch.py --cnnbench $R/$c/zoo_resnet50.json --pytorch $R/$c/pytorch.json \
