@@ -60,7 +60,7 @@ PY=python3; /usr/bin/python3 -c 'import matplotlib' 2>/dev/null && PY=/usr/bin/p
 $PY tools/report.py $S/call1/zoo_alexnet.json $S/call1/zoo_vgg16.json $S/call2/zoo_inception_bn.json \
   $S/call2/zoo_inception_v3.json $S/call2/zoo_resnet50.json $S/call7/s/cnnbench.json \
   $S/call2/zoo_resnet152.json $S/call4/r/zoo_resnet152.json $S/call5/v/zoo_alexnet_lrn.json \
-  $S/call9/m/cnnbench.json $S/call11/m/cnnbench.json $S/call15/m/max_batch_8.json \
+  $S/call9/m/cnnbench.json $S/call11/m/cnnbench.json $S/call15/m/max_batch_8.json $S/call18/x/gemm.json \
   --out-dir $S/report --readme README.md
 # Issue 8's compare tool on two recorded default sweeps of ResNet-50 (the same cuDNN 9.19; the
 # suite's revision and the residual schedule changed between call 3 and call 7).
