@@ -536,7 +536,7 @@ TEST(GpuTrainStep, HalfPrecisionGradientsFollowFp32) {
 // distributions and batch, on the CPU). With dropout 0.5 at lr 0.002, as this test ran in calls
 // 12 to 16, PyTorch fails the same way we did. AlexNet went 9.31 -> 2.17 and AlexNet-LRN 4.93 ->
 // 2.26, both collapsing to the uniform guess. VGG-16-BN diverged, 3.34 -> 14.75. Device call 18
-// showed our VGG-16-BN gradients match PyTorch's. With the three classifiers' dropout off, PyTorch
+// showed our VGG-16-BN gradients match PyTorch's. With the AlexNets' dropout off, PyTorch
 // learns the batch: AlexNet 4.16 -> 0.17 at lr 5e-4, AlexNet-LRN 3.03 -> 0.069 at 5e-4;
 // VGG-16-BN, dropout on, 3.34 -> 0.0030 at lr 2e-4 (0.44 at its noisiest step).
 TEST(GpuTrainStep, TheRestOfTheZooLearnsOneBatch) {
