@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harness/check.h"
+#include "kernels/activation.cuh"
 #include "kernels/convert.cuh"
 #include "kernels/depthwise.h"
 
@@ -134,19 +135,6 @@ CNN_HD void load_tap(const float* tap, int lane, int tx, float* v) {
   }
 }
 
-CNN_HD float act_f(Act a, float v) {
-  switch (a) {
-    case Act::ReLU:
-      return fmaxf(v, 0.0f);
-    case Act::SiLU:
-      return v / (1.0f + expf(-v));
-    case Act::Sigmoid:
-      return 1.0f / (1.0f + expf(-v));
-    default:
-      return v;
-  }
-}
-
 // A thread's coordinates: threadIdx, blockIdx and blockDim (x: channel groups, y: strips).
 struct Thread {
   int x, y, bx, by, bdx, bdy;
@@ -242,7 +230,7 @@ CNN_HD void dw_fast_thread(const T* __restrict__ x, const T* __restrict__ bias, 
     if (p.ow0 + q < a.Wo) {
       float o[V];
 #pragma unroll
-      for (int v = 0; v < V; ++v) o[v] = act_f(a.act, acc[q][v] + b[v]);
+      for (int v = 0; v < V; ++v) o[v] = activate(a.act, acc[q][v] + b[v]);
       Vec<T, V>::store(yr + int64_t(q) * a.C, o);
     }
   }
@@ -278,7 +266,8 @@ CNN_HD void dw_generic_thread(const T* __restrict__ x, const T* __restrict__ bia
   }
   float o[V];
 #pragma unroll
-  for (int v = 0; v < V; ++v) o[v] = act_f(a.act, acc[v] + (bias ? load_f(bias, p.c0 + v) : 0.0f));
+  for (int v = 0; v < V; ++v)
+    o[v] = activate(a.act, acc[v] + (bias ? load_f(bias, p.c0 + v) : 0.0f));
   Vec<T, V>::store(y + (p.row * a.Wo + p.ow0) * a.C + p.c0, o);
 }
 

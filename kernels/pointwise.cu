@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "harness/check.h"
+#include "kernels/activation.cuh"
 #include "kernels/convert.cuh"
 #include "kernels/pointwise.h"
 
@@ -33,19 +34,6 @@ double act_ref(Act a, double v) {
 }
 
 namespace {
-
-__device__ __forceinline__ float activate(Act a, float v) {
-  switch (a) {
-    case Act::ReLU:
-      return fmaxf(v, 0.0f);
-    case Act::SiLU:
-      return v / (1.0f + expf(-v));
-    case Act::Sigmoid:
-      return 1.0f / (1.0f + expf(-v));
-    default:
-      return v;
-  }
-}
 
 template <typename T>
 __global__ void epilogue_kernel(T* y, const T* x, const T* scale, const T* bias, const T* z,
