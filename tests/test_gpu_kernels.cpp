@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "depthwise_cases.h"
 #include "gpu_util.h"
 #include "kernels/depthwise.h"
 #include "kernels/lrn.h"
@@ -255,19 +256,6 @@ TEST(GpuKernels, AdaptiveAvgPoolUsesPyTorchsBins) {
     }
   }
 }
-
-namespace {
-
-DepthwiseSpec dw_spec(Dims x, int k, int stride, Act act) {
-  DepthwiseSpec s;
-  s.x = x;
-  s.kernel = k, s.stride = stride, s.pad = k / 2;
-  s.y = {x.n, x.c, (x.h + 2 * s.pad - k) / stride + 1, (x.w + 2 * s.pad - k) / stride + 1};
-  s.act = act;
-  return s;
-}
-
-}  // namespace
 
 // Our depthwise conv against the host reference: k3 and k5 at strides 1 and 2 (the unrolled
 // kernel, each px choice), kernel 7 (generic), odd sizes, batch 2, channels that do not split

@@ -8,6 +8,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "depthwise_cases.h"
 #include "harness/check.h"
 #include "kernels/depthwise.h"
 #include "kernels/lrn.h"
@@ -104,18 +105,7 @@ TEST(KernelRefs, LayoutPermutationsRoundTrip) {
   EXPECT_EQ(nhwc_to_nchw(nhwc, d), nchw);
 }
 
-namespace {
-
-DepthwiseSpec dw_spec(Dims x, int k, int stride, Act act = Act::None) {
-  DepthwiseSpec s;
-  s.x = x;
-  s.kernel = k, s.stride = stride, s.pad = k / 2;
-  s.y = {x.n, x.c, (x.h + 2 * s.pad - k) / stride + 1, (x.w + 2 * s.pad - k) / stride + 1};
-  s.act = act;
-  return s;
-}
-
-}  // namespace
+using cnnbench::test::dw_spec;
 
 TEST(KernelRefs, DepthwiseReferenceByHand) {
   // One 3x3 image, two channels: channel 0 holds 1..9 with all-ones weights (each output is its
