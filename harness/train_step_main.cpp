@@ -4,16 +4,19 @@
 // integers [N]. Out: the state_dict after the step (parameters after the optimizer, BatchNorm
 // running statistics after the forward) as F32, and a JSON report with the step's loss (before
 // the update) and the L2 norm of every trainable parameter's gradient (before weight decay).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "harness/check.h"
 #include "harness/safetensors.h"
 #include "harness/session.h"
+#include "kernels/timing.h"
 #include "networks/registry.h"
 #include "networks/train_model.h"
 #include "networks/weights.h"
@@ -27,6 +30,7 @@ const char* kUsage =
                            [--num_classes=N] [--precision=fp32|tf32] [--optimizer=sgd|adam]
                            [--lr=X] [--momentum=X] [--weight_decay=X] [--engine=heuristic|autotune]
                            [--steps=N] [--reuse_memory=1|0] [--dropout=P]
+       cnnbench_train_step --network=NAME --breakdown=FILE --batch=N [--precision=P] [...]
   One training step (or --steps of them on the same batch; the report's loss is the first
   step's): the forward with BatchNorm in training mode, softmax cross-entropy (mean over the
   batch), the backward, then SGD (torch.optim.SGD, no dampening or Nesterov) or Adam
@@ -38,6 +42,11 @@ const char* kUsage =
   --output  the state_dict after the step(s), every floating-point tensor of --weights, F32
   --report  JSON: {"loss": the first step's loss, "losses": [...], "grad_norms": {name: L2 norm
             of dL/dp, the first step's}, "network", "precision", "batch", ...}
+  --breakdown=FILE  where the step's time goes: the whole step captured in a CUDA graph and
+            timed, then each of its launches alone (a graph of 10), written as JSON and printed
+            as a table by kind. --weights, --input and --labels may then be left out (the
+            suite's random weights, a uniform batch of --batch images, labels i % classes),
+            --output and --report too, and any precision runs (fp16, bf16 as the suite does).
 )";
 
 double to_double(const std::string& s, const char* what) {
@@ -50,11 +59,61 @@ double to_double(const std::string& s, const char* what) {
   throw UserError(std::string("--") + what + " must be a number, not '" + s + "'");
 }
 
+// --breakdown: the step's graph time, then each launch alone; JSON to `path`, a table to stdout.
+int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path) {
+  require_cuda_device();
+  GpuContext ctx;
+  TrainModel m(ctx, g, random_weights(g, 1), opt);
+  cudaStream_t s = nullptr;
+  CNN_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const double step_us = graph_us([&](cudaStream_t st) { m.step(st); }, s, 5);
+  CNN_CHECK_CUDA(cudaStreamDestroy(s));
+  const float loss = m.loss();
+  const std::vector<TrainModel::LaunchTime> t = m.time_each_launch(10);
+  // By kind: the label's first two words ("bwd-filter Conv", "fwd BatchNorm+relu").
+  std::map<std::string, std::pair<double, int>> kinds;
+  double sum = 0;
+  nlohmann::ordered_json launches = nlohmann::ordered_json::array();
+  for (const auto& l : t) {
+    const size_t a = l.label.find(' '), b = a == std::string::npos ? a : l.label.find(' ', a + 1);
+    auto& k = kinds[l.label.substr(0, b)];
+    k.first += l.us, k.second += 1;
+    sum += l.us;
+    launches.push_back({{"label", l.label}, {"us", l.us}});
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> sorted(kinds.begin(), kinds.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  std::printf("%s %s batch %d: step %.1f us (%.0f img/s), launches alone %.1f us, loss %.4f\n",
+              g.name().c_str(), precision_name(opt.precision), opt.batch, step_us,
+              opt.batch * 1e6 / step_us, sum, loss);
+  nlohmann::ordered_json by_kind = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : sorted) {
+    std::printf("  %-28s %5d launches %10.1f us %5.1f%%\n", k.c_str(), v.second, v.first,
+                100.0 * v.first / sum);
+    by_kind[k] = {{"launches", v.second}, {"us", v.first}};
+  }
+  nlohmann::ordered_json j;
+  j["network"] = g.name();
+  j["precision"] = precision_name(opt.precision);
+  j["batch"] = opt.batch;
+  j["engine"] = engine_mode_name(opt.engine);
+  j["step_us"] = step_us;
+  j["launches_sum_us"] = sum;
+  j["loss"] = loss;
+  j["by_kind"] = by_kind;
+  j["launches"] = launches;
+  std::ofstream f(path);
+  f << j.dump(1) << "\n";
+  if (!f) throw UserError("--breakdown: cannot write " + path);
+  return 0;
+}
+
 int run(int argc, char** argv) {
   std::string network, weights_path, input_path, labels_path, output_path, report_path,
       batch_s = "0", size_s = "0", classes_s = "1000", precision = "fp32", optimizer = "sgd",
       lr_s = "0.1", momentum_s = "0.9", wd_s = "0", engine = "heuristic", steps_s = "1",
-      reuse_s = "1", dropout_s;
+      reuse_s = "1", dropout_s, breakdown_path;
   for (int i = 1; i < argc; ++i) {
     if (take_flag(i, argc, argv, "help", nullptr)) {
       std::cout << kUsage;
@@ -77,24 +136,36 @@ int run(int argc, char** argv) {
         take_flag(i, argc, argv, "engine", &engine) ||
         take_flag(i, argc, argv, "steps", &steps_s) ||
         take_flag(i, argc, argv, "reuse_memory", &reuse_s) ||
-        take_flag(i, argc, argv, "dropout", &dropout_s))
+        take_flag(i, argc, argv, "dropout", &dropout_s) ||
+        take_flag(i, argc, argv, "breakdown", &breakdown_path))
       continue;
     throw UserError(std::string("unknown flag '") + argv[i] + "' (see --help)");
   }
+  const bool profile = !breakdown_path.empty();
   for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{"network", &network},
                                     {"weights", &weights_path},
                                     {"input", &input_path},
                                     {"labels", &labels_path},
                                     {"output", &output_path},
                                     {"report", &report_path}})
-    if (value->empty()) throw UserError(std::string("--") + flag + " is required (see --help)");
+    if (value->empty() && (!profile || std::string(flag) == "network"))
+      throw UserError(std::string("--") + flag + " is required (see --help)");
+  if (profile) {
+    if (!input_path.empty() || !labels_path.empty() || !weights_path.empty() ||
+        !output_path.empty() || !report_path.empty())
+      throw UserError(
+          "--breakdown runs on random weights and data: leave out --weights, --input, "
+          "--labels, --output and --report");
+    std::ofstream probe(breakdown_path, std::ios::app);
+    if (!probe) throw UserError("--breakdown: cannot write " + breakdown_path);
+  }
   network = find_network(network).name;
   if (optimizer != "sgd" && optimizer != "adam")
     throw UserError("--optimizer takes sgd or adam, not '" + optimizer + "'");
   TrainOptions opt;
   opt.optimizer = optimizer == "adam" ? Optimizer::Adam : Optimizer::SGD;
   opt.precision = parse_precision(precision);
-  if (opt.precision != Precision::FP32 && opt.precision != Precision::TF32)
+  if (!profile && opt.precision != Precision::FP32 && opt.precision != Precision::TF32)
     throw UserError(
         "--precision: this tool checks fp32 and tf32 steps (gradients unscaled), not '" +
         precision + "'");
@@ -114,6 +185,12 @@ int run(int argc, char** argv) {
     const double p = to_double(dropout_s, "dropout");
     if (!(p >= 0 && p < 1)) throw UserError("--dropout must be in [0, 1), not '" + dropout_s + "'");
     if (g.set_dropout_p(p) == 0) throw UserError("--dropout: " + network + " has no dropout layer");
+  }
+  if (profile) {
+    const long b = parse_count(batch_s, "batch");
+    if (b < 1) throw UserError("--breakdown needs --batch=N, N at least 1");
+    opt.batch = int(b);
+    return breakdown(g, opt, breakdown_path);
   }
   const HostWeights w = load_weights(g, weights_path);
   const SafetensorsFile wf = SafetensorsFile::load(weights_path);

@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -376,6 +378,254 @@ __global__ void bn_backward_dx(const T* x, const T* y, const T* dy, T* dx, int l
     float v = k * (d - db - xhat * dg);
     if (accumulate) v += load_f(dx, r * ld_x + c);
     store_f(dx, r * ld_x + c, v);
+  }
+}
+
+// ---- Vectorised BatchNorm (packed rows, channels a multiple of the 16-byte pack) ---------------
+//
+// The kernels above read one element per thread, 2 bytes in fp16, and the statistics pass divides
+// per element. These read a 16-byte pack of V adjacent channels per thread (V = 8 in fp16/bf16, 4
+// in fp32), keep that pack's per-channel constants in registers while walking rows, and Welford's
+// update shares one reciprocal across the pack. A block is vx packs across by vy row lanes,
+// numbered along the row first, so that a warp reads whole rows of a narrow tensor at once. They
+// write the same partial layout as the kernels above, so the finalize kernels are shared, and the
+// sums run in a fixed order: a run repeats bit for bit. Taken where every tensor is packed and
+// 16-byte aligned and V divides the channels; CNNBENCH_SCALAR_BN=1 keeps the kernels above (for
+// comparison).
+
+struct VecGeom {
+  int vx = 1, vy = 1;  // packs across a block, row lanes (vx * vy <= kThreads)
+  int tiles = 1;       // column tiles: tiles * vx >= packs
+};
+
+VecGeom vec_geom(int channels, int V) {
+  const int packs = channels / V;
+  VecGeom g;
+  g.tiles = (packs + 31) / 32;
+  g.vx = (packs + g.tiles - 1) / g.tiles;
+  g.vy = kThreads / g.vx;
+  return g;
+}
+
+bool scalar_bn_forced() {
+  static const bool forced = [] {
+    const char* e = std::getenv("CNNBENCH_SCALAR_BN");
+    return e && std::string(e) == "1";
+  }();
+  return forced;
+}
+
+// Whether the vectorised path takes tensors of `channels` with these strides and pointers.
+bool bn_vectorised(DType t, int channels, std::initializer_list<int> lds,
+                   std::initializer_list<const void*> ptrs) {
+  const int V = 16 / int(dtype_size(t));
+  if (scalar_bn_forced() || channels % V != 0) return false;
+  for (int ld : lds)
+    if (ld != channels) return false;
+  for (const void* p : ptrs)
+    if (p && !aligned16(p)) return false;
+  return true;
+}
+
+// Row blocks for a grid-stride pass over `rows`: about kMaxBlocks blocks in all.
+unsigned vec_row_blocks(int64_t rows, const VecGeom& g) {
+  const int64_t want = (rows + g.vy - 1) / g.vy;
+  const int64_t most = std::max<int64_t>(1, kMaxBlocks / g.tiles);
+  return unsigned(std::max<int64_t>(1, std::min<int64_t>({want, most, 65535})));
+}
+
+// Chunks for a statistics pass: about kTargetBlocks blocks, at least kMinRowsPerThread rows per
+// lane, and never more than channel_reduce_scratch_bytes made room for.
+int vec_chunks(int64_t rows, int channels, const VecGeom& g) {
+  const int64_t room = reduce_chunks(rows, channels, 1).count;
+  const int64_t want = (kTargetBlocks + g.tiles - 1) / g.tiles;
+  const int64_t most = std::max<int64_t>(
+      1, (rows + int64_t(g.vy) * kMinRowsPerThread - 1) / (int64_t(g.vy) * kMinRowsPerThread));
+  return int(std::max<int64_t>(1, std::min<int64_t>({room, want, most})));
+}
+
+// Pass 1 of the statistics: (count, mean, M2) per channel and chunk, to part[q][chunk][c].
+template <typename T, int V>
+__global__ void __launch_bounds__(kThreads)
+    bn_stats_vec(const T* x, int64_t rows, int C, int vx, int vy, int64_t rows_per, float* part) {
+  __shared__ float sh[(2 * V + 1) * kThreads];
+  const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
+  const int pack = blockIdx.x * vx + col;
+  const bool active = pack * V < C;
+  const int64_t r0 = int64_t(blockIdx.y) * rows_per, r1 = min(rows, r0 + rows_per);
+  float n = 0.0f, mean[V], m2[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) mean[k] = 0.0f, m2[k] = 0.0f;
+  if (active)
+    for (int64_t r = r0 + lane; r < r1; r += vy) {
+      float v[V];
+      load_pack<T, V>(x + r * C, pack, v);
+      n += 1.0f;
+      const float inv = 1.0f / n;
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const float d = v[k] - mean[k];
+        mean[k] += d * inv;
+        m2[k] += d * (v[k] - mean[k]);
+      }
+    }
+  const int me = threadIdx.x;
+  sh[me] = n;
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    sh[(1 + k) * kThreads + me] = mean[k], sh[(1 + V + k) * kThreads + me] = m2[k];
+  // Lanes merge pairwise: lane l takes lane l + h where l is a multiple of 2h.
+  for (int h = 1; h < vy; h *= 2) {
+    __syncthreads();
+    if (lane % (2 * h) == 0 && lane + h < vy) {
+      const int o = me + h * vx;
+      const float nb = sh[o];
+      if (nb != 0.0f) {
+        const float nn = n + nb, f = nb / nn;
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const float d = sh[(1 + k) * kThreads + o] - mean[k];
+          mean[k] += d * f;
+          m2[k] += sh[(1 + V + k) * kThreads + o] + d * d * n * f;
+          sh[(1 + k) * kThreads + me] = mean[k];
+          sh[(1 + V + k) * kThreads + me] = m2[k];
+        }
+        n = nn;
+        sh[me] = n;
+      }
+    }
+  }
+  if (lane != 0 || !active) return;
+  const int64_t plane = int64_t(gridDim.y) * C;
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const int64_t at = int64_t(blockIdx.y) * C + pack * V + k;
+    part[at] = n;
+    part[plane + at] = mean[k];
+    part[2 * plane + at] = m2[k];
+  }
+}
+
+// y = (x - mean) * invstd * gamma + beta, ReLU after when asked.
+template <typename T, int V>
+__global__ void __launch_bounds__(kThreads)
+    bn_apply_vec(const T* x, T* y, const float* mean, const float* invstd, const float* gamma,
+                 const float* beta, int64_t rows, int C, int vx, int vy, bool relu) {
+  const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
+  const int pack = blockIdx.x * vx + col;
+  if (pack * V >= C) return;
+  float mu[V], k[V], b[V];
+#pragma unroll
+  for (int q = 0; q < V; ++q) {
+    const int c = pack * V + q;
+    mu[q] = mean[c];
+    k[q] = invstd[c] * (gamma ? gamma[c] : 1.0f);
+    b[q] = beta ? beta[c] : 0.0f;
+  }
+  for (int64_t r = int64_t(blockIdx.y) * vy + lane; r < rows; r += int64_t(gridDim.y) * vy) {
+    float v[V];
+    load_pack<T, V>(x + r * C, pack, v);
+#pragma unroll
+    for (int q = 0; q < V; ++q) {
+      v[q] = (v[q] - mu[q]) * k[q] + b[q];
+      if (relu) v[q] = fmaxf(v[q], 0.0f);
+    }
+    store_pack<T, V>(y + r * C, pack, v);
+  }
+}
+
+// Backward pass 1: sum of dy (masked by y > 0 with ReLU) and of dy * xhat per channel and chunk,
+// to part[q][0][chunk][c] (channel_sums_finalize's layout with one segment).
+template <typename T, int V>
+__global__ void __launch_bounds__(kThreads)
+    bn_grad_sums_vec(const T* x, const T* y, const T* dy, const float* mean, const float* invstd,
+                     int64_t rows, int C, int vx, int vy, int64_t rows_per, bool relu,
+                     float* part) {
+  __shared__ float sh[2 * V * kThreads];
+  const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
+  const int pack = blockIdx.x * vx + col;
+  const bool active = pack * V < C;
+  const int64_t r0 = int64_t(blockIdx.y) * rows_per, r1 = min(rows, r0 + rows_per);
+  float s0[V], s1[V], mu[V], is[V];
+#pragma unroll
+  for (int q = 0; q < V; ++q) {
+    s0[q] = 0.0f, s1[q] = 0.0f;
+    mu[q] = active ? mean[pack * V + q] : 0.0f;
+    is[q] = active ? invstd[pack * V + q] : 0.0f;
+  }
+  if (active)
+    for (int64_t r = r0 + lane; r < r1; r += vy) {
+      float d[V], xv[V], yv[V];
+      load_pack<T, V>(dy + r * C, pack, d);
+      load_pack<T, V>(x + r * C, pack, xv);
+      if (relu) load_pack<T, V>(y + r * C, pack, yv);
+#pragma unroll
+      for (int q = 0; q < V; ++q) {
+        if (relu && !(yv[q] > 0.0f)) d[q] = 0.0f;
+        s0[q] += d[q];
+        s1[q] += d[q] * ((xv[q] - mu[q]) * is[q]);
+      }
+    }
+  const int me = threadIdx.x;
+#pragma unroll
+  for (int q = 0; q < V; ++q) sh[q * kThreads + me] = s0[q], sh[(V + q) * kThreads + me] = s1[q];
+  for (int h = 1; h < vy; h *= 2) {
+    __syncthreads();
+    if (lane % (2 * h) == 0 && lane + h < vy) {
+      const int o = me + h * vx;
+#pragma unroll
+      for (int q = 0; q < V; ++q) {
+        s0[q] += sh[q * kThreads + o];
+        s1[q] += sh[(V + q) * kThreads + o];
+        sh[q * kThreads + me] = s0[q];
+        sh[(V + q) * kThreads + me] = s1[q];
+      }
+    }
+  }
+  if (lane != 0 || !active) return;
+  const int64_t chunks = gridDim.y;
+#pragma unroll
+  for (int q = 0; q < V; ++q) {
+    const int64_t c = pack * V + q;
+    part[int64_t(blockIdx.y) * C + c] = s0[q];
+    part[(chunks + blockIdx.y) * C + c] = s1[q];
+  }
+}
+
+// Backward pass 2: dx (= or +=) gamma * invstd * (dy - dbeta / rows - xhat * dgamma / rows).
+template <typename T, int V>
+__global__ void __launch_bounds__(kThreads)
+    bn_backward_dx_vec(const T* x, const T* y, const T* dy, T* dx, const float* gamma,
+                       const float* mean, const float* invstd, const float* dgamma,
+                       const float* dbeta, int64_t rows, int C, int vx, int vy, bool relu,
+                       bool accumulate) {
+  const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
+  const int pack = blockIdx.x * vx + col;
+  if (pack * V >= C) return;
+  const float inv_rows = 1.0f / float(rows);
+  float mu[V], is[V], k[V], db[V], dg[V];
+#pragma unroll
+  for (int q = 0; q < V; ++q) {
+    const int c = pack * V + q;
+    mu[q] = mean[c], is[q] = invstd[c];
+    k[q] = (gamma ? gamma[c] : 1.0f) * is[q];
+    db[q] = dbeta[c] * inv_rows, dg[q] = dgamma[c] * inv_rows;
+  }
+  for (int64_t r = int64_t(blockIdx.y) * vy + lane; r < rows; r += int64_t(gridDim.y) * vy) {
+    float d[V], xv[V], yv[V], acc[V];
+    load_pack<T, V>(dy + r * C, pack, d);
+    load_pack<T, V>(x + r * C, pack, xv);
+    if (relu) load_pack<T, V>(y + r * C, pack, yv);
+    if (accumulate) load_pack<T, V>(dx + r * C, pack, acc);
+#pragma unroll
+    for (int q = 0; q < V; ++q) {
+      if (relu && !(yv[q] > 0.0f)) d[q] = 0.0f;
+      const float xhat = (xv[q] - mu[q]) * is[q];
+      float v = k[q] * (d[q] - db[q] - xhat * dg[q]);
+      if (accumulate) v += acc[q];
+      xv[q] = v;
+    }
+    store_pack<T, V>(dx + r * C, pack, xv);
   }
 }
 
@@ -775,8 +1025,28 @@ void launch_bn_forward_train(DType t, const void* x, void* y, const float* gamma
   const int C = s.channels;
   if (s.rows <= 0 || C <= 0) return;
   const int ld_x = ld_or(s.ld_x, C), ld_y = ld_or(s.ld_y, C);
-  const Chunks ch = reduce_chunks(s.rows, C, 1);
   float* part = static_cast<float*>(scratch);
+  if (bn_vectorised(t, C, {ld_x, ld_y}, {x, y})) {
+    CNN_DISPATCH_DTYPE(t, {
+      constexpr int V = 16 / sizeof(T);
+      const VecGeom g = vec_geom(C, V);
+      const int chunks = vec_chunks(s.rows, C, g);
+      const int64_t rows_per = (s.rows + chunks - 1) / chunks;
+      bn_stats_vec<T, V><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
+          static_cast<const T*>(x), s.rows, C, g.vx, g.vy, rows_per, part);
+      CNN_CHECK_LAUNCH();
+      bn_stats_finalize<<<channel_tiles(C), dim3(kTileC, kFinR), 0, stream>>>(
+          part, C, chunks, s.rows, float(s.eps), float(s.momentum), float(1.0 - s.momentum), mean,
+          invstd, running_mean, running_var);
+      CNN_CHECK_LAUNCH();
+      bn_apply_vec<T, V><<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<T*>(y), mean, invstd, gamma, beta, s.rows, C, g.vx,
+          g.vy, s.relu);
+      CNN_CHECK_LAUNCH();
+    });
+    return;
+  }
+  const Chunks ch = reduce_chunks(s.rows, C, 1);
   const dim3 block(kTileC, kTileR);
   CNN_DISPATCH_DTYPE(t, bn_stats_partial<T><<<dim3(channel_tiles(C), ch.count), block, 0, stream>>>(
                             static_cast<const T*>(x), ld_x, s.rows, C, ch.rows_per, part));
@@ -800,6 +1070,29 @@ void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, v
   if (!dgamma || !dbeta) throw std::invalid_argument("launch_bn_backward: dgamma and dbeta needed");
   if (s.relu && !y) throw std::invalid_argument("launch_bn_backward: the ReLU mask needs y");
   const int ld_x = ld_or(s.ld_x, C), ld_y = ld_or(s.ld_y, C);
+  if (bn_vectorised(t, C, {ld_x, ld_y}, {x, s.relu ? y : nullptr, dy, dx})) {
+    CNN_DISPATCH_DTYPE(t, {
+      constexpr int V = 16 / sizeof(T);
+      const VecGeom g = vec_geom(C, V);
+      const int chunks = vec_chunks(s.rows, C, g);
+      const int64_t rows_per = (s.rows + chunks - 1) / chunks;
+      float* part = static_cast<float*>(scratch);
+      const T* yt = s.relu ? static_cast<const T*>(y) : nullptr;
+      bn_grad_sums_vec<T, V><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
+          static_cast<const T*>(x), yt, static_cast<const T*>(dy), mean, invstd, s.rows, C, g.vx,
+          g.vy, rows_per, s.relu, part);
+      CNN_CHECK_LAUNCH();
+      channel_sums_finalize<2><<<dim3(channel_tiles(C), 1, 1), dim3(kTileC, kFinR), 0, stream>>>(
+          part, C, chunks, BnGradOut{dgamma, dbeta});
+      CNN_CHECK_LAUNCH();
+      bn_backward_dx_vec<T, V>
+          <<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
+              static_cast<const T*>(x), yt, static_cast<const T*>(dy), static_cast<T*>(dx), gamma,
+              mean, invstd, dgamma, dbeta, s.rows, C, g.vx, g.vy, s.relu, accumulate);
+      CNN_CHECK_LAUNCH();
+    });
+    return;
+  }
   CNN_DISPATCH_DTYPE(t, {
     const BnGradTerms<T> terms{static_cast<const T*>(x),
                                static_cast<const T*>(y),

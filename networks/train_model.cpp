@@ -14,6 +14,7 @@
 #include "kernels/pointwise.h"
 #include "kernels/pool.h"
 #include "kernels/storage.h"
+#include "kernels/timing.h"
 #include "kernels/train_kernels.h"
 #include "networks/compile.h"
 
@@ -294,8 +295,10 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   };
   void* const scratch = arena_.ptr(scratch_buf);
   std::vector<Op*> prep;
+  std::string label;  // the op being added: its pass, kind and layer
   auto add = [&](std::function<void(cudaStream_t)> f, Op* op = nullptr) {
     run_.push_back(std::move(f));
+    labels_.push_back(label);
     prep.push_back(op);
   };
   auto own = [&](std::unique_ptr<Op> op) {
@@ -306,6 +309,12 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     const int id = op.node;
     const Node& n = nodes[id];
     const int x = n.inputs.empty() ? -1 : src(n.inputs[0]);
+    label = std::string(op.pass == TrainPass::Forward     ? "fwd"
+                        : op.pass == TrainPass::Loss      ? "loss"
+                        : op.part == BackwardPart::Filter ? "bwd-filter"
+                        : op.part == BackwardPart::Data   ? "bwd-data"
+                                                          : "bwd") +
+            " " + op_kind_name(n.kind) + (op.fused_relu >= 0 ? "+relu " : " ") + n.name;
     if (op.pass == TrainPass::Forward) {
       void* y = vptr(op.value_written());  // a fused ReLU's value: the BatchNorm's has none
       switch (n.kind) {
@@ -704,6 +713,19 @@ TrainModel::~TrainModel() {
 void TrainModel::step(cudaStream_t stream) {
   for (auto& f : run_) f(stream);
   for (auto& f : optimizer_) f(stream);
+}
+
+std::vector<TrainModel::LaunchTime> TrainModel::time_each_launch(int runs) {
+  std::vector<LaunchTime> out;
+  for (size_t i = 0; i < run_.size(); ++i)
+    out.push_back({labels_[i], graph_us(run_[i], ctx_.stream, runs)});
+  const double us = graph_us(
+      [&](cudaStream_t s) {
+        for (auto& f : optimizer_) f(s);
+      },
+      ctx_.stream, runs);
+  out.push_back({"optimizer (" + std::to_string(optimizer_.size()) + " launches)", us});
+  return out;
 }
 
 void TrainModel::set_input(const std::vector<float>& nchw) {

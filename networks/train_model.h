@@ -109,6 +109,17 @@ class TrainModel {
   const Arena& arena() const { return arena_; }
   std::vector<LayerRecord> layers() const;
 
+  // Each launch of the step timed alone, in plan order (kernels/timing.h: `runs` launches in one
+  // CUDA graph, the median replay), then the optimizer's launches as one entry. Labels name the
+  // pass, the op and the layer ("bwd-filter conv layer1.0.conv1"). The sum is close to the step's
+  // graph time; launches run back to back overlap their tails there. Changes the model's state
+  // (running statistics, accumulated gradients): run set_input/parameter checks before, not after.
+  struct LaunchTime {
+    std::string label;
+    double us = 0;
+  };
+  std::vector<LaunchTime> time_each_launch(int runs = 10);
+
  private:
   struct Param {
     int64_t count = 0;
@@ -129,6 +140,7 @@ class TrainModel {
   Arena arena_;
   std::vector<std::unique_ptr<Op>> ops_;                // library ops (conv, linear, backward)
   std::vector<std::function<void(cudaStream_t)>> run_;  // the step's launches, in plan order
+  std::vector<std::string> labels_;                     // run_[i]'s, for time_each_launch
   std::vector<std::function<void(cudaStream_t)>> optimizer_;
   std::map<std::string, Param> params_;
   Dims input_dims_;

@@ -192,6 +192,12 @@ std::vector<BnCase> bn_cases(std::mt19937& rng) {
   cases.push_back({{3, 40, 41, 57}, 0.0});   // 7011 rows: hundreds of chunks
   cases.push_back({{2, 1, 63, 65}, 0.0});    // one channel, many rows
   cases.push_back({{2, 24, 37, 41}, 50.0});  // a mean far from zero beside the spread
+  // The vectorised path's geometries (packed, channels a multiple of the 16-byte pack): one
+  // column tile of 8 packs, 33 packs in two tiles of 17, 256 packs in eight tiles, 4 fp32 packs.
+  cases.push_back({{4, 64, 29, 31}, 0.0});
+  cases.push_back({{2, 264, 9, 11}, 0.0});
+  cases.push_back({{2, 2048, 7, 5}, 3.0});
+  cases.push_back({{3, 4, 20, 19}, 0.0});
   return cases;
 }
 
