@@ -1,6 +1,7 @@
 #include <cfloat>
 
 #include "harness/check.h"
+#include "kernels/channel_kernels.cuh"
 #include "kernels/convert.cuh"
 #include "kernels/pool.h"
 
@@ -59,6 +60,80 @@ __global__ void pool_kernel(const T* x, T* y, Dims in, Dims out, int k, int s, i
   }
 }
 
+// Max pooling, vectorised (packed rows, the 16-byte pack dividing C): a thread owns one pack of V
+// channels of one output pixel.
+template <typename T, int V>
+__global__ void __launch_bounds__(256)
+    maxpool_vec(const T* x, T* y, Dims in, Dims out, int k, int s, int p) {
+  const int packs = in.c / V;
+  const int64_t total = int64_t(out.n) * out.h * out.w * packs;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int pk = int(i % packs);
+    const int64_t pix = i / packs;
+    const int ow = int(pix % out.w);
+    const int64_t nh = pix / out.w;
+    const int oh = int(nh % out.h), n = int(nh / out.h);
+    const int h0 = oh * s - p, w0 = ow * s - p;
+    float acc[V];
+#pragma unroll
+    for (int c = 0; c < V; ++c) acc[c] = -FLT_MAX;
+    for (int dh = 0; dh < k; ++dh) {
+      const int h = h0 + dh;
+      if (h < 0 || h >= in.h) continue;
+      for (int dw = 0; dw < k; ++dw) {
+        const int w = w0 + dw;
+        if (w < 0 || w >= in.w) continue;
+        float v[V];
+        ck::load_pack<T, V>(x, ((int64_t(n) * in.h + h) * in.w + w) * packs + pk, v);
+#pragma unroll
+        for (int c = 0; c < V; ++c) acc[c] = fmaxf(acc[c], v[c]);
+      }
+    }
+    ck::store_pack<T, V>(y, i, acc);
+  }
+}
+
+// Global average pooling, vectorised: grid (column tiles, images), a block of vx packs by vy lanes
+// (ck::vec_geom); each lane sums its rows, the lanes add pairwise in a fixed order.
+template <typename T, int V>
+__global__ void __launch_bounds__(256)
+    global_avgpool_vec(const T* x, T* y, int C, int hw, int vx, int vy) {
+  __shared__ float sh[V * 256];
+  const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
+  const int pack = blockIdx.x * vx + col, n = blockIdx.y;
+  const bool active = pack * V < C;
+  const int packs = C / V;
+  float acc[V];
+#pragma unroll
+  for (int c = 0; c < V; ++c) acc[c] = 0.0f;
+  if (active)
+    for (int r = lane; r < hw; r += vy) {
+      float v[V];
+      ck::load_pack<T, V>(x, (int64_t(n) * hw + r) * packs + pack, v);
+#pragma unroll
+      for (int c = 0; c < V; ++c) acc[c] += v[c];
+    }
+  const int me = threadIdx.x;
+#pragma unroll
+  for (int c = 0; c < V; ++c) sh[c * 256 + me] = acc[c];
+  for (int h = 1; h < vy; h *= 2) {
+    __syncthreads();
+    if (lane % (2 * h) == 0 && lane + h < vy) {
+#pragma unroll
+      for (int c = 0; c < V; ++c) {
+        acc[c] += sh[c * 256 + me + h * vx];
+        sh[c * 256 + me] = acc[c];
+      }
+    }
+  }
+  if (lane != 0 || !active) return;
+  const float inv = 1.0f / float(hw);
+#pragma unroll
+  for (int c = 0; c < V; ++c) acc[c] *= inv;
+  ck::store_pack<T, V>(y, int64_t(n) * packs + pack, acc);
+}
+
 template <typename T>
 __global__ void global_avgpool_kernel(const T* x, T* y, int n, int c, int hw, int ld_x, int ld_y) {
   const int64_t total = int64_t(n) * c;
@@ -102,6 +177,16 @@ int ld_or(int ld, int c) {
 }  // namespace
 
 void launch_maxpool(DType t, const void* x, void* y, const PoolSpec& s, cudaStream_t stream) {
+  if (s.y.numel() <= 0) return;
+  if (ck::vectorisable(t, s.x.c, {ld_or(s.ld_x, s.x.c), ld_or(s.ld_y, s.y.c)}, {x, y})) {
+    CNN_DISPATCH_DTYPE(t, {
+      constexpr int V = 16 / sizeof(T);
+      maxpool_vec<T, V><<<blocks_for(s.y.numel() / V, 256), 256, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<T*>(y), s.x, s.y, s.kernel, s.stride, s.pad);
+    });
+    CNN_CHECK_LAUNCH();
+    return;
+  }
   CNN_DISPATCH_DTYPE(
       t, pool_kernel<T, true><<<blocks_for(s.y.numel(), 256), 256, 0, stream>>>(
              static_cast<const T*>(x), static_cast<T*>(y), s.x, s.y, s.kernel, s.stride, s.pad,
@@ -121,6 +206,17 @@ void launch_global_avgpool(DType t, const void* x, void* y, const PoolSpec& s,
                            cudaStream_t stream) {
   const Dims d = s.x;
   const int64_t total = int64_t(d.n) * d.c;
+  if (total <= 0) return;
+  if (ck::vectorisable(t, d.c, {ld_or(s.ld_x, d.c), ld_or(s.ld_y, d.c)}, {x, y}) && d.n <= 65535) {
+    CNN_DISPATCH_DTYPE(t, {
+      constexpr int V = 16 / sizeof(T);
+      const ck::VecGeom g = ck::vec_geom(d.c, V);
+      global_avgpool_vec<T, V><<<dim3(g.tiles, d.n), g.vx * g.vy, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<T*>(y), d.c, d.h * d.w, g.vx, g.vy);
+    });
+    CNN_CHECK_LAUNCH();
+    return;
+  }
   CNN_DISPATCH_DTYPE(t, global_avgpool_kernel<T><<<blocks_for(total, 128), 128, 0, stream>>>(
                             static_cast<const T*>(x), static_cast<T*>(y), d.n, d.c, d.h * d.w,
                             ld_or(s.ld_x, d.c), ld_or(s.ld_y, d.c)));

@@ -1,105 +1,18 @@
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
 #include "harness/check.h"
+#include "kernels/channel_kernels.cuh"
 #include "kernels/convert.cuh"
 #include "kernels/train_kernels.h"
 
 namespace cnnbench {
 
+using namespace ck;  // launch geometry, packed loads, the per-channel reductions
+
 namespace {
-
-// ---- Launch geometry ---------------------------------------------------------------------------
-
-constexpr int kThreads = 256;
-constexpr int kMaxBlocks = 132 * 16;  // grid-stride loops above this
-// Per-channel kernels: a block is kTileC channels (threadIdx.x, coalesced over NHWC's innermost
-// dimension) by kTileR row lanes (threadIdx.y).
-constexpr int kTileC = 32;
-constexpr int kTileR = 8;
-// The reductions split rows into chunks, one block per (channel tile, chunk, segment), aiming at
-// about kTargetBlocks blocks with at least kMinRowsPerThread rows per thread; a finalize kernel
-// then combines a channel's chunks, kFinR lanes per channel, in a fixed order.
-constexpr int kTargetBlocks = 2048;
-constexpr int kMaxChunks = 1024;
-constexpr int kMinRowsPerThread = 4;
-constexpr int kFinR = 32;
-constexpr int kFinThreads = kTileC * kFinR;
-
-int blocks_for(int64_t n, int threads = kThreads) {
-  return int(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, kMaxBlocks)));
-}
-
-int ld_or(int ld, int c) {
-  return ld > 0 ? ld : c;
-}
-
-int channel_tiles(int channels) {
-  return (channels + kTileC - 1) / kTileC;
-}
-
-// A grid for the row-tiled elementwise kernels: channel tiles by row blocks (grid-stride).
-dim3 row_grid(int64_t rows, int channels) {
-  const int tiles = channel_tiles(channels);
-  const int64_t want = (rows + kTileR - 1) / kTileR;
-  const int64_t most = std::max<int64_t>(1, kMaxBlocks / tiles);
-  return dim3(tiles, unsigned(std::max<int64_t>(1, std::min<int64_t>({want, most, 65535}))));
-}
-
-struct Chunks {
-  int count;
-  int64_t rows_per;  // rows of a chunk; the last ones may hold fewer (or none)
-};
-Chunks reduce_chunks(int64_t rows, int channels, int segments) {
-  const int64_t blocks = int64_t(channel_tiles(channels)) * segments;
-  const int64_t want = (kTargetBlocks + blocks - 1) / blocks;
-  const int64_t most =
-      std::max<int64_t>(1, (rows + kTileR * kMinRowsPerThread - 1) / (kTileR * kMinRowsPerThread));
-  Chunks c;
-  c.count = int(std::max<int64_t>(1, std::min<int64_t>({want, most, kMaxChunks})));
-  c.rows_per = std::max<int64_t>(1, (rows + c.count - 1) / c.count);
-  return c;
-}
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
-// ---- Vector loads for the packed elementwise kernels -------------------------------------------
-
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
-
-template <typename T, int V>
-__device__ __forceinline__ void load_pack(const T* p, int64_t j, float (&out)[V]) {
-  if (!p) {
-#pragma unroll
-    for (int k = 0; k < V; ++k) out[k] = 0.0f;
-    return;
-  }
-  const Pack<T, V> pk = reinterpret_cast<const Pack<T, V>*>(p)[j];
-#pragma unroll
-  for (int k = 0; k < V; ++k) out[k] = load_f(pk.v, k);
-}
-
-template <typename T, int V>
-__device__ __forceinline__ void store_pack(T* p, int64_t j, const float (&in)[V]) {
-  Pack<T, V> pk;
-#pragma unroll
-  for (int k = 0; k < V; ++k) store_f(pk.v, k, in[k]);
-  reinterpret_cast<Pack<T, V>*>(p)[j] = pk;
-}
-
-template <typename T>
-__device__ __forceinline__ float load_or0(const T* p, int64_t i) {
-  return p ? load_f(p, i) : 0.0f;
-}
 
 // out[i] = f(a[i], b[i], c[i]) over n packed elements, V at a time (16-byte loads when the host
 // found every pointer aligned), then the tail one by one. A null input reads as 0. out may alias
@@ -155,478 +68,6 @@ void launch_map(T* out, int ld_out, const T* a, int ld_a, const T* b, int ld_b, 
         out, ld_out, a, ld_a, b, ld_b, c, ld_c, rows, channels, f);
   }
   CNN_CHECK_LAUNCH();
-}
-
-// ---- Per-channel reductions --------------------------------------------------------------------
-
-// Chan's parallel combination of two (count, mean, M2) triples, the first updated in place.
-__device__ __forceinline__ void welford_merge(float& n, float& mean, float& m2, float nb,
-                                              float meanb, float m2b) {
-  if (nb == 0.0f) return;
-  const float nn = n + nb;
-  const float d = meanb - mean, f = nb / nn;
-  mean += d * f;
-  m2 += m2b + d * d * n * f;
-  n = nn;
-}
-
-// BatchNorm statistics, pass 1. Grid (channel tiles, chunks): each thread runs Welford over its
-// rows of the chunk, the block merges its row lanes, and writes (count, mean, M2) per channel to
-// part[q][chunk][c], q = 0, 1, 2.
-template <typename T>
-__global__ void bn_stats_partial(const T* x, int ld_x, int64_t rows, int C, int64_t rows_per,
-                                 float* part) {
-  __shared__ float sn[kTileR][kTileC], sm[kTileR][kTileC], s2[kTileR][kTileC];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int c = blockIdx.x * kTileC + tx, chunk = blockIdx.y, chunks = gridDim.y;
-  const int64_t r0 = int64_t(chunk) * rows_per, r1 = min(rows, r0 + rows_per);
-  float n = 0.0f, mean = 0.0f, m2 = 0.0f;
-  if (c < C)
-    for (int64_t r = r0 + ty; r < r1; r += kTileR) {
-      const float v = load_f(x, r * ld_x + c);
-      n += 1.0f;
-      const float d = v - mean;
-      mean += d / n;
-      m2 += d * (v - mean);
-    }
-  sn[ty][tx] = n, sm[ty][tx] = mean, s2[ty][tx] = m2;
-  __syncthreads();
-  for (int h = kTileR / 2; h > 0; h /= 2) {
-    if (ty < h) {
-      welford_merge(n, mean, m2, sn[ty + h][tx], sm[ty + h][tx], s2[ty + h][tx]);
-      sn[ty][tx] = n, sm[ty][tx] = mean, s2[ty][tx] = m2;
-    }
-    __syncthreads();
-  }
-  if (ty == 0 && c < C) {
-    const int64_t plane = int64_t(chunks) * C, at = int64_t(chunk) * C + c;
-    part[at] = n;
-    part[plane + at] = mean;
-    part[2 * plane + at] = m2;
-  }
-}
-
-// BatchNorm statistics, pass 2. Grid (channel tiles), block (kTileC, kFinR): lane ty merges chunks
-// ty, ty + kFinR, ... then the lanes merge pairwise; mean, invstd and the running statistics.
-__global__ void __launch_bounds__(kFinThreads)
-    bn_stats_finalize(const float* part, int C, int chunks, int64_t rows, float eps, float momentum,
-                      float keep, float* mean_out, float* invstd_out, float* running_mean,
-                      float* running_var) {
-  __shared__ float sn[kFinR][kTileC], sm[kFinR][kTileC], s2[kFinR][kTileC];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int c = blockIdx.x * kTileC + tx;
-  const int64_t plane = int64_t(chunks) * C;
-  float n = 0.0f, mean = 0.0f, m2 = 0.0f;
-  if (c < C)
-    for (int k = ty; k < chunks; k += kFinR) {
-      const int64_t at = int64_t(k) * C + c;
-      welford_merge(n, mean, m2, part[at], part[plane + at], part[2 * plane + at]);
-    }
-  sn[ty][tx] = n, sm[ty][tx] = mean, s2[ty][tx] = m2;
-  __syncthreads();
-  for (int h = kFinR / 2; h > 0; h /= 2) {
-    if (ty < h) {
-      welford_merge(n, mean, m2, sn[ty + h][tx], sm[ty + h][tx], s2[ty + h][tx]);
-      sn[ty][tx] = n, sm[ty][tx] = mean, s2[ty][tx] = m2;
-    }
-    __syncthreads();
-  }
-  if (ty != 0 || c >= C) return;
-  const float var = m2 / float(rows);
-  mean_out[c] = mean;
-  invstd_out[c] = 1.0f / sqrtf(var + eps);
-  // keep = 1 - momentum, computed in double on the host.
-  if (running_mean) running_mean[c] = keep * running_mean[c] + momentum * mean;
-  if (running_var) running_var[c] = keep * running_var[c] + momentum * (m2 / float(rows - 1));
-}
-
-template <typename T>
-__global__ void bn_apply(const T* x, int ld_x, T* y, int ld_y, const float* mean,
-                         const float* invstd, const float* gamma, const float* beta, int64_t rows,
-                         int C, bool relu) {
-  const int c = blockIdx.x * kTileC + threadIdx.x;
-  if (c >= C) return;
-  const float mu = mean[c], k = invstd[c] * (gamma ? gamma[c] : 1.0f), b = beta ? beta[c] : 0.0f;
-  for (int64_t r = int64_t(blockIdx.y) * kTileR + threadIdx.y; r < rows;
-       r += int64_t(gridDim.y) * kTileR) {
-    float v = (load_f(x, r * ld_x + c) - mu) * k + b;
-    if (relu) v = fmaxf(v, 0.0f);
-    store_f(y, r * ld_y + c, v);
-  }
-}
-
-// Sums per channel of K values per element, pass 1. Grid (channel tiles, chunks, segments): the
-// functor gives the K values of (segment, row within it, channel) and may write an elementwise
-// result on the way. Partial sums go to part[q][segment][chunk][c].
-template <int K, typename F>
-__global__ void channel_sums_partial(F f, int64_t rows, int C, int64_t rows_per, float* part) {
-  __shared__ float sh[K][kTileR][kTileC];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int c = blockIdx.x * kTileC + tx, chunk = blockIdx.y, chunks = gridDim.y;
-  const int seg = blockIdx.z, segs = gridDim.z;
-  const int64_t r0 = int64_t(chunk) * rows_per, r1 = min(rows, r0 + rows_per);
-  float acc[K];
-#pragma unroll
-  for (int q = 0; q < K; ++q) acc[q] = 0.0f;
-  if (c < C)
-    for (int64_t r = r0 + ty; r < r1; r += kTileR) {
-      float v[K];
-      f(seg, r, c, v);
-#pragma unroll
-      for (int q = 0; q < K; ++q) acc[q] += v[q];
-    }
-#pragma unroll
-  for (int q = 0; q < K; ++q) sh[q][ty][tx] = acc[q];
-  __syncthreads();
-  for (int h = kTileR / 2; h > 0; h /= 2) {
-    if (ty < h)
-#pragma unroll
-      for (int q = 0; q < K; ++q) sh[q][ty][tx] += sh[q][ty + h][tx];
-    __syncthreads();
-  }
-  if (ty == 0 && c < C)
-#pragma unroll
-    for (int q = 0; q < K; ++q)
-      part[((int64_t(q) * segs + seg) * chunks + chunk) * C + c] = sh[q][0][tx];
-}
-
-// Pass 2. Grid (channel tiles, 1, segments), block (kTileC, kFinR); out(segment, c, sums).
-template <int K, typename Out>
-__global__ void __launch_bounds__(kFinThreads)
-    channel_sums_finalize(const float* part, int C, int chunks, Out out) {
-  __shared__ float sh[K][kFinR][kTileC];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int c = blockIdx.x * kTileC + tx, seg = blockIdx.z, segs = gridDim.z;
-  float acc[K];
-#pragma unroll
-  for (int q = 0; q < K; ++q) acc[q] = 0.0f;
-  if (c < C)
-    for (int k = ty; k < chunks; k += kFinR)
-#pragma unroll
-      for (int q = 0; q < K; ++q) acc[q] += part[((int64_t(q) * segs + seg) * chunks + k) * C + c];
-#pragma unroll
-  for (int q = 0; q < K; ++q) sh[q][ty][tx] = acc[q];
-  __syncthreads();
-  for (int h = kFinR / 2; h > 0; h /= 2) {
-    if (ty < h)
-#pragma unroll
-      for (int q = 0; q < K; ++q) sh[q][ty][tx] += sh[q][ty + h][tx];
-    __syncthreads();
-  }
-  if (ty == 0 && c < C) {
-    float s[K];
-#pragma unroll
-    for (int q = 0; q < K; ++q) s[q] = sh[q][0][tx];
-    out(seg, c, s);
-  }
-}
-
-// Both passes of a per-channel reduction over `segments` groups of `rows` rows.
-template <int K, typename F, typename Out>
-void launch_channel_sums(F f, Out out, int64_t rows, int C, int segments, void* scratch,
-                         cudaStream_t stream) {
-  const Chunks ch = reduce_chunks(rows, C, segments);
-  float* part = static_cast<float*>(scratch);
-  const dim3 grid(channel_tiles(C), ch.count, segments);
-  channel_sums_partial<K><<<grid, dim3(kTileC, kTileR), 0, stream>>>(f, rows, C, ch.rows_per, part);
-  CNN_CHECK_LAUNCH();
-  channel_sums_finalize<K><<<dim3(channel_tiles(C), 1, segments), dim3(kTileC, kFinR), 0, stream>>>(
-      part, C, ch.count, out);
-  CNN_CHECK_LAUNCH();
-}
-
-// ---- BatchNorm backward ------------------------------------------------------------------------
-
-template <typename T>
-struct BnGradTerms {  // (dy, dy * xhat), dy masked by y > 0 with ReLU
-  const T *x, *y, *dy;
-  const float *mean, *invstd;
-  int ld_x, ld_y;
-  bool relu;
-  __device__ void operator()(int, int64_t r, int c, float (&v)[2]) const {
-    float d = load_f(dy, r * ld_y + c);
-    if (relu && !(load_f(y, r * ld_y + c) > 0.0f)) d = 0.0f;
-    const float xhat = (load_f(x, r * ld_x + c) - mean[c]) * invstd[c];
-    v[0] = d;
-    v[1] = d * xhat;
-  }
-};
-
-struct BnGradOut {
-  float *dgamma, *dbeta;
-  __device__ void operator()(int, int c, const float (&s)[2]) const {
-    dbeta[c] = s[0];
-    dgamma[c] = s[1];
-  }
-};
-
-template <typename T>
-__global__ void bn_backward_dx(const T* x, const T* y, const T* dy, T* dx, int ld_x, int ld_y,
-                               const float* gamma, const float* mean, const float* invstd,
-                               const float* dgamma, const float* dbeta, int64_t rows, int C,
-                               bool relu, bool accumulate) {
-  const int c = blockIdx.x * kTileC + threadIdx.x;
-  if (c >= C) return;
-  const float inv_rows = 1.0f / float(rows);
-  const float mu = mean[c], is = invstd[c], k = (gamma ? gamma[c] : 1.0f) * is;
-  const float db = dbeta[c] * inv_rows, dg = dgamma[c] * inv_rows;
-  for (int64_t r = int64_t(blockIdx.y) * kTileR + threadIdx.y; r < rows;
-       r += int64_t(gridDim.y) * kTileR) {
-    float d = load_f(dy, r * ld_y + c);
-    if (relu && !(load_f(y, r * ld_y + c) > 0.0f)) d = 0.0f;
-    const float xhat = (load_f(x, r * ld_x + c) - mu) * is;
-    float v = k * (d - db - xhat * dg);
-    if (accumulate) v += load_f(dx, r * ld_x + c);
-    store_f(dx, r * ld_x + c, v);
-  }
-}
-
-// ---- Vectorised BatchNorm (packed rows, channels a multiple of the 16-byte pack) ---------------
-//
-// The kernels above read one element per thread, 2 bytes in fp16, and the statistics pass divides
-// per element. These read a 16-byte pack of V adjacent channels per thread (V = 8 in fp16/bf16, 4
-// in fp32), keep that pack's per-channel constants in registers while walking rows, and Welford's
-// update shares one reciprocal across the pack. A block is vx packs across by vy row lanes,
-// numbered along the row first, so that a warp reads whole rows of a narrow tensor at once. They
-// write the same partial layout as the kernels above, so the finalize kernels are shared, and the
-// sums run in a fixed order: a run repeats bit for bit. Taken where every tensor is packed and
-// 16-byte aligned and V divides the channels; CNNBENCH_SCALAR_BN=1 keeps the kernels above (for
-// comparison).
-
-struct VecGeom {
-  int vx = 1, vy = 1;  // packs across a block, row lanes (vx * vy <= kThreads)
-  int tiles = 1;       // column tiles: tiles * vx >= packs
-};
-
-VecGeom vec_geom(int channels, int V) {
-  const int packs = channels / V;
-  VecGeom g;
-  g.tiles = (packs + 31) / 32;
-  g.vx = (packs + g.tiles - 1) / g.tiles;
-  g.vy = kThreads / g.vx;
-  return g;
-}
-
-bool scalar_bn_forced() {
-  static const bool forced = [] {
-    const char* e = std::getenv("CNNBENCH_SCALAR_BN");
-    return e && std::string(e) == "1";
-  }();
-  return forced;
-}
-
-// Whether the vectorised path takes tensors of `channels` with these strides and pointers.
-bool bn_vectorised(DType t, int channels, std::initializer_list<int> lds,
-                   std::initializer_list<const void*> ptrs) {
-  const int V = 16 / int(dtype_size(t));
-  if (scalar_bn_forced() || channels % V != 0) return false;
-  for (int ld : lds)
-    if (ld != channels) return false;
-  for (const void* p : ptrs)
-    if (p && !aligned16(p)) return false;
-  return true;
-}
-
-// Row blocks for a grid-stride pass over `rows`: about kMaxBlocks blocks in all.
-unsigned vec_row_blocks(int64_t rows, const VecGeom& g) {
-  const int64_t want = (rows + g.vy - 1) / g.vy;
-  const int64_t most = std::max<int64_t>(1, kMaxBlocks / g.tiles);
-  return unsigned(std::max<int64_t>(1, std::min<int64_t>({want, most, 65535})));
-}
-
-// Chunks for a statistics pass: about kTargetBlocks blocks, at least kMinRowsPerThread rows per
-// lane, and never more than channel_reduce_scratch_bytes made room for.
-int vec_chunks(int64_t rows, int channels, const VecGeom& g) {
-  const int64_t room = reduce_chunks(rows, channels, 1).count;
-  const int64_t want = (kTargetBlocks + g.tiles - 1) / g.tiles;
-  const int64_t most = std::max<int64_t>(
-      1, (rows + int64_t(g.vy) * kMinRowsPerThread - 1) / (int64_t(g.vy) * kMinRowsPerThread));
-  return int(std::max<int64_t>(1, std::min<int64_t>({room, want, most})));
-}
-
-// Pass 1 of the statistics: (count, mean, M2) per channel and chunk, to part[q][chunk][c].
-template <typename T, int V>
-__global__ void __launch_bounds__(kThreads)
-    bn_stats_vec(const T* x, int64_t rows, int C, int vx, int vy, int64_t rows_per, float* part) {
-  __shared__ float sh[(2 * V + 1) * kThreads];
-  const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
-  const int pack = blockIdx.x * vx + col;
-  const bool active = pack * V < C;
-  const int64_t r0 = int64_t(blockIdx.y) * rows_per, r1 = min(rows, r0 + rows_per);
-  float n = 0.0f, mean[V], m2[V];
-#pragma unroll
-  for (int k = 0; k < V; ++k) mean[k] = 0.0f, m2[k] = 0.0f;
-  if (active)
-    for (int64_t r = r0 + lane; r < r1; r += vy) {
-      float v[V];
-      load_pack<T, V>(x + r * C, pack, v);
-      n += 1.0f;
-      const float inv = 1.0f / n;
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const float d = v[k] - mean[k];
-        mean[k] += d * inv;
-        m2[k] += d * (v[k] - mean[k]);
-      }
-    }
-  const int me = threadIdx.x;
-  sh[me] = n;
-#pragma unroll
-  for (int k = 0; k < V; ++k)
-    sh[(1 + k) * kThreads + me] = mean[k], sh[(1 + V + k) * kThreads + me] = m2[k];
-  // Lanes merge pairwise: lane l takes lane l + h where l is a multiple of 2h.
-  for (int h = 1; h < vy; h *= 2) {
-    __syncthreads();
-    if (lane % (2 * h) == 0 && lane + h < vy) {
-      const int o = me + h * vx;
-      const float nb = sh[o];
-      if (nb != 0.0f) {
-        const float nn = n + nb, f = nb / nn;
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          const float d = sh[(1 + k) * kThreads + o] - mean[k];
-          mean[k] += d * f;
-          m2[k] += sh[(1 + V + k) * kThreads + o] + d * d * n * f;
-          sh[(1 + k) * kThreads + me] = mean[k];
-          sh[(1 + V + k) * kThreads + me] = m2[k];
-        }
-        n = nn;
-        sh[me] = n;
-      }
-    }
-  }
-  if (lane != 0 || !active) return;
-  const int64_t plane = int64_t(gridDim.y) * C;
-#pragma unroll
-  for (int k = 0; k < V; ++k) {
-    const int64_t at = int64_t(blockIdx.y) * C + pack * V + k;
-    part[at] = n;
-    part[plane + at] = mean[k];
-    part[2 * plane + at] = m2[k];
-  }
-}
-
-// y = (x - mean) * invstd * gamma + beta, ReLU after when asked.
-template <typename T, int V>
-__global__ void __launch_bounds__(kThreads)
-    bn_apply_vec(const T* x, T* y, const float* mean, const float* invstd, const float* gamma,
-                 const float* beta, int64_t rows, int C, int vx, int vy, bool relu) {
-  const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
-  const int pack = blockIdx.x * vx + col;
-  if (pack * V >= C) return;
-  float mu[V], k[V], b[V];
-#pragma unroll
-  for (int q = 0; q < V; ++q) {
-    const int c = pack * V + q;
-    mu[q] = mean[c];
-    k[q] = invstd[c] * (gamma ? gamma[c] : 1.0f);
-    b[q] = beta ? beta[c] : 0.0f;
-  }
-  for (int64_t r = int64_t(blockIdx.y) * vy + lane; r < rows; r += int64_t(gridDim.y) * vy) {
-    float v[V];
-    load_pack<T, V>(x + r * C, pack, v);
-#pragma unroll
-    for (int q = 0; q < V; ++q) {
-      v[q] = (v[q] - mu[q]) * k[q] + b[q];
-      if (relu) v[q] = fmaxf(v[q], 0.0f);
-    }
-    store_pack<T, V>(y + r * C, pack, v);
-  }
-}
-
-// Backward pass 1: sum of dy (masked by y > 0 with ReLU) and of dy * xhat per channel and chunk,
-// to part[q][0][chunk][c] (channel_sums_finalize's layout with one segment).
-template <typename T, int V>
-__global__ void __launch_bounds__(kThreads)
-    bn_grad_sums_vec(const T* x, const T* y, const T* dy, const float* mean, const float* invstd,
-                     int64_t rows, int C, int vx, int vy, int64_t rows_per, bool relu,
-                     float* part) {
-  __shared__ float sh[2 * V * kThreads];
-  const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
-  const int pack = blockIdx.x * vx + col;
-  const bool active = pack * V < C;
-  const int64_t r0 = int64_t(blockIdx.y) * rows_per, r1 = min(rows, r0 + rows_per);
-  float s0[V], s1[V], mu[V], is[V];
-#pragma unroll
-  for (int q = 0; q < V; ++q) {
-    s0[q] = 0.0f, s1[q] = 0.0f;
-    mu[q] = active ? mean[pack * V + q] : 0.0f;
-    is[q] = active ? invstd[pack * V + q] : 0.0f;
-  }
-  if (active)
-    for (int64_t r = r0 + lane; r < r1; r += vy) {
-      float d[V], xv[V], yv[V];
-      load_pack<T, V>(dy + r * C, pack, d);
-      load_pack<T, V>(x + r * C, pack, xv);
-      if (relu) load_pack<T, V>(y + r * C, pack, yv);
-#pragma unroll
-      for (int q = 0; q < V; ++q) {
-        if (relu && !(yv[q] > 0.0f)) d[q] = 0.0f;
-        s0[q] += d[q];
-        s1[q] += d[q] * ((xv[q] - mu[q]) * is[q]);
-      }
-    }
-  const int me = threadIdx.x;
-#pragma unroll
-  for (int q = 0; q < V; ++q) sh[q * kThreads + me] = s0[q], sh[(V + q) * kThreads + me] = s1[q];
-  for (int h = 1; h < vy; h *= 2) {
-    __syncthreads();
-    if (lane % (2 * h) == 0 && lane + h < vy) {
-      const int o = me + h * vx;
-#pragma unroll
-      for (int q = 0; q < V; ++q) {
-        s0[q] += sh[q * kThreads + o];
-        s1[q] += sh[(V + q) * kThreads + o];
-        sh[q * kThreads + me] = s0[q];
-        sh[(V + q) * kThreads + me] = s1[q];
-      }
-    }
-  }
-  if (lane != 0 || !active) return;
-  const int64_t chunks = gridDim.y;
-#pragma unroll
-  for (int q = 0; q < V; ++q) {
-    const int64_t c = pack * V + q;
-    part[int64_t(blockIdx.y) * C + c] = s0[q];
-    part[(chunks + blockIdx.y) * C + c] = s1[q];
-  }
-}
-
-// Backward pass 2: dx (= or +=) gamma * invstd * (dy - dbeta / rows - xhat * dgamma / rows).
-template <typename T, int V>
-__global__ void __launch_bounds__(kThreads)
-    bn_backward_dx_vec(const T* x, const T* y, const T* dy, T* dx, const float* gamma,
-                       const float* mean, const float* invstd, const float* dgamma,
-                       const float* dbeta, int64_t rows, int C, int vx, int vy, bool relu,
-                       bool accumulate) {
-  const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
-  const int pack = blockIdx.x * vx + col;
-  if (pack * V >= C) return;
-  const float inv_rows = 1.0f / float(rows);
-  float mu[V], is[V], k[V], db[V], dg[V];
-#pragma unroll
-  for (int q = 0; q < V; ++q) {
-    const int c = pack * V + q;
-    mu[q] = mean[c], is[q] = invstd[c];
-    k[q] = (gamma ? gamma[c] : 1.0f) * is[q];
-    db[q] = dbeta[c] * inv_rows, dg[q] = dgamma[c] * inv_rows;
-  }
-  for (int64_t r = int64_t(blockIdx.y) * vy + lane; r < rows; r += int64_t(gridDim.y) * vy) {
-    float d[V], xv[V], yv[V], acc[V];
-    load_pack<T, V>(dy + r * C, pack, d);
-    load_pack<T, V>(x + r * C, pack, xv);
-    if (relu) load_pack<T, V>(y + r * C, pack, yv);
-    if (accumulate) load_pack<T, V>(dx + r * C, pack, acc);
-#pragma unroll
-    for (int q = 0; q < V; ++q) {
-      if (relu && !(yv[q] > 0.0f)) d[q] = 0.0f;
-      const float xhat = (xv[q] - mu[q]) * is[q];
-      float v = k[q] * (d[q] - db[q] - xhat * dg[q]);
-      if (accumulate) v += acc[q];
-      xv[q] = v;
-    }
-    store_pack<T, V>(dx + r * C, pack, xv);
-  }
 }
 
 // ---- Bias gradient and SE scale backward -------------------------------------------------------
@@ -814,6 +255,110 @@ __global__ void pool_backward_kernel(const T* x, const T* dy, T* dx, Dims in, Di
     const int64_t at = row * ld_x + c;
     if (accumulate) acc += load_f(dx, at);
     store_f(dx, at, acc);
+  }
+}
+
+// Max pooling's backward, vectorised (packed rows, the pack dividing C): a thread owns one pack of
+// V channels of one input pixel and gathers, from every window holding it, dy where it is that
+// window's first maximum (the scalar kernel's rule, per channel). No atomics, so it repeats bit for
+// bit; the windows' inputs are re-read from L1/L2, not DRAM.
+template <typename T, int V>
+__global__ void __launch_bounds__(kThreads)
+    maxpool_backward_vec(const T* x, const T* dy, T* dx, Dims in, Dims out, int k, int s, int p,
+                         bool accumulate) {
+  const int packs = in.c / V;
+  const int64_t total = int64_t(in.n) * in.h * in.w * packs;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int pk = int(i % packs);
+    const int64_t pix = i / packs;
+    const int w = int(pix % in.w);
+    const int64_t nh = pix / in.w;
+    const int h = int(nh % in.h), n = int(nh / in.h);
+    const int64_t image = int64_t(n) * in.h * in.w;
+    int oh0, oh1, ow0, ow1;
+    windows_holding(h, k, s, p, out.h, oh0, oh1);
+    windows_holding(w, k, s, p, out.w, ow0, ow1);
+    float acc[V];
+#pragma unroll
+    for (int c = 0; c < V; ++c) acc[c] = 0.0f;
+    for (int oh = oh0; oh <= oh1; ++oh)
+      for (int ow = ow0; ow <= ow1; ++ow) {
+        const int h0 = oh * s - p, w0 = ow * s - p;
+        const int mine = (h - h0) * k + (w - w0);
+        float best[V];
+        int at[V];
+#pragma unroll
+        for (int c = 0; c < V; ++c) best[c] = 0.0f, at[c] = -1;
+        for (int r = 0; r < k; ++r) {
+          const int ih = h0 + r;
+          if (ih < 0 || ih >= in.h) continue;
+          for (int q = 0; q < k; ++q) {
+            const int iw = w0 + q;
+            if (iw < 0 || iw >= in.w) continue;
+            float v[V];
+            load_pack<T, V>(x, (image + int64_t(ih) * in.w + iw) * packs + pk, v);
+#pragma unroll
+            for (int c = 0; c < V; ++c)
+              if (at[c] < 0 || v[c] > best[c]) best[c] = v[c], at[c] = r * k + q;
+          }
+        }
+        float g[V];
+        load_pack<T, V>(dy, ((int64_t(n) * out.h + oh) * out.w + ow) * packs + pk, g);
+#pragma unroll
+        for (int c = 0; c < V; ++c)
+          if (at[c] == mine) acc[c] += g[c];
+      }
+    if (accumulate) {
+      float old[V];
+      load_pack<T, V>(dx, i, old);
+#pragma unroll
+      for (int c = 0; c < V; ++c) acc[c] += old[c];
+    }
+    store_pack<T, V>(dx, i, acc);
+  }
+}
+
+// Global average pooling's backward, vectorised: dx[row, c] (= or +=) dy[image, c] / hw.
+template <typename T, int V>
+__global__ void __launch_bounds__(kThreads)
+    global_avgpool_backward_vec(const T* dy, T* dx, int64_t rows, int C, int hw, bool accumulate) {
+  const int packs = C / V;
+  const int64_t total = rows * packs;
+  const float inv = 1.0f / float(hw);
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int pk = int(i % packs);
+    const int64_t row = i / packs;
+    float v[V];
+    load_pack<T, V>(dy, (row / hw) * packs + pk, v);
+#pragma unroll
+    for (int c = 0; c < V; ++c) v[c] *= inv;
+    if (accumulate) {
+      float old[V];
+      load_pack<T, V>(dx, i, old);
+#pragma unroll
+      for (int c = 0; c < V; ++c) v[c] += old[c];
+    }
+    store_pack<T, V>(dx, i, v);
+  }
+}
+
+// Squeeze-excitation's scale, vectorised: y[n, hw, c] = x[n, hw, c] * gate[n, c].
+template <typename T, int V>
+__global__ void __launch_bounds__(kThreads)
+    scale_forward_vec(const T* x, const T* gate, T* y, int64_t total_packs, int64_t hw, int C) {
+  const int packs = C / V;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total_packs; i += stride) {
+    const int pk = int(i % packs);
+    const int64_t n = i / packs / hw;
+    float v[V], g[V];
+    load_pack<T, V>(x, i, v);
+    load_pack<T, V>(gate, n * packs + pk, g);
+#pragma unroll
+    for (int c = 0; c < V; ++c) v[c] *= g[c];
+    store_pack<T, V>(y, i, v);
   }
 }
 
@@ -1014,103 +559,6 @@ __global__ void adam_kernel(float* p, float* m, float* v, const G* g, int64_t n,
 
 // ---- Launchers ---------------------------------------------------------------------------------
 
-size_t channel_reduce_scratch_bytes(int64_t rows, int channels, int segments) {
-  const Chunks ch = reduce_chunks(rows, channels, segments);
-  return 3 * size_t(ch.count) * size_t(segments) * size_t(channels) * sizeof(float);
-}
-
-void launch_bn_forward_train(DType t, const void* x, void* y, const float* gamma, const float* beta,
-                             float* mean, float* invstd, float* running_mean, float* running_var,
-                             const BnTrainSpec& s, void* scratch, cudaStream_t stream) {
-  const int C = s.channels;
-  if (s.rows <= 0 || C <= 0) return;
-  const int ld_x = ld_or(s.ld_x, C), ld_y = ld_or(s.ld_y, C);
-  float* part = static_cast<float*>(scratch);
-  if (bn_vectorised(t, C, {ld_x, ld_y}, {x, y})) {
-    CNN_DISPATCH_DTYPE(t, {
-      constexpr int V = 16 / sizeof(T);
-      const VecGeom g = vec_geom(C, V);
-      const int chunks = vec_chunks(s.rows, C, g);
-      const int64_t rows_per = (s.rows + chunks - 1) / chunks;
-      bn_stats_vec<T, V><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
-          static_cast<const T*>(x), s.rows, C, g.vx, g.vy, rows_per, part);
-      CNN_CHECK_LAUNCH();
-      bn_stats_finalize<<<channel_tiles(C), dim3(kTileC, kFinR), 0, stream>>>(
-          part, C, chunks, s.rows, float(s.eps), float(s.momentum), float(1.0 - s.momentum), mean,
-          invstd, running_mean, running_var);
-      CNN_CHECK_LAUNCH();
-      bn_apply_vec<T, V><<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
-          static_cast<const T*>(x), static_cast<T*>(y), mean, invstd, gamma, beta, s.rows, C, g.vx,
-          g.vy, s.relu);
-      CNN_CHECK_LAUNCH();
-    });
-    return;
-  }
-  const Chunks ch = reduce_chunks(s.rows, C, 1);
-  const dim3 block(kTileC, kTileR);
-  CNN_DISPATCH_DTYPE(t, bn_stats_partial<T><<<dim3(channel_tiles(C), ch.count), block, 0, stream>>>(
-                            static_cast<const T*>(x), ld_x, s.rows, C, ch.rows_per, part));
-  CNN_CHECK_LAUNCH();
-  bn_stats_finalize<<<channel_tiles(C), dim3(kTileC, kFinR), 0, stream>>>(
-      part, C, ch.count, s.rows, float(s.eps), float(s.momentum), float(1.0 - s.momentum), mean,
-      invstd, running_mean, running_var);
-  CNN_CHECK_LAUNCH();
-  CNN_DISPATCH_DTYPE(t, bn_apply<T><<<row_grid(s.rows, C), block, 0, stream>>>(
-                            static_cast<const T*>(x), ld_x, static_cast<T*>(y), ld_y, mean, invstd,
-                            gamma, beta, s.rows, C, s.relu));
-  CNN_CHECK_LAUNCH();
-}
-
-void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, void* dx,
-                        const float* gamma, const float* mean, const float* invstd, float* dgamma,
-                        float* dbeta, const BnTrainSpec& s, bool accumulate, void* scratch,
-                        cudaStream_t stream) {
-  const int C = s.channels;
-  if (s.rows <= 0 || C <= 0) return;
-  if (!dgamma || !dbeta) throw std::invalid_argument("launch_bn_backward: dgamma and dbeta needed");
-  if (s.relu && !y) throw std::invalid_argument("launch_bn_backward: the ReLU mask needs y");
-  const int ld_x = ld_or(s.ld_x, C), ld_y = ld_or(s.ld_y, C);
-  if (bn_vectorised(t, C, {ld_x, ld_y}, {x, s.relu ? y : nullptr, dy, dx})) {
-    CNN_DISPATCH_DTYPE(t, {
-      constexpr int V = 16 / sizeof(T);
-      const VecGeom g = vec_geom(C, V);
-      const int chunks = vec_chunks(s.rows, C, g);
-      const int64_t rows_per = (s.rows + chunks - 1) / chunks;
-      float* part = static_cast<float*>(scratch);
-      const T* yt = s.relu ? static_cast<const T*>(y) : nullptr;
-      bn_grad_sums_vec<T, V><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
-          static_cast<const T*>(x), yt, static_cast<const T*>(dy), mean, invstd, s.rows, C, g.vx,
-          g.vy, rows_per, s.relu, part);
-      CNN_CHECK_LAUNCH();
-      channel_sums_finalize<2><<<dim3(channel_tiles(C), 1, 1), dim3(kTileC, kFinR), 0, stream>>>(
-          part, C, chunks, BnGradOut{dgamma, dbeta});
-      CNN_CHECK_LAUNCH();
-      bn_backward_dx_vec<T, V>
-          <<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
-              static_cast<const T*>(x), yt, static_cast<const T*>(dy), static_cast<T*>(dx), gamma,
-              mean, invstd, dgamma, dbeta, s.rows, C, g.vx, g.vy, s.relu, accumulate);
-      CNN_CHECK_LAUNCH();
-    });
-    return;
-  }
-  CNN_DISPATCH_DTYPE(t, {
-    const BnGradTerms<T> terms{static_cast<const T*>(x),
-                               static_cast<const T*>(y),
-                               static_cast<const T*>(dy),
-                               mean,
-                               invstd,
-                               ld_x,
-                               ld_y,
-                               s.relu};
-    launch_channel_sums<2>(terms, BnGradOut{dgamma, dbeta}, s.rows, C, 1, scratch, stream);
-    bn_backward_dx<T><<<row_grid(s.rows, C), dim3(kTileC, kTileR), 0, stream>>>(
-        static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy),
-        static_cast<T*>(dx), ld_x, ld_y, gamma, mean, invstd, dgamma, dbeta, s.rows, C, s.relu,
-        accumulate);
-    CNN_CHECK_LAUNCH();
-  });
-}
-
 size_t xent_scratch_bytes(int batch) {
   return size_t(batch) * sizeof(float) + sizeof(unsigned);
 }
@@ -1162,6 +610,16 @@ void launch_bias_backward(DType t, const void* dy, int ld_dy, float* db, int64_t
 void launch_maxpool_backward(DType t, const void* x, const void* dy, void* dx, const PoolSpec& s,
                              bool accumulate, cudaStream_t stream) {
   if (s.x.numel() <= 0) return;
+  if (vectorisable(t, s.x.c, {ld_or(s.ld_x, s.x.c), ld_or(s.ld_y, s.y.c)}, {x, dy, dx})) {
+    CNN_DISPATCH_DTYPE(t, {
+      constexpr int V = 16 / sizeof(T);
+      maxpool_backward_vec<T, V><<<blocks_for(s.x.numel() / V), kThreads, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), s.x, s.y,
+          s.kernel, s.stride, s.pad, accumulate);
+    });
+    CNN_CHECK_LAUNCH();
+    return;
+  }
   CNN_DISPATCH_DTYPE(
       t, pool_backward_kernel<T, true><<<blocks_for(s.x.numel()), kThreads, 0, stream>>>(
              static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), s.x, s.y,
@@ -1185,6 +643,15 @@ void launch_global_avgpool_backward(DType t, const void* dy, void* dx, const Poo
   const Dims d = s.x;
   const int64_t rows = int64_t(d.n) * d.h * d.w;
   if (rows <= 0 || d.c <= 0) return;
+  if (vectorisable(t, d.c, {ld_or(s.ld_x, d.c), ld_or(s.ld_y, d.c)}, {dy, dx})) {
+    CNN_DISPATCH_DTYPE(t, {
+      constexpr int V = 16 / sizeof(T);
+      global_avgpool_backward_vec<T, V><<<blocks_for(rows * d.c / V), kThreads, 0, stream>>>(
+          static_cast<const T*>(dy), static_cast<T*>(dx), rows, d.c, d.h * d.w, accumulate);
+    });
+    CNN_CHECK_LAUNCH();
+    return;
+  }
   CNN_DISPATCH_DTYPE(t, global_avgpool_backward_kernel<T>
                      <<<row_grid(rows, d.c), dim3(kTileC, kTileR), 0, stream>>>(
                          static_cast<const T*>(dy), static_cast<T*>(dx), rows, d.c, d.h * d.w,
@@ -1237,6 +704,16 @@ void launch_scale_forward(DType t, const void* x, const void* gate, void* y, con
                           cudaStream_t stream) {
   const int64_t total = d.numel(), per_image = int64_t(d.h) * d.w * d.c;
   if (total <= 0) return;
+  if (vectorisable(t, d.c, {}, {x, gate, y})) {
+    CNN_DISPATCH_DTYPE(t, {
+      constexpr int V = 16 / sizeof(T);
+      scale_forward_vec<T, V><<<blocks_for(total / V), kThreads, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<const T*>(gate), static_cast<T*>(y), total / V,
+          int64_t(d.h) * d.w, d.c);
+    });
+    CNN_CHECK_LAUNCH();
+    return;
+  }
   CNN_DISPATCH_DTYPE(t, scale_forward_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(
                             static_cast<const T*>(x), static_cast<const T*>(gate),
                             static_cast<T*>(y), total, per_image, d.c));

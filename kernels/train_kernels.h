@@ -42,28 +42,37 @@ struct BnTrainSpec {
   int64_t rows = 0;  // N * H * W
   int channels = 0;
   double eps = 1e-5;
-  double momentum = 0.1;   // of the running statistics, PyTorch's default
-  bool relu = false;       // forward: y = relu(bn(x)); backward: dy masked by y > 0 first
+  double momentum = 0.1;  // of the running statistics, PyTorch's default
+  // The activation after the BatchNorm (after the residual, when one is added): None, ReLU or SiLU.
+  Act act = Act::None;
   int ld_x = 0, ld_y = 0;  // channel strides of x and dx, of y and dy; 0: packed
+  int ld_z = 0;            // of the residual z and its gradient dz; 0: packed
 };
 
 // Batch mean and invstd = 1 / sqrt(biased var + eps) per channel (Welford per thread, combined
-// across rows and blocks with Chan's formula), then y = gamma * (x - mean) * invstd + beta (ReLU
-// after when s.relu). gamma and beta may be null (1 and 0). When running_mean and running_var are
-// given they are updated as bn_running_update_ref: r = (1 - momentum) r + momentum * batch, with
-// the unbiased variance. `scratch`: channel_reduce_scratch_bytes(s.rows, s.channels) bytes.
-void launch_bn_forward_train(DType t, const void* x, void* y, const float* gamma, const float* beta,
-                             float* mean, float* invstd, float* running_mean, float* running_var,
-                             const BnTrainSpec& s, void* scratch, cudaStream_t stream);
+// across rows and blocks with Chan's formula), then y = act(gamma * (x - mean) * invstd + beta +
+// z), z the residual (null: none). gamma and beta may be null (1 and 0). When running_mean and
+// running_var are given they are updated as bn_running_update_ref: r = (1 - momentum) r +
+// momentum * batch, with the unbiased variance. `scratch`: channel_reduce_scratch_bytes(s.rows,
+// s.channels) bytes. Packed, 16-byte aligned tensors whose channels the 16-byte pack divides take
+// vectorised kernels (kernels/batchnorm_train.cu).
+void launch_bn_forward_train(DType t, const void* x, const void* z, void* y, const float* gamma,
+                             const float* beta, float* mean, float* invstd, float* running_mean,
+                             float* running_var, const BnTrainSpec& s, void* scratch,
+                             cudaStream_t stream);
 
-// From the saved input x, the batch statistics and dy: dbeta = sum dy, dgamma = sum dy * xhat,
-// dx = gamma * invstd / rows * (rows * dy - dbeta - xhat * dgamma) (bn_backward_ref), where
-// xhat = (x - mean) * invstd. With s.relu, dy is first masked by the forward's output y > 0
-// (relu_backward_ref); y is unused otherwise. dx += instead of = when `accumulate`. gamma may be
-// null (1); dgamma and dbeta are required (dx needs them). Scratch as the forward.
+// From the saved input x, the batch statistics and dy (the gradient of the forward's output y):
+// d = dy through the activation (ReLU: dy where y > 0, else 0, as relu_backward_ref; SiLU: dy
+// times SiLU's derivative at v = gamma * xhat + beta, recomputed from x, so y is unused; None:
+// dy), then dbeta = sum d, dgamma = sum d * xhat, dx = gamma * invstd / rows * (rows * d - dbeta -
+// xhat * dgamma) (bn_backward_ref), where xhat = (x - mean) * invstd. dx += instead of = when
+// `accumulate`. The residual's gradient, where dz is given, is d itself (dz += with
+// accumulate_dz); not with SiLU. gamma and beta may be null (1 and 0); dgamma and dbeta are
+// required (dx needs them). Scratch as the forward.
 void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, void* dx,
-                        const float* gamma, const float* mean, const float* invstd, float* dgamma,
-                        float* dbeta, const BnTrainSpec& s, bool accumulate, void* scratch,
+                        const float* gamma, const float* beta, const float* mean,
+                        const float* invstd, float* dgamma, float* dbeta, const BnTrainSpec& s,
+                        bool accumulate, void* dz, bool accumulate_dz, void* scratch,
                         cudaStream_t stream);
 
 // ---- Softmax cross-entropy ---------------------------------------------------------------------

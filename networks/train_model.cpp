@@ -72,7 +72,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
                       (n.name.empty() ? "" : " (" + n.name + ")"));
   }
   // Concats copy their inputs in and their gradients out; BatchNorm runs with the ReLU after it.
-  plan_ = plan_training(g, false, opt.fuse_bn_relu);
+  plan_ = plan_training(g, false, opt.fuse_bn_act);
   const DType t = storage_type(opt.precision);  // F32 for fp32 and tf32
   const size_t esize = dtype_size(t);
   const bool mixed = t != DType::F32;   // fp16, bf16: fp32 master weights, working copies in t
@@ -309,12 +309,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     const int id = op.node;
     const Node& n = nodes[id];
     const int x = n.inputs.empty() ? -1 : src(n.inputs[0]);
-    label = std::string(op.pass == TrainPass::Forward     ? "fwd"
-                        : op.pass == TrainPass::Loss      ? "loss"
-                        : op.part == BackwardPart::Filter ? "bwd-filter"
-                        : op.part == BackwardPart::Data   ? "bwd-data"
-                                                          : "bwd") +
-            " " + op_kind_name(n.kind) + (op.fused_relu >= 0 ? "+relu " : " ") + n.name;
+    label = op.label(g);
     if (op.pass == TrainPass::Forward) {
       void* y = vptr(op.value_written());  // a fused ReLU's value: the BatchNorm's has none
       switch (n.kind) {
@@ -326,13 +321,15 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           break;
         }
         case OpKind::BatchNorm: {
+          // Fused: y = act(bn(x) + z), written as the activation's value.
           BnTrainSpec s = bn_spec(id);
-          s.relu = op.fused_relu >= 0;  // y = relu(bn(x)), written as the ReLU's value
+          s.act = op.fused_act >= 0 ? act_of(nodes[op.fused_act].kind) : Act::None;
           const void* in = vptr(x);
+          const void* z = op.residual >= 0 ? vptr(op.residual) : nullptr;
           float *ga = pval(n, 0), *be = pval(n, 1), *rm = pval(n, 2), *rv = pval(n, 3);
           float *mu = fptr(mean[id]), *is = fptr(invstd[id]);
           add([=](cudaStream_t st) {
-            launch_bn_forward_train(t, in, y, ga, be, mu, is, rm, rv, s, scratch, st);
+            launch_bn_forward_train(t, in, z, y, ga, be, mu, is, rm, rv, s, scratch, st);
           });
           break;
         }
@@ -482,19 +479,28 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           break;
         }
         case OpKind::BatchNorm: {
-          if (op.grad_writes.empty()) throw std::logic_error("training: BatchNorm on the image");
+          // Fused: dy is the activation's gradient (ReLU: masked by its saved value), and a
+          // residual's gradient is written too (TrainOp::fused_add).
           BnTrainSpec s = bn_spec(id);
-          // Fused with its ReLU: the ReLU's gradient, masked by the ReLU's value.
-          s.relu = op.fused_relu >= 0;
-          const void* y = s.relu ? vptr(op.fused_relu) : nullptr;
+          s.act = op.fused_act >= 0 ? act_of(nodes[op.fused_act].kind) : Act::None;
+          const void* y = s.act == Act::ReLU ? vptr(op.fused_act) : nullptr;
+          void *dx = nullptr, *dz = nullptr;
+          bool acc = false, acc_z = false;
+          for (size_t i = 0; i < op.grad_writes.size(); ++i) {
+            if (op.grad_writes[i] == x && !dx)
+              dx = dx_of(i), acc = acc_of(i);
+            else if (op.grad_writes[i] == op.residual)
+              dz = dx_of(i), acc_z = acc_of(i);
+          }
+          if (!dx) throw std::logic_error("training: BatchNorm on the image");
           const void* dyb = dy;
           const void* in = vptr(x);
-          void* dx = dx_of(0);
-          const bool acc = acc_of(0);
-          const float *ga = pval(n, 0), *mu = fptr(mean[id]), *is = fptr(invstd[id]);
+          const float *ga = pval(n, 0), *be = pval(n, 1), *mu = fptr(mean[id]),
+                      *is = fptr(invstd[id]);
           float *dga = pgrad(n, 0), *dbe = pgrad(n, 1);
           add([=](cudaStream_t st) {
-            launch_bn_backward(t, in, y, dyb, dx, ga, mu, is, dga, dbe, s, acc, scratch, st);
+            launch_bn_backward(t, in, y, dyb, dx, ga, be, mu, is, dga, dbe, s, acc, dz, acc_z,
+                               scratch, st);
           });
           break;
         }

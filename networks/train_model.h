@@ -57,9 +57,10 @@ struct TrainOptions {
   // Values, their gradients and batch statistics share memory by lifetime
   // (plan_training_memory); off: each its own buffer for the whole run (for comparison).
   bool reuse_memory = true;
-  // Each BatchNorm that only a ReLU reads runs fused with it, forward and backward
-  // (plan_training's fuse_bn_relu); off: two ops each way, as before (for comparison).
-  bool fuse_bn_relu = true;
+  // Each BatchNorm runs fused with the ReLU or SiLU that alone reads it, or with the residual Add
+  // and ReLU of a block's tail, forward and backward (plan_training's fuse_bn_act); off: an op
+  // each, each way (for comparison).
+  bool fuse_bn_act = true;
   uint64_t dropout_seed = 0;  // dropout masks: a counter-based hash of (seed, element, step)
 };
 

@@ -48,7 +48,8 @@ std::string TrainOp::label(const Graph& g) const {
                                        : "backward";
       break;
   }
-  s += std::string(" ") + op_kind_name(n.kind) + (fused_relu >= 0 ? "+relu" : "") + " ";
+  s += std::string(" ") + op_kind_name(n.kind) + (fused_add >= 0 ? "+add" : "") +
+       (fused_act >= 0 ? std::string("+") + op_kind_name(g.node(fused_act).kind) : "") + " ";
   return s + (n.name.empty() ? "#" + std::to_string(node) : n.name);
 }
 
@@ -58,37 +59,93 @@ const char* optimizer_name(Optimizer o) {
 
 namespace {
 
-// Fuses each BatchNorm into the ReLU that alone reads it (TrainOp::fused_relu).
-void fuse_bn_relu_ops(const Graph& g, TrainPlan& p) {
+// Fuses BatchNorms with what alone reads them (TrainOp::fused_act, fused_add): first the residual
+// tails (BatchNorm -> Add -> ReLU), then BatchNorm -> ReLU or SiLU.
+void fuse_bn_ops(const Graph& g, TrainPlan& p) {
   const auto& nodes = g.nodes();
+  const int count = int(nodes.size());
   const std::vector<std::vector<int>> consumers = g.consumers();
-  std::vector<int> fwd(nodes.size(), -1), bwd(nodes.size(), -1);
+  std::vector<int> fwd(count, -1), bwd(count, -1), grad_writers(count, 0);
   for (int i = 0; i < int(p.ops.size()); ++i) {
     const TrainOp& op = p.ops[i];
     if (op.pass == TrainPass::Forward) fwd[op.node] = i;
     if (op.pass == TrainPass::Backward && op.part == BackwardPart::Whole) bwd[op.node] = i;
+    for (int v : op.grad_writes) ++grad_writers[v];
   }
+  auto is_head = [&](int v) {
+    return std::find(p.heads.begin(), p.heads.end(), v) != p.heads.end();
+  };
+  // A value of its own, no head, in no concat's slice, read by one op.
+  auto single = [&](int v) {
+    return p.active[v] && p.source[v] == v && !is_head(v) && p.slice_of[v] < 0 &&
+           consumers[v].size() == 1 && fwd[v] >= 0;
+  };
   std::vector<bool> drop(p.ops.size(), false);
-  for (int r = 0; r < int(nodes.size()); ++r) {
+  std::vector<bool> taken(count, false);
+
+  // BatchNorm -> Add -> ReLU: the fused forward at the Add's place, the backward at the ReLU's.
+  for (int a = 0; a < count; ++a) {
+    const Node& an = nodes[a];
+    if (an.kind != OpKind::Add || an.inputs.size() != 2 || !single(a)) continue;
+    const int r = consumers[a][0];
+    if (nodes[r].kind != OpKind::ReLU || !p.active[r] || p.source[r] != r || fwd[r] < 0 ||
+        p.slice_of[r] >= 0)
+      continue;
+    int which = -1;
+    for (int i : {0, 1})
+      if (which < 0 && nodes[an.inputs[i]].kind == OpKind::BatchNorm && single(an.inputs[i]))
+        which = i;
+    if (which < 0) continue;
+    const int b = an.inputs[which], z = p.source[an.inputs[1 - which]];
+    const int x = p.source[nodes[b].inputs[0]];
+    if (z == b) continue;
+    const bool backward = bwd[r] >= 0;
+    if (backward != (bwd[a] >= 0) || backward != (bwd[b] >= 0)) continue;
+    // The Add's backward right after the ReLU's (z's gradient keeps its place among its writers),
+    // and the BatchNorm's input gradient written by the BatchNorm alone (moving it is safe).
+    if (backward && (bwd[a] != bwd[r] + 1 || (p.needs_grad[x] && grad_writers[x] != 1))) continue;
+    TrainOp f = p.ops[fwd[b]];
+    f.fused_act = r, f.fused_add = a, f.residual = z;
+    f.reads.push_back(z);
+    p.ops[fwd[a]] = f;
+    drop[fwd[b]] = drop[fwd[r]] = true;
+    if (backward) {
+      TrainOp ob = p.ops[bwd[b]];
+      const TrainOp& oa = p.ops[bwd[a]];
+      ob.fused_act = r, ob.fused_add = a, ob.residual = z;
+      ob.grad_reads = {r};
+      ob.saved.push_back(SavedRef{r, SavedKind::Value});
+      for (size_t i = 0; i < oa.grad_writes.size(); ++i)
+        if (oa.grad_writes[i] == z) {
+          ob.grad_writes.push_back(z);
+          ob.accumulate.push_back(oa.accumulate[i]);
+        }
+      p.ops[bwd[r]] = ob;
+      drop[bwd[a]] = drop[bwd[b]] = true;
+    }
+    taken[b] = true;
+  }
+
+  // BatchNorm -> ReLU or SiLU, adjacent both ways.
+  for (int r = 0; r < count; ++r) {
     const Node& n = nodes[r];
-    if (n.kind != OpKind::ReLU || !p.active[r] || p.source[r] != r) continue;
+    if ((n.kind != OpKind::ReLU && n.kind != OpKind::SiLU) || !p.active[r] || p.source[r] != r)
+      continue;
     const int b = n.inputs[0];
-    if (nodes[b].kind != OpKind::BatchNorm || p.source[b] != b || consumers[b].size() != 1)
-      continue;
-    if (std::find(p.heads.begin(), p.heads.end(), b) != p.heads.end() || p.slice_of[b] >= 0)
-      continue;
-    if (fwd[b] < 0 || fwd[r] != fwd[b] + 1) continue;
+    if (nodes[b].kind != OpKind::BatchNorm || taken[b] || !single(b)) continue;
+    if (fwd[r] != fwd[b] + 1) continue;
     const bool backward = bwd[r] >= 0;
     if (backward != (bwd[b] >= 0) || (backward && bwd[b] != bwd[r] + 1)) continue;
-    p.ops[fwd[b]].fused_relu = r;
+    p.ops[fwd[b]].fused_act = r;
     drop[fwd[r]] = true;
     if (backward) {
       TrainOp& ob = p.ops[bwd[b]];
-      ob.fused_relu = r;
+      ob.fused_act = r;
       ob.grad_reads = {r};
-      ob.saved.push_back(SavedRef{r, SavedKind::Value});
+      if (n.kind == OpKind::ReLU) ob.saved.push_back(SavedRef{r, SavedKind::Value});  // the mask
       drop[bwd[r]] = true;
     }
+    taken[b] = true;
   }
   std::vector<TrainOp> kept;
   int forward = 0;
@@ -103,7 +160,7 @@ void fuse_bn_relu_ops(const Graph& g, TrainPlan& p) {
 
 }  // namespace
 
-TrainPlan plan_training(const Graph& g, bool concat_views, bool fuse_bn_relu) {
+TrainPlan plan_training(const Graph& g, bool concat_views, bool fuse_bn_act) {
   const auto& nodes = g.nodes();
   const int count = int(nodes.size());
   const auto consumers = g.consumers();
@@ -293,7 +350,7 @@ TrainPlan plan_training(const Graph& g, bool concat_views, bool fuse_bn_relu) {
     }
   }
 
-  if (fuse_bn_relu) fuse_bn_relu_ops(g, p);
+  if (fuse_bn_act) fuse_bn_ops(g, p);
   for (const TrainOp& op : p.ops)
     if (op.param_grads)
       for (int pi : nodes[op.node].params)

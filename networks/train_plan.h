@@ -48,12 +48,18 @@ struct TrainOp {
   // that add to what an earlier op wrote.
   std::vector<int> grad_writes;
   std::vector<bool> accumulate;
-  // A BatchNorm's forward and backward with the ReLU that alone reads it fused in (plan_training's
-  // fuse_bn_relu): the forward writes the ReLU's value (y = relu(bn(x))), the backward reads the
-  // ReLU's gradient and masks it by the ReLU's saved value; the ReLU has no ops of its own and the
-  // BatchNorm's own value and gradient exist nowhere. -1: none.
-  int fused_relu = -1;
-  int value_written() const { return fused_relu >= 0 ? fused_relu : node; }  // Forward
+  // A BatchNorm's forward and backward with what follows it fused in (plan_training's fuse):
+  // the activation (ReLU or SiLU) that alone reads it, or the residual Add that alone reads it and
+  // the ReLU that alone reads that Add. The forward writes the activation's value,
+  // y = act(bn(x) [+ z]), z the Add's other input (`residual`), at the Add's place in the
+  // schedule; the backward reads the activation's gradient (ReLU: masked by its saved value;
+  // SiLU: through its derivative at bn(x), recomputed from x) and, with a residual, also writes
+  // z's gradient (the Add's), at the activation's place. The fused ops run nothing of their own,
+  // and the BatchNorm's own value and gradient (and the Add's) exist nowhere. -1: none.
+  int fused_act = -1;
+  int fused_add = -1;
+  int residual = -1;
+  int value_written() const { return fused_act >= 0 ? fused_act : node; }  // Forward
   bool param_grads = false;                 // writes the gradients of `node`'s trainable parameters
   double loss_weight = 0;                   // Loss
   std::string label(const Graph& g) const;  // "backward.filter conv layer1.0.conv1"
@@ -86,10 +92,12 @@ struct TrainPlan {
 // copies; their gradients are slices of its gradient). Off: every input has its own buffer, the
 // concat copies them in (a forward op reading them all) and its backward copies the slices of its
 // gradient out (a backward op writing each input's gradient).
-// fuse_bn_relu: a BatchNorm whose only consumer is a ReLU runs with it as one op each way (see
-// TrainOp::fused_relu), where the two ops are adjacent in both passes (as every conv-BN-ReLU is);
-// this saves the ReLU's passes over memory and the BatchNorm's value and gradient buffers.
-TrainPlan plan_training(const Graph& g, bool concat_views = true, bool fuse_bn_relu = false);
+// fuse_bn_act: a BatchNorm whose only consumer is a ReLU or a SiLU runs with it as one op each way
+// (see TrainOp::fused_act), where the two ops are adjacent in both passes (as every conv-BN-ReLU
+// and conv-BN-SiLU is); and a BatchNorm whose only consumer is a residual Add whose only consumer
+// is a ReLU (ResNet's block tail) runs with both. This saves the fused ops' passes over memory and
+// the intermediate values and gradients.
+TrainPlan plan_training(const Graph& g, bool concat_views = true, bool fuse_bn_act = false);
 
 // Memory of one step. Storage types follow the precision: fp32 and tf32 keep everything in fp32;
 // fp16 and bf16 keep working weights, activations and all gradients in 16 bits plus fp32 master

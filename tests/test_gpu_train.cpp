@@ -214,28 +214,36 @@ std::vector<float> bn_input(const BnCase& cs, DType t, std::mt19937& rng) {
 
 // ---- BatchNorm ---------------------------------------------------------------------------------
 
+// The activations a BatchNorm fuses (kernels/batchnorm_train.cu), each case run with each; a
+// residual z added before the activation in the cases where `residual` says so.
+const Act kBnActs[] = {Act::None, Act::ReLU, Act::SiLU};
+
 TEST(GpuTrain, BatchNormForwardMatchesReference) {
   const unsigned seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937 rng(seed);
   const std::vector<BnCase> cases = bn_cases(rng);
   const double eps = 1e-5, momentum = 0.2;
+  int turn = 0;
   for (Precision p : kStorage)
     for (const BnCase& cs : cases)
-      for (bool relu : {false, true})
+      for (Act act : kBnActs)
         for (bool strided : {false, true}) {
+          const bool residual = (turn++ % 3) != 0;  // two of three runs add one
           const DType t = storage_type(p);
           const int C = cs.d.c;
           const int64_t rows = rows_of(cs.d);
           std::ostringstream what;
-          what << precision_name(p) << " " << cs.d.str() << " offset " << cs.offset
-               << (relu ? " relu" : "") << (strided ? " strided" : "");
+          what << precision_name(p) << " " << cs.d.str() << " offset " << cs.offset << " act '"
+               << act_name(act) << "'" << (residual ? " residual" : "")
+               << (strided ? " strided" : "");
           const auto x = bn_input(cs, t, rng);
+          const auto zin = rounded(random_vector(size_t(rows) * C, rng), t);
           const auto gamma = random_vector(C, rng, 0.5, 1.5), beta = random_vector(C, rng, -.5, .5);
           const auto rm = random_vector(C, rng, -0.5, 0.5), rv = random_vector(C, rng, 0.5, 1.5);
           BnRef ref = bn_forward_train_ref(to_ref(x), C, to_ref(gamma), to_ref(beta), eps);
-          if (relu)
-            for (double& v : ref.y) v = std::max(v, 0.0);
+          for (size_t i = 0; i < ref.y.size(); ++i)
+            ref.y[i] = act_ref(act, ref.y[i] + (residual ? double(zin[i]) : 0.0));
           RefVec rm_ref = to_ref(rm), rv_ref = to_ref(rv);
           bn_running_update_ref(rm_ref, rv_ref, to_ref(x), C, momentum);
           // The magnitudes the mean and the running mean are sums of.
@@ -246,15 +254,18 @@ TEST(GpuTrain, BatchNormForwardMatchesReference) {
           }
 
           Rows dx(rows, C, t, strided ? C + 5 : 0, strided ? 2 : 0);
+          Rows dz(rows, C, t, strided ? C + 3 : 0, strided ? 1 : 0);
           Rows dy(rows, C, t, strided ? C + 9 : 0, strided ? 7 : 0);
           dx.upload(x);
+          dz.upload(zin);
           DeviceArray<float> dgamma(gamma), dbeta(beta), mean(C), invstd(C), drm(rm), drv(rv);
           DeviceArray<uint8_t> scratch(channel_reduce_scratch_bytes(rows, C));
           BnTrainSpec s;
-          s.rows = rows, s.channels = C, s.eps = eps, s.momentum = momentum, s.relu = relu;
-          s.ld_x = dx.ld(), s.ld_y = dy.ld();
-          launch_bn_forward_train(t, dx.ptr(), dy.ptr(), dgamma.get(), dbeta.get(), mean.get(),
-                                  invstd.get(), drm.get(), drv.get(), s, scratch.get(), nullptr);
+          s.rows = rows, s.channels = C, s.eps = eps, s.momentum = momentum, s.act = act;
+          s.ld_x = dx.ld(), s.ld_y = dy.ld(), s.ld_z = dz.ld();
+          launch_bn_forward_train(t, dx.ptr(), residual ? dz.ptr() : nullptr, dy.ptr(),
+                                  dgamma.get(), dbeta.get(), mean.get(), invstd.get(), drm.get(),
+                                  drv.get(), s, scratch.get(), nullptr);
           int stray = 0;
           const auto y = dy.download(&stray);
           EXPECT_EQ(stray, 0) << what.str() << ": wrote outside y";
@@ -275,31 +286,47 @@ TEST(GpuTrain, BatchNormBackwardMatchesReference) {
   SCOPED_TRACE(seed_note(seed));
   std::mt19937 rng(seed);
   const std::vector<BnCase> cases = bn_cases(rng);
+  int turn = 0;
   for (Precision p : kStorage)
     for (const BnCase& cs : cases)
-      for (bool relu : {false, true})
+      for (Act act : kBnActs)
         for (bool accumulate : {false, true}) {
           const DType t = storage_type(p);
           const int C = cs.d.c;
           const int64_t rows = rows_of(cs.d);
-          const bool strided = relu != accumulate;  // each of the four once per case, in turn
+          const int k = turn++;
+          const bool strided = k % 2 == 1;
+          // The residual's gradient (not with SiLU), written or added, in turn.
+          const bool residual = act != Act::SiLU && k % 3 != 0;
+          const bool accumulate_dz = residual && k % 4 >= 2;
           std::ostringstream what;
-          what << precision_name(p) << " " << cs.d.str() << (relu ? " relu" : "")
-               << (accumulate ? " accumulate" : "") << (strided ? " strided" : "");
+          what << precision_name(p) << " " << cs.d.str() << " act '" << act_name(act) << "'"
+               << (accumulate ? " accumulate" : "") << (strided ? " strided" : "")
+               << (residual ? (accumulate_dz ? " dz+=" : " dz=") : "");
           const auto x = bn_input(cs, t, rng);
           const auto gamma = random_vector(C, rng, 0.5, 1.5), beta = random_vector(C, rng, -.5, .5);
           const auto dy = rounded(random_vector(size_t(rows) * C, rng), t);
           const auto dx0 = rounded(random_vector(size_t(rows) * C, rng), t);
+          const auto dz0 = rounded(random_vector(size_t(rows) * C, rng), t);
+          const auto zin = rounded(random_vector(size_t(rows) * C, rng), t);
           // The statistics as the forward left them on the device (fp32), and its output.
           const BnRef fwd = bn_forward_train_ref(to_ref(x), C, to_ref(gamma), to_ref(beta), 1e-5);
           const auto mean = to_float(fwd.mean), invstd = to_float(fwd.invstd);
-          RefVec y_relu = fwd.y;
-          for (double& v : y_relu) v = std::max(v, 0.0);
-          const auto y = rounded(to_float(y_relu), t);
-          const RefVec dy_in = relu ? relu_backward_ref(to_ref(y), to_ref(dy)) : to_ref(dy);
+          // v: the pre-activation from the fp32 statistics, as the kernel recomputes it.
+          RefVec v(x.size()), y_out(x.size());
+          for (size_t i = 0; i < x.size(); ++i) {
+            const int c = int(i % C);
+            v[i] = (x[i] - double(mean[c])) * invstd[c] * gamma[c] + beta[c];
+            y_out[i] = act_ref(act, v[i] + (residual ? double(zin[i]) : 0.0));
+          }
+          const auto y = rounded(to_float(y_out), t);
+          RefVec dy_in = to_ref(dy);
+          if (act == Act::ReLU) dy_in = relu_backward_ref(to_ref(y), to_ref(dy));
+          if (act == Act::SiLU) dy_in = silu_backward_ref(v, to_ref(dy));
           BnGradRef ref =
               bn_backward_ref(to_ref(x), dy_in, C, to_ref(gamma), to_ref(mean), to_ref(invstd));
           if (accumulate) ref.dx = add(ref.dx, dx0);
+          const RefVec dz_ref = accumulate_dz ? add(dy_in, dz0) : dy_in;
           RefVec xhat(x.size());
           for (size_t i = 0; i < x.size(); ++i)
             xhat[i] = (x[i] - double(mean[i % C])) * invstd[i % C];
@@ -310,23 +337,44 @@ TEST(GpuTrain, BatchNormBackwardMatchesReference) {
           Rows by(rows, C, t, strided ? C + 6 : 0, strided ? 5 : 0);
           Rows bdy(rows, C, t, strided ? C + 6 : 0, strided ? 5 : 0);
           Rows bdx(rows, C, t, strided ? C + 3 : 0, strided ? 1 : 0);
+          Rows bdz(rows, C, t, strided ? C + 11 : 0, strided ? 3 : 0);
           bx.upload(x), by.upload(y), bdy.upload(dy);
           if (accumulate) bdx.upload(dx0);
-          DeviceArray<float> dgamma_in(gamma), dmean(mean), dinvstd(invstd), dgamma(C), dbeta(C);
+          if (accumulate_dz) bdz.upload(dz0);
+          DeviceArray<float> dgamma_in(gamma), dbeta_in(beta), dmean(mean), dinvstd(invstd),
+              dgamma(C), dbeta(C);
           DeviceArray<uint8_t> scratch(channel_reduce_scratch_bytes(rows, C));
           BnTrainSpec s;
-          s.rows = rows, s.channels = C, s.relu = relu, s.ld_x = bx.ld(), s.ld_y = bdy.ld();
-          launch_bn_backward(t, bx.ptr(), by.ptr(), bdy.ptr(), bdx.ptr(), dgamma_in.get(),
-                             dmean.get(), dinvstd.get(), dgamma.get(), dbeta.get(), s, accumulate,
-                             scratch.get(), nullptr);
+          s.rows = rows, s.channels = C, s.act = act;
+          s.ld_x = bx.ld(), s.ld_y = bdy.ld(), s.ld_z = bdz.ld();
+          // y only where the activation needs it (ReLU's mask): SiLU's must not read it.
+          launch_bn_backward(t, bx.ptr(), act == Act::ReLU ? by.ptr() : nullptr, bdy.ptr(),
+                             bdx.ptr(), dgamma_in.get(), dbeta_in.get(), dmean.get(), dinvstd.get(),
+                             dgamma.get(), dbeta.get(), s, accumulate,
+                             residual ? bdz.ptr() : nullptr, accumulate_dz, scratch.get(), nullptr);
           int stray = 0;
           EXPECT_LT(rel_l2(bdx.download(&stray), ref.dx), tolerance(p)) << what.str() << " dx";
           EXPECT_EQ(stray, 0) << what.str() << ": wrote outside dx";
+          if (residual) {
+            EXPECT_LT(rel_l2(bdz.download(&stray), dz_ref), tolerance(p)) << what.str() << " dz";
+            EXPECT_EQ(stray, 0) << what.str() << ": wrote outside dz";
+          }
           EXPECT_LT(sum_error(dgamma.download(), ref.dgamma, dgamma_mag), kF32)
               << what.str() << " dgamma";
           EXPECT_LT(sum_error(dbeta.download(), ref.dbeta, dbeta_mag), kF32)
               << what.str() << " dbeta";
         }
+}
+
+// A residual gradient with SiLU is refused (SiLU's derivative is taken at bn(x), without z).
+TEST(GpuTrain, BatchNormBackwardRefusesSiluWithResidual) {
+  BnTrainSpec s;
+  s.rows = 4, s.channels = 8, s.act = Act::SiLU;
+  DeviceArray<float> f(64);
+  EXPECT_THROW(
+      launch_bn_backward(DType::F32, f.get(), nullptr, f.get(), f.get(), nullptr, nullptr, f.get(),
+                         f.get(), f.get(), f.get(), s, false, f.get(), false, f.get(), nullptr),
+      std::invalid_argument);
 }
 
 // ---- Softmax cross-entropy ---------------------------------------------------------------------
@@ -518,11 +566,11 @@ TEST(GpuTrain, MaxPoolBackwardRoutesToTheFirstMaximum) {
   for (Precision p : kStorage)
     for (const PoolCase& pc : kPools)
       for (bool ties : {false, true})
-        for (int C : {3, 35}) {
+        for (int C : {3, 35, 16, 40}) {  // 16, 40: packed, the vectorised kernel
           const DType t = storage_type(p);
           const Dims d = pool_dims(rng, C, pc);
           const PoolGeom g = pool_geom(d, pc.kernel, pc.stride, pc.pad);
-          const bool strided = ties, accumulate = C == 35;
+          const bool strided = ties && C % 8 != 0, accumulate = C == 35 || C == 40;
           std::ostringstream what;
           what << precision_name(p) << " " << d.str() << " k" << pc.kernel << " s" << pc.stride
                << " p" << pc.pad << (ties ? " ties" : "") << (strided ? " strided" : "")
@@ -1102,14 +1150,15 @@ TEST(GpuTrain, CapturedStepReplaysLikeEager) {
   };
   auto run = [&](cudaStream_t s) {
     BnTrainSpec bn;
-    bn.rows = rows, bn.channels = C, bn.relu = true;
-    launch_bn_forward_train(t, bx.get(), by.get(), gamma.get(), beta.get(), mean.get(),
+    bn.rows = rows, bn.channels = C, bn.act = Act::ReLU;
+    launch_bn_forward_train(t, bx.get(), nullptr, by.get(), gamma.get(), beta.get(), mean.get(),
                             invstd.get(), rm.get(), rv.get(), bn, bn_scratch.get(), s);
     launch_softmax_xent(t, by.get(), dlabels.get(), int(rows), C, 1.0,
                         loss_scale_field(state.get()), loss.get(), bdz.get(), xent_scratch.get(),
                         s);
-    launch_bn_backward(t, bx.get(), by.get(), bdz.get(), bdx.get(), gamma.get(), mean.get(),
-                       invstd.get(), dgamma.get(), dbeta.get(), bn, false, bn_scratch.get(), s);
+    launch_bn_backward(t, bx.get(), by.get(), bdz.get(), bdx.get(), gamma.get(), beta.get(),
+                       mean.get(), invstd.get(), dgamma.get(), dbeta.get(), bn, false, nullptr,
+                       false, bn_scratch.get(), s);
     DropoutRng r;
     r.seed = 1234, r.device_offset = offset.get();
     launch_dropout_forward(t, bdx.get(), bdrop.get(), mask.get(), d.numel(), 0.3, r, s);

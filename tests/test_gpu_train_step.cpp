@@ -313,22 +313,26 @@ TEST(GpuTrainStep, OneStepUpdatesAsTheReference) {
 
 // Two models of the fixture that should train alike: five steps side by side on its batch, the
 // same loss at each (1e-5 relative) and the same conv1 weights after (relative L2 1e-5).
-void expect_same_steps(GpuContext& ctx, const Fixture& f, TrainModel& a, TrainModel& b,
-                       const std::string& what) {
+void expect_same_steps(GpuContext& ctx, const std::vector<float>& x, const std::vector<int>& labels,
+                       TrainModel& a, TrainModel& b, const std::string& what,
+                       const std::string& weight = "conv1.weight", double tol = 1e-5) {
   for (TrainModel* m : {&a, &b}) {
-    m->set_input(f.x);
-    m->set_labels(f.labels);
+    m->set_input(x);
+    m->set_labels(labels);
   }
   for (int i = 0; i < 5; ++i) {
     a.step(ctx.stream);
     b.step(ctx.stream);
-    EXPECT_NEAR(a.loss(), b.loss(), 1e-5 * std::max(1.0f, std::abs(b.loss())))
+    EXPECT_NEAR(a.loss(), b.loss(), tol * std::max(1.0f, std::abs(b.loss())))
         << what << " step " << i;
   }
-  const std::vector<float> w = b.parameter("conv1.weight");
-  EXPECT_LT(test::rel_l2(a.parameter("conv1.weight"), std::vector<double>(w.begin(), w.end())),
-            1e-5)
+  const std::vector<float> w = b.parameter(weight);
+  EXPECT_LT(test::rel_l2(a.parameter(weight), std::vector<double>(w.begin(), w.end())), tol)
       << what;
+}
+void expect_same_steps(GpuContext& ctx, const Fixture& f, TrainModel& a, TrainModel& b,
+                       const std::string& what, double tol = 1e-5) {
+  expect_same_steps(ctx, f.x, f.labels, a, b, what, "conv1.weight", tol);
 }
 
 // The memory plan: values, gradients and statistics sharing memory by lifetime give the same
@@ -350,9 +354,10 @@ TEST(GpuTrainStep, MemoryReuseChangesNothingButTheFootprint) {
   EXPECT_LT(with, planned.arena().activations_unplanned_bytes());
 }
 
-// BatchNorm fused with its ReLU (the default) against the two ops each way: the same losses and
-// weights after five steps (the masked gradient is the same number whether it is stored between
-// the two ops or not), in fp32 and fp16.
+// BatchNorm fused with its ReLU, and with the residual add and ReLU of each block's tail (the
+// default), against an op each, each way: the same losses and weights after five steps, in fp32
+// (1e-5) and fp16. In fp16 the unfused tail rounds bn(x) to fp16 before adding the residual and the
+// fused one does not, so the two differ by fp16 roundings: 2e-3.
 TEST(GpuTrainStep, FusedBatchNormReluChangesNothing) {
   const Fixture f;
   for (Precision p : {Precision::FP32, Precision::FP16}) {
@@ -360,9 +365,33 @@ TEST(GpuTrainStep, FusedBatchNormReluChangesNothing) {
     TrainOptions o = f.options(0.02);
     o.precision = p;
     TrainModel fused(ctx, f.g, f.w, o);
-    o.fuse_bn_relu = false;
+    o.fuse_bn_act = false;
     TrainModel apart(ctx, f.g, f.w, o);
-    expect_same_steps(ctx, f, fused, apart, precision_name(p));
+    expect_same_steps(ctx, f, fused, apart, precision_name(p), p == Precision::FP16 ? 2e-3 : 1e-5);
+  }
+}
+
+// The same for EfficientNet-B0 (32 px, 10 classes, dropout off): BatchNorm fused with SiLU, whose
+// derivative the fused backward takes at bn(x) recomputed from x rather than read back.
+TEST(GpuTrainStep, FusedBatchNormSiluChangesNothing) {
+  Graph g = build_training_network("efficientnet_b0", 32, 10);
+  g.set_dropout_p(0);
+  const HostWeights w = random_weights(g, 9);
+  std::mt19937 rng(13);
+  const std::vector<float> x = random_vector(size_t(4) * 3 * 32 * 32, rng);
+  const std::vector<int> labels{3, 1, 4, 1};
+  for (Precision p : {Precision::FP32, Precision::FP16}) {
+    GpuContext ctx;
+    TrainOptions o;
+    o.precision = p;
+    o.batch = 4;
+    o.lr = 0.02;
+    o.momentum = 0.9;
+    TrainModel fused(ctx, g, w, o);
+    o.fuse_bn_act = false;
+    TrainModel apart(ctx, g, w, o);
+    expect_same_steps(ctx, x, labels, fused, apart, precision_name(p), "features.0.0.weight",
+                      p == Precision::FP16 ? 2e-3 : 1e-5);
   }
 }
 

@@ -406,66 +406,104 @@ TEST(TrainMemory, EveryNetworkIsSoundAndReuses) {
   }
 }
 
-// BatchNorm fused with the ReLU that alone reads it (TrainModel's plan): ResNet-50's 33
-// conv-BN-ReLU pairs (the stem, each bottleneck's first two) lose their ReLU ops both ways; a fused
-// forward writes the ReLU's value, its backward reads the ReLU's gradient and keeps the ReLU's
-// value for the mask; nothing reads or writes the fused BatchNorm's own value or gradient; every
-// gradient read is written before it, every saved value by the forward; the memory plan stays
-// sound and gets smaller.
-TEST(TrainPlan, FusedBatchNormReluWritesTheReluAndReadsItsGradient) {
+// BatchNorm fused with what alone reads it (TrainModel's plan): ResNet-50's 33 conv-BN-ReLU pairs
+// (the stem, each bottleneck's first two) lose their ReLU ops both ways, and its 16 block tails
+// (BN -> add -> ReLU) their add and ReLU ops; EfficientNet's conv-BN-SiLU pairs lose their SiLU
+// ops. A fused forward writes the activation's value and reads the residual, its backward reads
+// the activation's gradient, keeps ReLU's value for the mask (not SiLU's: it recomputes from x)
+// and writes the residual's gradient with the add's accumulate flag; nothing reads or writes a
+// fused BatchNorm's or add's own value or gradient; every gradient read is written before it,
+// every saved value by the forward; the memory plan stays sound and gets smaller.
+TEST(TrainPlan, FusedBatchNormWritesTheActivationAndReadsItsGradient) {
   for (const Graph& g : training_zoo()) {
     SCOPED_TRACE(g.name());
     const TrainPlan p0 = plan_training(g, false, false), p = plan_training(g, false, true);
-    int fwd = 0, bwd = 0;
-    std::vector<int> fused_bn(g.nodes().size(), -1);  // relu -> its batchnorm
+    int fwd = 0, bwd = 0, tails = 0, silu = 0;
+    std::vector<bool> fused_away(g.nodes().size(), false);  // the fused BN's, add's, act's nodes
     for (const TrainOp& op : p.ops) {
-      if (op.fused_relu < 0) continue;
-      const Node& r = g.node(op.fused_relu);
+      if (op.fused_act < 0) continue;
+      const Node& a = g.node(op.fused_act);
       EXPECT_EQ(g.node(op.node).kind, OpKind::BatchNorm);
-      EXPECT_EQ(r.kind, OpKind::ReLU);
-      EXPECT_EQ(r.inputs.at(0), op.node);
-      fused_bn[op.fused_relu] = op.node;
+      EXPECT_TRUE(a.kind == OpKind::ReLU || a.kind == OpKind::SiLU);
+      if (op.fused_add >= 0) {
+        const Node& add = g.node(op.fused_add);
+        EXPECT_EQ(a.kind, OpKind::ReLU);
+        EXPECT_EQ(add.kind, OpKind::Add);
+        EXPECT_EQ(a.inputs.at(0), op.fused_add);
+        EXPECT_TRUE(add.inputs.at(0) == op.node || add.inputs.at(1) == op.node);
+        const int other = add.inputs.at(0) == op.node ? add.inputs.at(1) : add.inputs.at(0);
+        EXPECT_EQ(op.residual, p.source[other]);
+        fused_away[op.fused_add] = true;
+      } else {
+        EXPECT_EQ(a.inputs.at(0), op.node);
+        EXPECT_EQ(op.residual, -1);
+      }
+      fused_away[op.node] = true;
       if (op.pass == TrainPass::Forward) {
         ++fwd;
-        EXPECT_EQ(op.value_written(), op.fused_relu);
+        tails += op.fused_add >= 0;
+        silu += a.kind == OpKind::SiLU;
+        EXPECT_EQ(op.value_written(), op.fused_act);
+        if (op.residual >= 0)
+          EXPECT_NE(std::find(op.reads.begin(), op.reads.end(), op.residual), op.reads.end());
       } else {
         ++bwd;
-        EXPECT_EQ(op.grad_reads, std::vector<int>{op.fused_relu});
-        EXPECT_NE(
-            std::find(op.saved.begin(), op.saved.end(), SavedRef{op.fused_relu, SavedKind::Value}),
-            op.saved.end());
+        EXPECT_EQ(op.grad_reads, std::vector<int>{op.fused_act});
+        const bool keeps = std::find(op.saved.begin(), op.saved.end(),
+                                     SavedRef{op.fused_act, SavedKind::Value}) != op.saved.end();
+        EXPECT_EQ(keeps, a.kind == OpKind::ReLU);
+        if (op.residual >= 0 && p.needs_grad[op.residual]) {
+          // The residual's gradient, with the flag the add's own op gave it.
+          const auto at = std::find(op.grad_writes.begin(), op.grad_writes.end(), op.residual);
+          ASSERT_NE(at, op.grad_writes.end());
+          for (const TrainOp& o0 : p0.ops)
+            if (o0.pass == TrainPass::Backward && o0.node == op.fused_add)
+              for (size_t i = 0; i < o0.grad_writes.size(); ++i)
+                if (o0.grad_writes[i] == op.residual)
+                  EXPECT_EQ(op.accumulate[at - op.grad_writes.begin()], o0.accumulate[i]);
+        }
       }
     }
-    EXPECT_EQ(p.forward_ops, p0.forward_ops - fwd);
-    EXPECT_EQ(p.ops.size(), p0.ops.size() - fwd - bwd);
+    for (const TrainOp& op : p.ops)  // the ops of fused activations and adds are gone
+      if (op.fused_act < 0 && op.node >= 0) {
+        EXPECT_FALSE(fused_away[op.node] && g.node(op.node).kind != OpKind::BatchNorm)
+            << op.label(g);
+      }
+    EXPECT_EQ(fwd, bwd);
+    EXPECT_EQ(p.forward_ops, p0.forward_ops - fwd - tails);
+    EXPECT_EQ(p.ops.size(), p0.ops.size() - 2 * fwd - 2 * tails);
     if (g.name() == "resnet50") {
-      EXPECT_EQ(fwd, 33);
-      EXPECT_EQ(bwd, 33);
+      EXPECT_EQ(fwd, 33 + 16);
+      EXPECT_EQ(tails, 16);
     }
+    if (g.name() == "efficientnet_b0") EXPECT_EQ(silu, 33);  // stem, 15 expands, 16 dws, head
     const bool has_bn_relu = g.name().find("bn") != std::string::npos ||
                              g.name().rfind("resnet", 0) == 0 ||
                              g.name().rfind("inception", 0) == 0;
     if (has_bn_relu) EXPECT_GT(fwd, 0);
-    std::vector<bool> is_fused_bn(g.nodes().size(), false);
-    for (int r = 0; r < int(fused_bn.size()); ++r)
-      if (fused_bn[r] >= 0) is_fused_bn[fused_bn[r]] = true;
+    // The values and gradients that exist nowhere: a fused BatchNorm's and add's.
+    std::vector<bool> gone(g.nodes().size(), false);
+    for (const TrainOp& op : p.ops)
+      if (op.fused_act >= 0) {
+        gone[op.node] = true;
+        if (op.fused_add >= 0) gone[op.fused_add] = true;
+      }
     std::vector<int> written(g.nodes().size(), -1), grad_written(g.nodes().size(), -1);
     written[g.input_id()] = 0;
     for (int s = 0; s < int(p.ops.size()); ++s) {
       const TrainOp& op = p.ops[s];
-      EXPECT_LT(fused_bn[op.node], 0) << op.label(g) << ": an op of a fused ReLU";
-      for (int v : op.reads) EXPECT_FALSE(is_fused_bn[v]) << op.label(g);
+      for (int v : op.reads) EXPECT_FALSE(gone[v]) << op.label(g);
       for (int v : op.grad_reads) {
-        EXPECT_FALSE(is_fused_bn[v]) << op.label(g);
+        EXPECT_FALSE(gone[v]) << op.label(g);
         if (p.slice_of[v] < 0) EXPECT_GE(grad_written[v], 0) << op.label(g);
       }
       for (const SavedRef& r : op.saved)
         if (r.kind == SavedKind::Value) {
-          EXPECT_FALSE(is_fused_bn[r.node]) << op.label(g);
+          EXPECT_FALSE(gone[r.node]) << op.label(g);
           if (g.node(r.node).kind != OpKind::Concat) EXPECT_GE(written[r.node], 0) << op.label(g);
         }
       for (int v : op.grad_writes) {
-        EXPECT_FALSE(is_fused_bn[v]) << op.label(g);
+        EXPECT_FALSE(gone[v]) << op.label(g);
         grad_written[v] = s;
       }
       if (op.pass == TrainPass::Forward) written[op.value_written()] = s;
@@ -475,12 +513,11 @@ TEST(TrainPlan, FusedBatchNormReluWritesTheReluAndReadsItsGradient) {
     expect_sound(g, p, m);
     if (fwd > 0) {
       EXPECT_LT(m.unplanned_bytes, m0.unplanned_bytes);
-      // The placement is greedy (largest first), not monotone: Inception-v3's arena comes out
-      // 32 KiB (0.01%) larger with fewer buffers.
-      EXPECT_LE(double(m.arena_bytes), 1.001 * double(m0.arena_bytes));
+      // The placement is greedy (largest first), not monotone: allow 1% either way.
+      EXPECT_LE(double(m.arena_bytes), 1.01 * double(m0.arena_bytes));
     }
-    if (g.name() == "resnet50")
-      std::printf("  resnet50 batch 8 fp16: arena %.1f MiB fused, %.1f MiB not\n",
+    if (g.name() == "resnet50" || g.name() == "efficientnet_b0")
+      std::printf("  %s batch 8 fp16: arena %.1f MiB fused, %.1f MiB not\n", g.name().c_str(),
                   m.arena_bytes / 1048576.0, m0.arena_bytes / 1048576.0);
   }
 }

@@ -1,0 +1,575 @@
+// BatchNorm in training mode, forward and backward (declared in kernels/train_kernels.h), with
+// what a network fuses into it: the residual added after it and the activation after that (ReLU
+// or SiLU). Two paths compute the same things:
+// - scalar kernels, one element per thread (kTileC channels by kTileR row lanes), for any stride
+//   and channel count (a channel slice of a concat buffer, 3 channels);
+// - vectorised kernels for packed rows whose channel count the 16-byte pack divides: a thread
+//   owns V adjacent channels (8 in fp16/bf16, 4 in fp32) of a column, keeps their constants in
+//   registers while it walks rows, and Welford's update shares one reciprocal across the pack.
+// Both write the same partial layout, so the finalize kernels are shared, and every sum runs in a
+// fixed order: a run repeats bit for bit. CNNBENCH_SCALAR_BN=1 forces the scalar path (for
+// comparison).
+#include <cmath>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/activation.cuh"
+#include "kernels/channel_kernels.cuh"
+#include "kernels/train_kernels.h"
+
+namespace cnnbench {
+
+using namespace ck;
+
+namespace {
+
+// The gradient through the activation: d = dy * act'(v) for the pre-activation v, given (ReLU)
+// the activation's output y or (SiLU) v itself.
+template <Act A>
+__device__ __forceinline__ float act_grad(float dy, float y, float v) {
+  if (A == Act::ReLU) return y > 0.0f ? dy : 0.0f;
+  if (A == Act::SiLU) {
+    const float s = 1.0f / (1.0f + expf(-v));
+    return dy * s * (1.0f + v * (1.0f - s));
+  }
+  return dy;
+}
+
+// ---- Statistics
+// ----------------------------------------------------------------------------------
+
+// Pass 1, scalar. Grid (channel tiles, chunks): each thread runs Welford over its rows of the
+// chunk, the block merges its row lanes, and writes (count, mean, M2) per channel to
+// part[q][chunk][c], q = 0, 1, 2.
+template <typename T>
+__global__ void bn_stats_partial(const T* x, int ld_x, int64_t rows, int C, int64_t rows_per,
+                                 float* part) {
+  __shared__ float sn[kTileR][kTileC], sm[kTileR][kTileC], s2[kTileR][kTileC];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int c = blockIdx.x * kTileC + tx, chunk = blockIdx.y, chunks = gridDim.y;
+  const int64_t r0 = int64_t(chunk) * rows_per, r1 = min(rows, r0 + rows_per);
+  float n = 0.0f, mean = 0.0f, m2 = 0.0f;
+  if (c < C)
+    for (int64_t r = r0 + ty; r < r1; r += kTileR) {
+      const float v = load_f(x, r * ld_x + c);
+      n += 1.0f;
+      const float d = v - mean;
+      mean += d / n;
+      m2 += d * (v - mean);
+    }
+  sn[ty][tx] = n, sm[ty][tx] = mean, s2[ty][tx] = m2;
+  __syncthreads();
+  for (int h = kTileR / 2; h > 0; h /= 2) {
+    if (ty < h) {
+      welford_merge(n, mean, m2, sn[ty + h][tx], sm[ty + h][tx], s2[ty + h][tx]);
+      sn[ty][tx] = n, sm[ty][tx] = mean, s2[ty][tx] = m2;
+    }
+    __syncthreads();
+  }
+  if (ty == 0 && c < C) {
+    const int64_t plane = int64_t(chunks) * C, at = int64_t(chunk) * C + c;
+    part[at] = n;
+    part[plane + at] = mean;
+    part[2 * plane + at] = m2;
+  }
+}
+
+// Pass 1, vectorised: the same partials, a pack of V channels per thread. Lanes merge pairwise
+// (lane l takes lane l + h where l is a multiple of 2h), so any number of lanes works.
+template <typename T, int V>
+__global__ void __launch_bounds__(kThreads)
+    bn_stats_vec(const T* x, int64_t rows, int C, int vx, int vy, int64_t rows_per, float* part) {
+  __shared__ float sh[(2 * V + 1) * kThreads];
+  const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
+  const int pack = blockIdx.x * vx + col;
+  const bool active = pack * V < C;
+  const int64_t r0 = int64_t(blockIdx.y) * rows_per, r1 = min(rows, r0 + rows_per);
+  float n = 0.0f, mean[V], m2[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) mean[k] = 0.0f, m2[k] = 0.0f;
+  if (active)
+    for (int64_t r = r0 + lane; r < r1; r += vy) {
+      float v[V];
+      load_pack<T, V>(x + r * C, pack, v);
+      n += 1.0f;
+      const float inv = 1.0f / n;
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const float d = v[k] - mean[k];
+        mean[k] += d * inv;
+        m2[k] += d * (v[k] - mean[k]);
+      }
+    }
+  const int me = threadIdx.x;
+  sh[me] = n;
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    sh[(1 + k) * kThreads + me] = mean[k], sh[(1 + V + k) * kThreads + me] = m2[k];
+  for (int h = 1; h < vy; h *= 2) {
+    __syncthreads();
+    if (lane % (2 * h) == 0 && lane + h < vy) {
+      const int o = me + h * vx;
+      const float nb = sh[o];
+      if (nb != 0.0f) {
+        const float nn = n + nb, f = nb / nn;
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const float d = sh[(1 + k) * kThreads + o] - mean[k];
+          mean[k] += d * f;
+          m2[k] += sh[(1 + V + k) * kThreads + o] + d * d * n * f;
+          sh[(1 + k) * kThreads + me] = mean[k];
+          sh[(1 + V + k) * kThreads + me] = m2[k];
+        }
+        n = nn;
+        sh[me] = n;
+      }
+    }
+  }
+  if (lane != 0 || !active) return;
+  const int64_t plane = int64_t(gridDim.y) * C;
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const int64_t at = int64_t(blockIdx.y) * C + pack * V + k;
+    part[at] = n;
+    part[plane + at] = mean[k];
+    part[2 * plane + at] = m2[k];
+  }
+}
+
+// Pass 2. Grid (channel tiles), block (kTileC, kFinR): lane ty merges chunks ty, ty + kFinR, ...
+// then the lanes merge pairwise; mean, invstd and the running statistics.
+__global__ void __launch_bounds__(kFinThreads)
+    bn_stats_finalize(const float* part, int C, int chunks, int64_t rows, float eps, float momentum,
+                      float keep, float* mean_out, float* invstd_out, float* running_mean,
+                      float* running_var) {
+  __shared__ float sn[kFinR][kTileC], sm[kFinR][kTileC], s2[kFinR][kTileC];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int c = blockIdx.x * kTileC + tx;
+  const int64_t plane = int64_t(chunks) * C;
+  float n = 0.0f, mean = 0.0f, m2 = 0.0f;
+  if (c < C)
+    for (int k = ty; k < chunks; k += kFinR) {
+      const int64_t at = int64_t(k) * C + c;
+      welford_merge(n, mean, m2, part[at], part[plane + at], part[2 * plane + at]);
+    }
+  sn[ty][tx] = n, sm[ty][tx] = mean, s2[ty][tx] = m2;
+  __syncthreads();
+  for (int h = kFinR / 2; h > 0; h /= 2) {
+    if (ty < h) {
+      welford_merge(n, mean, m2, sn[ty + h][tx], sm[ty + h][tx], s2[ty + h][tx]);
+      sn[ty][tx] = n, sm[ty][tx] = mean, s2[ty][tx] = m2;
+    }
+    __syncthreads();
+  }
+  if (ty != 0 || c >= C) return;
+  const float var = m2 / float(rows);
+  mean_out[c] = mean;
+  invstd_out[c] = 1.0f / sqrtf(var + eps);
+  // keep = 1 - momentum, computed in double on the host.
+  if (running_mean) running_mean[c] = keep * running_mean[c] + momentum * mean;
+  if (running_var) running_var[c] = keep * running_var[c] + momentum * (m2 / float(rows - 1));
+}
+
+// ---- Forward: y = act((x - mean) * invstd * gamma + beta + z) -----------------------------------
+
+template <typename T, Act A>
+__global__ void bn_apply(const T* x, int ld_x, const T* z, int ld_z, T* y, int ld_y,
+                         const float* mean, const float* invstd, const float* gamma,
+                         const float* beta, int64_t rows, int C) {
+  const int c = blockIdx.x * kTileC + threadIdx.x;
+  if (c >= C) return;
+  const float mu = mean[c], k = invstd[c] * (gamma ? gamma[c] : 1.0f), b = beta ? beta[c] : 0.0f;
+  for (int64_t r = int64_t(blockIdx.y) * kTileR + threadIdx.y; r < rows;
+       r += int64_t(gridDim.y) * kTileR) {
+    float v = (load_f(x, r * ld_x + c) - mu) * k + b;
+    if (z) v += load_f(z, r * ld_z + c);
+    store_f(y, r * ld_y + c, activate(A, v));
+  }
+}
+
+template <typename T, int V, Act A>
+__global__ void __launch_bounds__(kThreads)
+    bn_apply_vec(const T* x, const T* z, T* y, const float* mean, const float* invstd,
+                 const float* gamma, const float* beta, int64_t rows, int C, int vx, int vy) {
+  const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
+  const int pack = blockIdx.x * vx + col;
+  if (pack * V >= C) return;
+  float mu[V], k[V], b[V];
+#pragma unroll
+  for (int q = 0; q < V; ++q) {
+    const int c = pack * V + q;
+    mu[q] = mean[c];
+    k[q] = invstd[c] * (gamma ? gamma[c] : 1.0f);
+    b[q] = beta ? beta[c] : 0.0f;
+  }
+  for (int64_t r = int64_t(blockIdx.y) * vy + lane; r < rows; r += int64_t(gridDim.y) * vy) {
+    float v[V], zv[V];
+    load_pack<T, V>(x + r * C, pack, v);
+    if (z) load_pack<T, V>(z + r * C, pack, zv);
+#pragma unroll
+    for (int q = 0; q < V; ++q) {
+      v[q] = (v[q] - mu[q]) * k[q] + b[q];
+      if (z) v[q] += zv[q];
+      v[q] = activate(A, v[q]);
+    }
+    store_pack<T, V>(y + r * C, pack, v);
+  }
+}
+
+// ---- Backward
+// ------------------------------------------------------------------------------------ d = dy
+// through the activation (ReLU: masked by the forward's output y > 0; SiLU: times SiLU's derivative
+// at v = xhat * gamma + beta, recomputed); dbeta = sum d, dgamma = sum d * xhat; dx = gamma *
+// invstd * (d - dbeta / rows - xhat * dgamma / rows); dz = d where asked.
+
+// Scalar pass 1's terms, for launch_channel_sums: (d, d * xhat).
+template <typename T, Act A>
+struct BnGradTerms {
+  const T *x, *y, *dy;
+  const float *mean, *invstd, *gamma, *beta;
+  int ld_x, ld_y;
+  __device__ void operator()(int, int64_t r, int c, float (&v)[2]) const {
+    const float xhat = (load_f(x, r * ld_x + c) - mean[c]) * invstd[c];
+    const float pre =
+        A == Act::SiLU ? xhat * (gamma ? gamma[c] : 1.0f) + (beta ? beta[c] : 0.0f) : 0.0f;
+    const float d =
+        act_grad<A>(load_f(dy, r * ld_y + c), A == Act::ReLU ? load_f(y, r * ld_y + c) : 0.0f, pre);
+    v[0] = d;
+    v[1] = d * xhat;
+  }
+};
+
+// Pass 2 of both paths: dbeta, dgamma, and the dx kernel's per-channel coefficients,
+// coef[0][c] = gamma * invstd (on d), coef[1][c] = -gamma * invstd^2 * dgamma / rows (on x - mean),
+// coef[2][c] = -gamma * invstd * dbeta / rows.
+struct BnGradOut {
+  float *dgamma, *dbeta, *coef;
+  const float *gamma, *invstd;
+  int C;
+  float inv_rows;
+  __device__ void operator()(int, int c, const float (&s)[2]) const {
+    dbeta[c] = s[0];
+    dgamma[c] = s[1];
+    const float is = invstd[c], k = (gamma ? gamma[c] : 1.0f) * is;
+    coef[c] = k;
+    coef[C + c] = -k * is * s[1] * inv_rows;
+    coef[2 * C + c] = -k * s[0] * inv_rows;
+  }
+};
+
+template <typename T, Act A>
+__global__ void bn_backward_dx(const T* x, const T* y, const T* dy, T* dx, T* dz, int ld_x,
+                               int ld_y, int ld_z, const float* mean, const float* invstd,
+                               const float* gamma, const float* beta, const float* coef,
+                               int64_t rows, int C, bool accumulate, bool accumulate_dz) {
+  const int c = blockIdx.x * kTileC + threadIdx.x;
+  if (c >= C) return;
+  const float mu = mean[c], is = invstd[c];
+  const float g = gamma ? gamma[c] : 1.0f, b = beta ? beta[c] : 0.0f;
+  const float ca = coef[c], cb = coef[C + c], cc = coef[2 * C + c];
+  for (int64_t r = int64_t(blockIdx.y) * kTileR + threadIdx.y; r < rows;
+       r += int64_t(gridDim.y) * kTileR) {
+    const float xc = load_f(x, r * ld_x + c) - mu;
+    const float d = act_grad<A>(load_f(dy, r * ld_y + c),
+                                A == Act::ReLU ? load_f(y, r * ld_y + c) : 0.0f, xc * is * g + b);
+    float v = ca * d + cb * xc + cc;
+    if (accumulate) v += load_f(dx, r * ld_x + c);
+    store_f(dx, r * ld_x + c, v);
+    if (dz) store_f(dz, r * ld_z + c, accumulate_dz ? load_f(dz, r * ld_z + c) + d : d);
+  }
+}
+
+// Vectorised pass 1: (d, d * xhat) summed per channel and chunk, to part[q][chunk][c]
+// (channel_sums_finalize's layout with one segment).
+template <typename T, int V, Act A>
+__global__ void __launch_bounds__(kThreads)
+    bn_grad_sums_vec(const T* x, const T* y, const T* dy, const float* mean, const float* invstd,
+                     const float* gamma, const float* beta, int64_t rows, int C, int vx, int vy,
+                     int64_t rows_per, float* part) {
+  __shared__ float sh[2 * V * kThreads];
+  const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
+  const int pack = blockIdx.x * vx + col;
+  const bool active = pack * V < C;
+  const int64_t r0 = int64_t(blockIdx.y) * rows_per, r1 = min(rows, r0 + rows_per);
+  float s0[V], s1[V], mu[V], is[V], kv[V], bv[V];
+#pragma unroll
+  for (int q = 0; q < V; ++q) {
+    const int c = active ? pack * V + q : 0;
+    s0[q] = 0.0f, s1[q] = 0.0f;
+    mu[q] = mean[c], is[q] = invstd[c];
+    if (A == Act::SiLU) kv[q] = gamma ? gamma[c] : 1.0f, bv[q] = beta ? beta[c] : 0.0f;
+  }
+  if (active)
+    for (int64_t r = r0 + lane; r < r1; r += vy) {
+      float d[V], xv[V], yv[V];
+      load_pack<T, V>(dy + r * C, pack, d);
+      load_pack<T, V>(x + r * C, pack, xv);
+      if (A == Act::ReLU) load_pack<T, V>(y + r * C, pack, yv);
+#pragma unroll
+      for (int q = 0; q < V; ++q) {
+        const float xhat = (xv[q] - mu[q]) * is[q];
+        const float dq = act_grad<A>(d[q], A == Act::ReLU ? yv[q] : 0.0f,
+                                     A == Act::SiLU ? xhat * kv[q] + bv[q] : 0.0f);
+        s0[q] += dq;
+        s1[q] += dq * xhat;
+      }
+    }
+  const int me = threadIdx.x;
+#pragma unroll
+  for (int q = 0; q < V; ++q) sh[q * kThreads + me] = s0[q], sh[(V + q) * kThreads + me] = s1[q];
+  for (int h = 1; h < vy; h *= 2) {
+    __syncthreads();
+    if (lane % (2 * h) == 0 && lane + h < vy) {
+      const int o = me + h * vx;
+#pragma unroll
+      for (int q = 0; q < V; ++q) {
+        s0[q] += sh[q * kThreads + o];
+        s1[q] += sh[(V + q) * kThreads + o];
+        sh[q * kThreads + me] = s0[q];
+        sh[(V + q) * kThreads + me] = s1[q];
+      }
+    }
+  }
+  if (lane != 0 || !active) return;
+  const int64_t chunks = gridDim.y;
+#pragma unroll
+  for (int q = 0; q < V; ++q) {
+    const int64_t c = pack * V + q;
+    part[int64_t(blockIdx.y) * C + c] = s0[q];
+    part[(chunks + blockIdx.y) * C + c] = s1[q];
+  }
+}
+
+// Vectorised pass 3: dx (= or +=) coef0 * d + coef1 * (x - mean) + coef2, and dz (= or +=) d.
+template <typename T, int V, Act A>
+__global__ void __launch_bounds__(kThreads)
+    bn_backward_dx_vec(const T* x, const T* y, const T* dy, T* dx, T* dz, const float* mean,
+                       const float* invstd, const float* gamma, const float* beta,
+                       const float* coef, int64_t rows, int C, int vx, int vy, bool accumulate,
+                       bool accumulate_dz) {
+  const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
+  const int pack = blockIdx.x * vx + col;
+  if (pack * V >= C) return;
+  float mu[V], ca[V], cb[V], cc[V], kv[V], bv[V];
+#pragma unroll
+  for (int q = 0; q < V; ++q) {
+    const int c = pack * V + q;
+    mu[q] = mean[c];
+    ca[q] = coef[c], cb[q] = coef[C + c], cc[q] = coef[2 * C + c];
+    if (A == Act::SiLU) {  // v = (x - mean) * kv + bv
+      kv[q] = invstd[c] * (gamma ? gamma[c] : 1.0f);
+      bv[q] = beta ? beta[c] : 0.0f;
+    }
+  }
+  for (int64_t r = int64_t(blockIdx.y) * vy + lane; r < rows; r += int64_t(gridDim.y) * vy) {
+    float d[V], xv[V], yv[V], acc[V];
+    load_pack<T, V>(dy + r * C, pack, d);
+    load_pack<T, V>(x + r * C, pack, xv);
+    if (A == Act::ReLU) load_pack<T, V>(y + r * C, pack, yv);
+#pragma unroll
+    for (int q = 0; q < V; ++q) {
+      const float xc = xv[q] - mu[q];
+      d[q] = act_grad<A>(d[q], A == Act::ReLU ? yv[q] : 0.0f,
+                         A == Act::SiLU ? xc * kv[q] + bv[q] : 0.0f);
+      xv[q] = ca[q] * d[q] + cb[q] * xc + cc[q];
+    }
+    if (accumulate) {
+      load_pack<T, V>(dx + r * C, pack, acc);
+#pragma unroll
+      for (int q = 0; q < V; ++q) xv[q] += acc[q];
+    }
+    store_pack<T, V>(dx + r * C, pack, xv);
+    if (dz) {
+      if (accumulate_dz) {
+        load_pack<T, V>(dz + r * C, pack, acc);
+#pragma unroll
+        for (int q = 0; q < V; ++q) d[q] += acc[q];
+      }
+      store_pack<T, V>(dz + r * C, pack, d);
+    }
+  }
+}
+
+bool scalar_bn_forced() {
+  static const bool forced = [] {
+    const char* e = std::getenv("CNNBENCH_SCALAR_BN");
+    return e && std::string(e) == "1";
+  }();
+  return forced;
+}
+
+// Bytes a thread of the vectorised kernels loads per row: 16 (8 fp16 channels) by default, or 8
+// (CNNBENCH_BN_PACK=8: half the registers for the per-channel constants, twice the threads).
+int bn_pack_bytes() {
+  static const int bytes = [] {
+    const char* e = std::getenv("CNNBENCH_BN_PACK");
+    return e && std::string(e) == "8" ? 8 : 16;
+  }();
+  return bytes;
+}
+
+// Calls the body with V the channels of a pack of T (T from CNN_DISPATCH_DTYPE).
+#define CNN_DISPATCH_PACK(bytes, ...)        \
+  do {                                       \
+    if ((bytes) == 8) {                      \
+      constexpr int V = 8 / int(sizeof(T));  \
+      __VA_ARGS__;                           \
+    } else {                                 \
+      constexpr int V = 16 / int(sizeof(T)); \
+      __VA_ARGS__;                           \
+    }                                        \
+  } while (0)
+
+// Calls the body with A the compile-time activation (None, ReLU or SiLU).
+#define CNN_DISPATCH_BN_ACT(act, ...) \
+  do {                                \
+    switch (act) {                    \
+      case Act::ReLU: {               \
+        constexpr Act A = Act::ReLU;  \
+        __VA_ARGS__;                  \
+      } break;                        \
+      case Act::SiLU: {               \
+        constexpr Act A = Act::SiLU;  \
+        __VA_ARGS__;                  \
+      } break;                        \
+      default: {                      \
+        constexpr Act A = Act::None;  \
+        __VA_ARGS__;                  \
+      } break;                        \
+    }                                 \
+  } while (0)
+
+void check_act(Act a, const char* who) {
+  if (a != Act::None && a != Act::ReLU && a != Act::SiLU)
+    throw std::invalid_argument(std::string(who) + ": the activation must be none, ReLU or SiLU");
+}
+
+}  // namespace
+
+// ---- Launchers
+// -----------------------------------------------------------------------------------
+
+size_t channel_reduce_scratch_bytes(int64_t rows, int channels, int segments) {
+  const Chunks ch = reduce_chunks(rows, channels, segments);
+  // The partials, then three coefficients per channel (BatchNorm's backward).
+  return (3 * size_t(ch.count) * size_t(segments) + 3) * size_t(channels) * sizeof(float);
+}
+
+void launch_bn_forward_train(DType t, const void* x, const void* z, void* y, const float* gamma,
+                             const float* beta, float* mean, float* invstd, float* running_mean,
+                             float* running_var, const BnTrainSpec& s, void* scratch,
+                             cudaStream_t stream) {
+  const int C = s.channels;
+  if (s.rows <= 0 || C <= 0) return;
+  check_act(s.act, "launch_bn_forward_train");
+  const int ld_x = ld_or(s.ld_x, C), ld_y = ld_or(s.ld_y, C), ld_z = ld_or(s.ld_z, C);
+  float* part = static_cast<float*>(scratch);
+  const float eps = float(s.eps), momentum = float(s.momentum), keep = float(1.0 - s.momentum);
+  const int pb = bn_pack_bytes();
+  if (!scalar_bn_forced() && vectorisable(t, C, {ld_x, ld_y, z ? ld_z : C}, {x, y, z}, pb)) {
+    CNN_DISPATCH_DTYPE(
+        t, CNN_DISPATCH_PACK(pb, {
+          const VecGeom g = vec_geom(C, V);
+          const int chunks = vec_chunks(s.rows, C, g);
+          const int64_t rows_per = (s.rows + chunks - 1) / chunks;
+          bn_stats_vec<T, V><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
+              static_cast<const T*>(x), s.rows, C, g.vx, g.vy, rows_per, part);
+          CNN_CHECK_LAUNCH();
+          bn_stats_finalize<<<channel_tiles(C), dim3(kTileC, kFinR), 0, stream>>>(
+              part, C, chunks, s.rows, eps, momentum, keep, mean, invstd, running_mean,
+              running_var);
+          CNN_CHECK_LAUNCH();
+          CNN_DISPATCH_BN_ACT(s.act, {
+            bn_apply_vec<T, V, A>
+                <<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
+                    static_cast<const T*>(x), static_cast<const T*>(z), static_cast<T*>(y), mean,
+                    invstd, gamma, beta, s.rows, C, g.vx, g.vy);
+          });
+          CNN_CHECK_LAUNCH();
+        }));
+    return;
+  }
+  const Chunks ch = reduce_chunks(s.rows, C, 1);
+  const dim3 block(kTileC, kTileR);
+  CNN_DISPATCH_DTYPE(t, bn_stats_partial<T><<<dim3(channel_tiles(C), ch.count), block, 0, stream>>>(
+                            static_cast<const T*>(x), ld_x, s.rows, C, ch.rows_per, part));
+  CNN_CHECK_LAUNCH();
+  bn_stats_finalize<<<channel_tiles(C), dim3(kTileC, kFinR), 0, stream>>>(
+      part, C, ch.count, s.rows, eps, momentum, keep, mean, invstd, running_mean, running_var);
+  CNN_CHECK_LAUNCH();
+  CNN_DISPATCH_DTYPE(t, CNN_DISPATCH_BN_ACT(s.act, {
+                       bn_apply<T, A><<<row_grid(s.rows, C), block, 0, stream>>>(
+                           static_cast<const T*>(x), ld_x, static_cast<const T*>(z), ld_z,
+                           static_cast<T*>(y), ld_y, mean, invstd, gamma, beta, s.rows, C);
+                     }));
+  CNN_CHECK_LAUNCH();
+}
+
+void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, void* dx,
+                        const float* gamma, const float* beta, const float* mean,
+                        const float* invstd, float* dgamma, float* dbeta, const BnTrainSpec& s,
+                        bool accumulate, void* dz, bool accumulate_dz, void* scratch,
+                        cudaStream_t stream) {
+  const int C = s.channels;
+  if (s.rows <= 0 || C <= 0) return;
+  check_act(s.act, "launch_bn_backward");
+  if (!dgamma || !dbeta) throw std::invalid_argument("launch_bn_backward: dgamma and dbeta needed");
+  if (s.act == Act::ReLU && !y) throw std::invalid_argument("launch_bn_backward: ReLU needs y");
+  if (s.act == Act::SiLU && dz)  // SiLU's derivative is taken at bn(x): no residual inside it
+    throw std::invalid_argument("launch_bn_backward: no residual gradient with SiLU");
+  const int ld_x = ld_or(s.ld_x, C), ld_y = ld_or(s.ld_y, C), ld_z = ld_or(s.ld_z, C);
+  const bool relu = s.act == Act::ReLU;
+  const Chunks ch = reduce_chunks(s.rows, C, 1);
+  float* part = static_cast<float*>(scratch);
+  // The coefficients follow the largest partials the scratch was sized for.
+  float* coef = part + 3 * size_t(ch.count) * size_t(C);
+  const BnGradOut out{dgamma, dbeta, coef, gamma, invstd, C, float(1.0 / double(s.rows))};
+  const int pb = bn_pack_bytes();
+  if (!scalar_bn_forced() &&
+      vectorisable(t, C, {ld_x, ld_y, dz ? ld_z : C}, {x, relu ? y : nullptr, dy, dx, dz}, pb)) {
+    CNN_DISPATCH_DTYPE(
+        t, CNN_DISPATCH_PACK(pb, {
+          const VecGeom g = vec_geom(C, V);
+          const int chunks = vec_chunks(s.rows, C, g);
+          const int64_t rows_per = (s.rows + chunks - 1) / chunks;
+          CNN_DISPATCH_BN_ACT(s.act, {
+            bn_grad_sums_vec<T, V, A><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
+                static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy), mean,
+                invstd, gamma, beta, s.rows, C, g.vx, g.vy, rows_per, part);
+            CNN_CHECK_LAUNCH();
+            channel_sums_finalize<2>
+                <<<dim3(channel_tiles(C), 1, 1), dim3(kTileC, kFinR), 0, stream>>>(part, C, chunks,
+                                                                                   out);
+            CNN_CHECK_LAUNCH();
+            bn_backward_dx_vec<T, V, A>
+                <<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
+                    static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy),
+                    static_cast<T*>(dx), static_cast<T*>(dz), mean, invstd, gamma, beta, coef,
+                    s.rows, C, g.vx, g.vy, accumulate, accumulate_dz);
+            CNN_CHECK_LAUNCH();
+          });
+        }));
+    return;
+  }
+  CNN_DISPATCH_DTYPE(
+      t, CNN_DISPATCH_BN_ACT(s.act, {
+        const BnGradTerms<T, A> terms{static_cast<const T*>(x),
+                                      static_cast<const T*>(y),
+                                      static_cast<const T*>(dy),
+                                      mean,
+                                      invstd,
+                                      gamma,
+                                      beta,
+                                      ld_x,
+                                      ld_y};
+        launch_channel_sums<2>(terms, out, s.rows, C, 1, scratch, stream);
+        bn_backward_dx<T, A><<<row_grid(s.rows, C), dim3(kTileC, kTileR), 0, stream>>>(
+            static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy),
+            static_cast<T*>(dx), static_cast<T*>(dz), ld_x, ld_y, ld_z, mean, invstd, gamma, beta,
+            coef, s.rows, C, accumulate, accumulate_dz);
+        CNN_CHECK_LAUNCH();
+      }));
+}
+
+}  // namespace cnnbench

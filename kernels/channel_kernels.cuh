@@ -1,0 +1,249 @@
+// The pieces the training kernels share (train_kernels.cu, batchnorm_train.cu): launch geometry,
+// 16-byte packed loads and stores, and the two-pass per-channel reductions (partial sums per block
+// in a fixed order, then a finalize kernel, so that a run repeats bit for bit).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+
+#include "harness/check.h"
+#include "kernels/convert.cuh"
+#include "kernels/tensor.h"
+
+namespace cnnbench {
+namespace ck {
+
+// ---- Launch geometry ---------------------------------------------------------------------------
+
+constexpr int kThreads = 256;
+constexpr int kMaxBlocks = 132 * 16;  // grid-stride loops above this
+// Per-channel kernels: a block is kTileC channels (threadIdx.x, coalesced over NHWC's innermost
+// dimension) by kTileR row lanes (threadIdx.y).
+constexpr int kTileC = 32;
+constexpr int kTileR = 8;
+// The reductions split rows into chunks, one block per (channel tile, chunk, segment), aiming at
+// about kTargetBlocks blocks with at least kMinRowsPerThread rows per thread; a finalize kernel
+// then combines a channel's chunks, kFinR lanes per channel, in a fixed order.
+constexpr int kTargetBlocks = 2048;
+constexpr int kMaxChunks = 1024;
+constexpr int kMinRowsPerThread = 4;
+constexpr int kFinR = 32;
+constexpr int kFinThreads = kTileC * kFinR;
+
+inline int blocks_for(int64_t n, int threads = kThreads) {
+  return int(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, kMaxBlocks)));
+}
+
+inline int ld_or(int ld, int c) {
+  return ld > 0 ? ld : c;
+}
+
+inline int channel_tiles(int channels) {
+  return (channels + kTileC - 1) / kTileC;
+}
+
+// A grid for the row-tiled elementwise kernels: channel tiles by row blocks (grid-stride).
+inline dim3 row_grid(int64_t rows, int channels) {
+  const int tiles = channel_tiles(channels);
+  const int64_t want = (rows + kTileR - 1) / kTileR;
+  const int64_t most = std::max<int64_t>(1, kMaxBlocks / tiles);
+  return dim3(tiles, unsigned(std::max<int64_t>(1, std::min<int64_t>({want, most, 65535}))));
+}
+
+struct Chunks {
+  int count;
+  int64_t rows_per;  // rows of a chunk; the last ones may hold fewer (or none)
+};
+inline Chunks reduce_chunks(int64_t rows, int channels, int segments) {
+  const int64_t blocks = int64_t(channel_tiles(channels)) * segments;
+  const int64_t want = (kTargetBlocks + blocks - 1) / blocks;
+  const int64_t most =
+      std::max<int64_t>(1, (rows + kTileR * kMinRowsPerThread - 1) / (kTileR * kMinRowsPerThread));
+  Chunks c;
+  c.count = int(std::max<int64_t>(1, std::min<int64_t>({want, most, kMaxChunks})));
+  c.rows_per = std::max<int64_t>(1, (rows + c.count - 1) / c.count);
+  return c;
+}
+
+inline bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+// ---- Vector loads for the packed elementwise kernels -------------------------------------------
+
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+template <typename T, int V>
+__device__ __forceinline__ void load_pack(const T* p, int64_t j, float (&out)[V]) {
+  if (!p) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) out[k] = 0.0f;
+    return;
+  }
+  const Pack<T, V> pk = reinterpret_cast<const Pack<T, V>*>(p)[j];
+#pragma unroll
+  for (int k = 0; k < V; ++k) out[k] = load_f(pk.v, k);
+}
+
+template <typename T, int V>
+__device__ __forceinline__ void store_pack(T* p, int64_t j, const float (&in)[V]) {
+  Pack<T, V> pk;
+#pragma unroll
+  for (int k = 0; k < V; ++k) store_f(pk.v, k, in[k]);
+  reinterpret_cast<Pack<T, V>*>(p)[j] = pk;
+}
+
+template <typename T>
+__device__ __forceinline__ float load_or0(const T* p, int64_t i) {
+  return p ? load_f(p, i) : 0.0f;
+}
+
+// ---- Per-channel reductions --------------------------------------------------------------------
+
+// Chan's parallel combination of two (count, mean, M2) triples, the first updated in place.
+__device__ __forceinline__ void welford_merge(float& n, float& mean, float& m2, float nb,
+                                              float meanb, float m2b) {
+  if (nb == 0.0f) return;
+  const float nn = n + nb;
+  const float d = meanb - mean, f = nb / nn;
+  mean += d * f;
+  m2 += m2b + d * d * n * f;
+  n = nn;
+}
+
+// Sums per channel of K values per element, pass 1. Grid (channel tiles, chunks, segments): the
+// functor gives the K values of (segment, row within it, channel) and may write an elementwise
+// result on the way. Partial sums go to part[q][segment][chunk][c].
+template <int K, typename F>
+__global__ void channel_sums_partial(F f, int64_t rows, int C, int64_t rows_per, float* part) {
+  __shared__ float sh[K][kTileR][kTileC];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int c = blockIdx.x * kTileC + tx, chunk = blockIdx.y, chunks = gridDim.y;
+  const int seg = blockIdx.z, segs = gridDim.z;
+  const int64_t r0 = int64_t(chunk) * rows_per, r1 = min(rows, r0 + rows_per);
+  float acc[K];
+#pragma unroll
+  for (int q = 0; q < K; ++q) acc[q] = 0.0f;
+  if (c < C)
+    for (int64_t r = r0 + ty; r < r1; r += kTileR) {
+      float v[K];
+      f(seg, r, c, v);
+#pragma unroll
+      for (int q = 0; q < K; ++q) acc[q] += v[q];
+    }
+#pragma unroll
+  for (int q = 0; q < K; ++q) sh[q][ty][tx] = acc[q];
+  __syncthreads();
+  for (int h = kTileR / 2; h > 0; h /= 2) {
+    if (ty < h)
+#pragma unroll
+      for (int q = 0; q < K; ++q) sh[q][ty][tx] += sh[q][ty + h][tx];
+    __syncthreads();
+  }
+  if (ty == 0 && c < C)
+#pragma unroll
+    for (int q = 0; q < K; ++q)
+      part[((int64_t(q) * segs + seg) * chunks + chunk) * C + c] = sh[q][0][tx];
+}
+
+// Pass 2. Grid (channel tiles, 1, segments), block (kTileC, kFinR); out(segment, c, sums).
+template <int K, typename Out>
+__global__ void __launch_bounds__(kFinThreads)
+    channel_sums_finalize(const float* part, int C, int chunks, Out out) {
+  __shared__ float sh[K][kFinR][kTileC];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int c = blockIdx.x * kTileC + tx, seg = blockIdx.z, segs = gridDim.z;
+  float acc[K];
+#pragma unroll
+  for (int q = 0; q < K; ++q) acc[q] = 0.0f;
+  if (c < C)
+    for (int k = ty; k < chunks; k += kFinR)
+#pragma unroll
+      for (int q = 0; q < K; ++q) acc[q] += part[((int64_t(q) * segs + seg) * chunks + k) * C + c];
+#pragma unroll
+  for (int q = 0; q < K; ++q) sh[q][ty][tx] = acc[q];
+  __syncthreads();
+  for (int h = kFinR / 2; h > 0; h /= 2) {
+    if (ty < h)
+#pragma unroll
+      for (int q = 0; q < K; ++q) sh[q][ty][tx] += sh[q][ty + h][tx];
+    __syncthreads();
+  }
+  if (ty == 0 && c < C) {
+    float s[K];
+#pragma unroll
+    for (int q = 0; q < K; ++q) s[q] = sh[q][0][tx];
+    out(seg, c, s);
+  }
+}
+
+// Both passes of a per-channel reduction over `segments` groups of `rows` rows.
+template <int K, typename F, typename Out>
+void launch_channel_sums(F f, Out out, int64_t rows, int C, int segments, void* scratch,
+                         cudaStream_t stream) {
+  const Chunks ch = reduce_chunks(rows, C, segments);
+  float* part = static_cast<float*>(scratch);
+  const dim3 grid(channel_tiles(C), ch.count, segments);
+  channel_sums_partial<K><<<grid, dim3(kTileC, kTileR), 0, stream>>>(f, rows, C, ch.rows_per, part);
+  CNN_CHECK_LAUNCH();
+  channel_sums_finalize<K><<<dim3(channel_tiles(C), 1, segments), dim3(kTileC, kFinR), 0, stream>>>(
+      part, C, ch.count, out);
+  CNN_CHECK_LAUNCH();
+}
+
+// ---- Vectorised per-channel geometry
+// ------------------------------------------------------------- Packed NHWC rows whose channel
+// count is a multiple of V = 16 / sizeof(T): a thread owns one 16-byte pack of V adjacent channels
+// in a column and walks the rows; a block is vx packs across by vy row lanes (vx * vy <= kThreads),
+// threads numbered along the row first, so that a warp reads whole rows of a narrow tensor at once.
+
+struct VecGeom {
+  int vx = 1, vy = 1;  // packs across a block, row lanes
+  int tiles = 1;       // column tiles: tiles * vx >= packs
+};
+
+inline VecGeom vec_geom(int channels, int V) {
+  const int packs = channels / V;
+  VecGeom g;
+  g.tiles = (packs + 31) / 32;
+  g.vx = (packs + g.tiles - 1) / g.tiles;
+  g.vy = kThreads / g.vx;
+  return g;
+}
+
+// Row blocks for a grid-stride pass over `rows`: about kMaxBlocks blocks in all.
+inline unsigned vec_row_blocks(int64_t rows, const VecGeom& g) {
+  const int64_t want = (rows + g.vy - 1) / g.vy;
+  const int64_t most = std::max<int64_t>(1, kMaxBlocks / g.tiles);
+  return unsigned(std::max<int64_t>(1, std::min<int64_t>({want, most, 65535})));
+}
+
+// Chunks for a vectorised reduction pass: about kTargetBlocks blocks, at least kMinRowsPerThread
+// rows per lane, and never more than reduce_chunks (what the scratch was sized for) allows.
+inline int vec_chunks(int64_t rows, int channels, const VecGeom& g) {
+  const int64_t room = reduce_chunks(rows, channels, 1).count;
+  const int64_t want = (kTargetBlocks + g.tiles - 1) / g.tiles;
+  const int64_t most = std::max<int64_t>(
+      1, (rows + int64_t(g.vy) * kMinRowsPerThread - 1) / (int64_t(g.vy) * kMinRowsPerThread));
+  return int(std::max<int64_t>(1, std::min<int64_t>({room, want, most})));
+}
+
+// Whether the vectorised kernels take tensors of `channels` in type t with packs of `bytes`: every
+// stride packed, every pointer given aligned to the pack, and the pack dividing the channels.
+inline bool vectorisable(DType t, int channels, std::initializer_list<int> lds,
+                         std::initializer_list<const void*> ptrs, int bytes = 16) {
+  const int V = bytes / int(dtype_size(t));
+  if (V < 1 || channels % V != 0) return false;
+  for (int ld : lds)
+    if (ld != channels) return false;
+  for (const void* p : ptrs)
+    if (p && reinterpret_cast<uintptr_t>(p) % bytes != 0) return false;
+  return true;
+}
+
+}  // namespace ck
+}  // namespace cnnbench
