@@ -47,6 +47,9 @@ const char* kUsage =
             as a table by kind. --weights, --input and --labels may then be left out (the
             suite's random weights, a uniform batch of --batch images, labels i % classes),
             --output and --report too, and any precision runs (fp16, bf16 as the suite does).
+  --check_finite=N  with --breakdown: first N eager steps, each followed by the loss, the loss
+            scale, the steps skipped so far and the trainable parameters whose gradient holds a
+            non-finite value (a diagnosis of fp16's skipped steps); then it stops, timing nothing
 )";
 
 double to_double(const std::string& s, const char* what) {
@@ -60,10 +63,31 @@ double to_double(const std::string& s, const char* what) {
 }
 
 // --breakdown: the step's graph time, then each launch alone; JSON to `path`, a table to stdout.
-int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path) {
+int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path, int check_steps) {
   require_cuda_device();
   GpuContext ctx;
   TrainModel m(ctx, g, random_weights(g, 1), opt);
+  for (int i = 0; i < check_steps; ++i) {
+    m.step(ctx.stream);
+    const float loss = m.loss();
+    std::vector<std::string> bad;
+    double largest = 0;
+    std::string largest_name;
+    for (const std::string& name : m.trainable_names()) {
+      bool finite = true;
+      for (float v : m.gradient(name)) {
+        finite = finite && std::isfinite(v);
+        if (std::isfinite(v) && std::abs(v) > largest) largest = std::abs(v), largest_name = name;
+      }
+      if (!finite) bad.push_back(name);
+    }
+    std::printf("check step %d: loss %.5f, loss scale %g, %d skipped, %zu non-finite gradients", i,
+                loss, m.loss_scale(), m.skipped_steps(), bad.size());
+    for (size_t k = 0; k < bad.size() && k < 6; ++k)
+      std::printf("%s %s", k ? "," : ":", bad[k].c_str());
+    std::printf("; largest |g| %.3g (%s)\n", largest, largest_name.c_str());
+  }
+  if (check_steps > 0) return 0;
   cudaStream_t s = nullptr;
   CNN_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const double step_us = graph_us([&](cudaStream_t st) { m.step(st); }, s, 5);
@@ -113,7 +137,7 @@ int run(int argc, char** argv) {
   std::string network, weights_path, input_path, labels_path, output_path, report_path,
       batch_s = "0", size_s = "0", classes_s = "1000", precision = "fp32", optimizer = "sgd",
       lr_s = "0.1", momentum_s = "0.9", wd_s = "0", engine = "heuristic", steps_s = "1",
-      reuse_s = "1", dropout_s, breakdown_path;
+      reuse_s = "1", dropout_s, breakdown_path, check_s = "0";
   for (int i = 1; i < argc; ++i) {
     if (take_flag(i, argc, argv, "help", nullptr)) {
       std::cout << kUsage;
@@ -137,7 +161,8 @@ int run(int argc, char** argv) {
         take_flag(i, argc, argv, "steps", &steps_s) ||
         take_flag(i, argc, argv, "reuse_memory", &reuse_s) ||
         take_flag(i, argc, argv, "dropout", &dropout_s) ||
-        take_flag(i, argc, argv, "breakdown", &breakdown_path))
+        take_flag(i, argc, argv, "breakdown", &breakdown_path) ||
+        take_flag(i, argc, argv, "check_finite", &check_s))
       continue;
     throw UserError(std::string("unknown flag '") + argv[i] + "' (see --help)");
   }
@@ -190,7 +215,7 @@ int run(int argc, char** argv) {
     const long b = parse_count(batch_s, "batch");
     if (b < 1) throw UserError("--breakdown needs --batch=N, N at least 1");
     opt.batch = int(b);
-    return breakdown(g, opt, breakdown_path);
+    return breakdown(g, opt, breakdown_path, int(parse_count(check_s, "check_finite")));
   }
   const HostWeights w = load_weights(g, weights_path);
   const SafetensorsFile wf = SafetensorsFile::load(weights_path);
