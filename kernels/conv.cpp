@@ -633,8 +633,10 @@ void ConvOp::unstage(cudaStream_t stream) {
 }
 
 void ConvOp::run(cudaStream_t stream) {
-  // The cuDNN handle is bound to the context's stream, which is `stream`.
-  CNN_CHECK_CUDNN(cudnnBackendExecute(handle_, plan().get(), variant_pack_.get()));
+  // On `stream`, which is not always the handle's: a training step is captured on a stream of
+  // its own (until 2026-12-04 the forward convs of such a capture ran once, at capture time, on
+  // the context's stream, and were missing from the replayed step).
+  CNN_CHECK_CUDNN(execute_on(handle_, plan(), variant_pack_, stream));
   if (!plan_->fused) epilogue(target_buffers().y, staged_ ? spec_.y.c : spec_.ldy(), stream);
   if (staged_) unstage(stream);
 }

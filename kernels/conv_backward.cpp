@@ -183,12 +183,7 @@ BackendDesc ConvBackwardOp::variant_pack(void* workspace) const {
 }
 
 bool ConvBackwardOp::execute(const BackendDesc& plan, const BackendDesc& vp, cudaStream_t stream) {
-  cudaStream_t bound = nullptr;
-  CNN_CHECK_CUDNN(cudnnGetStream(handle_, &bound));
-  if (bound != stream) CNN_CHECK_CUDNN(cudnnSetStream(handle_, stream));
-  const cudnnStatus_t s = cudnnBackendExecute(handle_, plan.get(), vp.get());
-  if (bound != stream) CNN_CHECK_CUDNN(cudnnSetStream(handle_, bound));
-  return s == CUDNN_STATUS_SUCCESS;
+  return execute_on(handle_, plan, vp, stream) == CUDNN_STATUS_SUCCESS;
 }
 
 bool ConvBackwardOp::graph_safe(GpuContext& ctx, const BackendDesc& plan,
@@ -442,12 +437,7 @@ void ConvBackwardOp::run(cudaStream_t stream) {
     return;
   }
   if (!plan_.get()) throw std::logic_error("conv backward: run before prepare");
-  cudaStream_t bound = nullptr;
-  CNN_CHECK_CUDNN(cudnnGetStream(handle_, &bound));
-  if (bound != stream) CNN_CHECK_CUDNN(cudnnSetStream(handle_, stream));
-  const cudnnStatus_t s = cudnnBackendExecute(handle_, plan_.get(), variant_pack_.get());
-  if (bound != stream) CNN_CHECK_CUDNN(cudnnSetStream(handle_, bound));
-  CNN_CHECK_CUDNN(s);
+  CNN_CHECK_CUDNN(execute_on(handle_, plan_, variant_pack_, stream));
 }
 
 }  // namespace cnnbench

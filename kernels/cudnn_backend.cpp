@@ -243,4 +243,14 @@ BackendDesc try_plan(cudnnHandle_t handle, const BackendDesc& engine_config, std
   return plan;
 }
 
+cudnnStatus_t execute_on(cudnnHandle_t handle, const BackendDesc& plan, const BackendDesc& pack,
+                         cudaStream_t stream) {
+  cudaStream_t bound = nullptr;
+  CNN_CHECK_CUDNN(cudnnGetStream(handle, &bound));
+  if (bound != stream) CNN_CHECK_CUDNN(cudnnSetStream(handle, stream));
+  const cudnnStatus_t s = cudnnBackendExecute(handle, plan.get(), pack.get());
+  if (bound != stream) CNN_CHECK_CUDNN(cudnnSetStream(handle, bound));
+  return s;
+}
+
 }  // namespace cnnbench

@@ -77,4 +77,10 @@ std::vector<BackendDesc> heuristic_configs(const BackendDesc& op_graph,
 // An execution plan for one engine config, or an empty descriptor if it does not build.
 BackendDesc try_plan(cudnnHandle_t handle, const BackendDesc& engine_config, std::string* why);
 
+// cudnnBackendExecute on `stream`: the handle is bound to `stream` for the call where it is bound
+// to another (a training step captured on a stream of its own: work on the handle's stream would
+// run at capture time and be missing from the graph), then bound back. Returns cuDNN's status.
+cudnnStatus_t execute_on(cudnnHandle_t handle, const BackendDesc& plan, const BackendDesc& pack,
+                         cudaStream_t stream);
+
 }  // namespace cnnbench
