@@ -38,7 +38,11 @@ const char* kUsage =
   --eager       also time op-by-op launches beside graph replays
   --layers_out  where to write the per-layer engine table (JSON)
   --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
-  --exclude_engines=eng4,eng8{k24=0}  cuDNN engines never to use: a name takes any knobs
+  --exclude_engines=eng4,eng8{k24=0}  cuDNN engines never to use: a name takes any knobs;
+                       'nondeterministic' every engine cuDNN marks so
+  --deterministic  only engines cuDNN does not mark nondeterministic (the same as adding
+                       'nondeterministic' to --exclude_engines): the same output from run to run.
+                       Every benchmark counts its nondeterministic layers (nondeterministic_layers)
   --build_threads=N  host threads that build cuDNN plans (NVRTC compiles) ahead of tuning;
                        default the host's cores, at most 16; 1 builds them one by one
   --graph_edges=captured|full  the CUDA graph's programmatic (PDL) edges: kept (default), or
@@ -403,6 +407,7 @@ void run_train(benchmark::State& state, const Job& job) {
   const float loss = p.model->loss();
   if (!std::isfinite(loss)) throw std::runtime_error("training loss is not finite after timing");
   state.counters["loss"] = loss;
+  state.counters["nondeterministic_layers"] = nondeterministic_layers(p.model->layers());
   if (job.precision == Precision::FP16) {  // GradScaler's state, over the whole run so far
     state.counters["skipped_steps"] = p.model->skipped_steps();
     state.counters["loss_scale"] = p.model->loss_scale();
@@ -550,6 +555,7 @@ void run_benchmark(benchmark::State& state, Job job) {
     m.device_peak_bytes = p.peak.peak();
     m.device_before_bytes = p.device_before;
     for (const auto& kv : counters_for(m)) state.counters[kv.first] = kv.second;
+    state.counters["nondeterministic_layers"] = nondeterministic_layers(model.layers());
     int convs = 0, fused = 0;
     for (const LayerRecord& r : model.layers())
       if (r.op.rfind("conv", 0) == 0) ++convs, fused += r.fused;
@@ -645,7 +651,9 @@ int run(int argc_in, char** argv_in) {
     } else if (take_flag(i, argc, argv, "graph_edges", &v)) {
       opt.graph_edges = parse_graph_edges(v);
     } else if (take_flag(i, argc, argv, "exclude_engines", &v)) {
-      opt.exclude_engines = parse_engine_list(v);
+      for (const std::string& e : parse_engine_list(v)) opt.exclude_engines.push_back(e);
+    } else if (take_flag(i, argc, argv, "deterministic", nullptr)) {
+      opt.exclude_engines.push_back(kNondeterministic);
     } else if (take_flag(i, argc, argv, "build_threads", &v)) {
       opt.build_threads = parse_build_threads(v);
     } else if (take_flag(i, argc, argv, "memory_limit", &v) ||
@@ -739,6 +747,10 @@ int run(int argc_in, char** argv_in) {
   std::string excluded;
   for (const std::string& e : opt.exclude_engines) excluded += (excluded.empty() ? "" : ",") + e;
   add_context("exclude_engines", excluded.empty() ? "none" : excluded);
+  add_context("deterministic", std::find(opt.exclude_engines.begin(), opt.exclude_engines.end(),
+                                         kNondeterministic) != opt.exclude_engines.end()
+                                   ? "true"
+                                   : "false");
   add_context("build_threads", std::to_string(opt.build_threads));
   add_context("se_fold", opt.se_fold ? "true" : "false");
   add_context("depthwise", depthwise_choice_name(opt.depthwise));

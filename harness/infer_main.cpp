@@ -24,7 +24,9 @@ const char* kUsage =
                       [--weights=FILE] [--input=FILE] --output=FILE [--engine=heuristic|autotune]
                       [--eager] [--seed=N] [--input_size=N] [--num_classes=N] [--verify[=SAMPLES]]
   --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
-  --exclude_engines=eng4,...  cuDNN engines never to use (a name takes any knobs)
+  --exclude_engines=eng4,...  cuDNN engines never to use (a name takes any knobs;
+                       'nondeterministic' every engine cuDNN marks so)
+  --deterministic      only engines cuDNN does not mark nondeterministic
   --build_threads=N    host threads that build cuDNN plans ahead of tuning (default: the
                        host's cores, at most 16; 1: one by one)
   --graph_edges=captured|full  keep the CUDA graph's programmatic (PDL) edges (default), or make
@@ -54,7 +56,7 @@ int run(int argc, char** argv) {
                        threads_s = std::to_string(default_build_threads()), repairs_s = "6",
                        depthwise_s = "auto", breakdown_s;
   bool bisect = false, se_fold = false;
-  bool eager = false;
+  bool eager = false, deterministic = false;
   for (int i = 1; i < argc; ++i) {
     if (take_flag(i, argc, argv, "help", nullptr)) {
       std::cout << kUsage;
@@ -82,6 +84,10 @@ int run(int argc, char** argv) {
     if (take_flag(i, argc, argv, "share_plans", &share_s)) continue;
     if (take_flag(i, argc, argv, "graph_edges", &edges_s)) continue;
     if (take_flag(i, argc, argv, "exclude_engines", &exclude_s)) continue;
+    if (take_flag(i, argc, argv, "deterministic", nullptr)) {
+      deterministic = true;
+      continue;
+    }
     if (take_flag(i, argc, argv, "build_threads", &threads_s)) continue;
     if (take_flag(i, argc, argv, "max_repairs", &repairs_s)) continue;
     if (take_flag(i, argc, argv, "depthwise", &depthwise_s)) continue;
@@ -130,7 +136,8 @@ int run(int argc, char** argv) {
   if (share_s != "true" && share_s != "false")
     throw UserError("--share_plans takes true or false, not '" + share_s + "'");
   const GraphEdges edges = parse_graph_edges(edges_s);
-  const std::vector<std::string> excluded = parse_engine_list(exclude_s);
+  std::vector<std::string> excluded = parse_engine_list(exclude_s);
+  if (deterministic) excluded.push_back(kNondeterministic);
   const int build_threads = parse_build_threads(threads_s);
   const int max_repairs = int(to_int(repairs_s, "max_repairs"));
   const DepthwiseChoice depthwise = parse_depthwise_choice(depthwise_s);

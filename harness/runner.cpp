@@ -39,6 +39,16 @@ GpuContext::GpuContext() {
   CNN_CHECK_CUBLAS(cublasLtCreate(&lt));
 }
 
+int nondeterministic_layers(const std::vector<LayerRecord>& layers) {
+  int n = 0;
+  for (const LayerRecord& r : layers) {
+    // engine_notes: comma-separated note names (EngineInfo::notes).
+    const std::string notes = "," + r.engine_notes + ",";
+    n += notes.find(std::string(",") + kNondeterministic + ",") != std::string::npos;
+  }
+  return n;
+}
+
 int default_build_threads() {
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : int(std::min(n, 16u));

@@ -110,11 +110,11 @@ std::vector<std::string> parse_engine_list(const std::string& s) {
       ++end;
     }
     const std::string item = s.substr(start, end - start);
-    if (item.size() < 4 || item.compare(0, 3, "eng") != 0 ||
-        !std::isdigit(static_cast<unsigned char>(item[3])))
+    if (item != kNondeterministic && (item.size() < 4 || item.compare(0, 3, "eng") != 0 ||
+                                      !std::isdigit(static_cast<unsigned char>(item[3]))))
       throw UserError(
-          "--exclude_engines takes cuDNN engine names like eng4 or tags like "
-          "eng8{k24=0}, not '" +
+          "--exclude_engines takes cuDNN engine names like eng4, tags like eng8{k24=0}, or "
+          "'nondeterministic', not '" +
           item + "'");
     out.push_back(item);
     start = end + 1;

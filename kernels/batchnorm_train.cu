@@ -363,7 +363,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   for (int64_t r = int64_t(blockIdx.y) * vy + lane; r < rows; r += int64_t(gridDim.y) * vy) {
-    float d[V], xv[V], yv[V], acc[V];
+    float d[V], xv[V], yv[V];
     load_pack<T, V>(dy + r * C, pack, d);
     load_pack<T, V>(x + r * C, pack, xv);
     if (A == Act::ReLU) load_pack<T, V>(y + r * C, pack, yv);
@@ -374,20 +374,8 @@ __global__ void __launch_bounds__(kThreads)
                          A == Act::SiLU ? xc * kv[q] + bv[q] : 0.0f);
       xv[q] = ca[q] * d[q] + cb[q] * xc + cc[q];
     }
-    if (accumulate) {
-      load_pack<T, V>(dx + r * C, pack, acc);
-#pragma unroll
-      for (int q = 0; q < V; ++q) xv[q] += acc[q];
-    }
-    store_pack<T, V>(dx + r * C, pack, xv);
-    if (dz) {
-      if (accumulate_dz) {
-        load_pack<T, V>(dz + r * C, pack, acc);
-#pragma unroll
-        for (int q = 0; q < V; ++q) d[q] += acc[q];
-      }
-      store_pack<T, V>(dz + r * C, pack, d);
-    }
+    store_pack_acc<T, V>(dx + r * C, pack, xv, accumulate);
+    if (dz) store_pack_acc<T, V>(dz + r * C, pack, d, accumulate_dz);
   }
 }
 

@@ -97,6 +97,18 @@ __device__ __forceinline__ void store_pack(T* p, int64_t j, const float (&in)[V]
   reinterpret_cast<Pack<T, V>*>(p)[j] = pk;
 }
 
+// Stores v as pack j of p; with `accumulate`, adds the pack p holds first (v then holds the sum).
+template <typename T, int V>
+__device__ __forceinline__ void store_pack_acc(T* p, int64_t j, float (&v)[V], bool accumulate) {
+  if (accumulate) {
+    float old[V];
+    load_pack<T, V>(p, j, old);
+#pragma unroll
+    for (int k = 0; k < V; ++k) v[k] += old[k];
+  }
+  store_pack<T, V>(p, j, v);
+}
+
 template <typename T>
 __device__ __forceinline__ float load_or0(const T* p, int64_t i) {
   return p ? load_f(p, i) : 0.0f;

@@ -190,7 +190,7 @@ std::vector<Candidate> candidates(cudnnHandle_t h, const OpGraph& g, Precision p
       EngineInfo info = engine_info(cfg);
       if (!engine_fits_precision(info, p)) continue;
       if (std::find(skip.begin(), skip.end(), info.tag()) != skip.end()) continue;
-      if (engine_excluded(info.tag(), excluded)) continue;
+      if (engine_excluded(info, excluded)) continue;
       const bool rtc = info.has_behavior(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
       if (rtc && compiled >= kMaxCompiled) continue;
       const std::string tag = info.tag();
@@ -260,6 +260,13 @@ std::string ConvSpec::signature() const {
 std::string ConvSpec::op_name() const {
   return std::string("conv+bias") + (residual ? "+add" : "") +
          (act != Act::None ? std::string("+") + act_name(act) : "");
+}
+
+bool engine_excluded(const EngineInfo& info, const std::vector<std::string>& excluded) {
+  if (std::find(excluded.begin(), excluded.end(), kNondeterministic) != excluded.end() &&
+      info.has_numerical(CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC))
+    return true;
+  return engine_excluded(info.tag(), excluded);
 }
 
 bool engine_excluded(const std::string& tag, const std::vector<std::string>& excluded) {

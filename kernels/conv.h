@@ -49,6 +49,10 @@ bool engine_fits_precision(const EngineInfo& e, Precision p);
 // Whether an engine tag ("eng4{k24=23}+rtc") is one of `excluded`, each an engine name ("eng4",
 // any knobs) or a whole tag.
 bool engine_excluded(const std::string& tag, const std::vector<std::string>& excluded);
+// The same for an engine config, where `excluded` may also hold the class "nondeterministic"
+// (--deterministic): every engine whose numerical notes say its result may change from run to
+// run (atomics in a reduction).
+bool engine_excluded(const EngineInfo& info, const std::vector<std::string>& excluded);
 
 class ConvOp : public Op {
  public:

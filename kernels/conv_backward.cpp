@@ -98,7 +98,7 @@ std::vector<Candidate> candidates(cudnnHandle_t h, const ConvBackwardGraph& g, P
       if (out.size() >= limit) return out;
       EngineInfo info = engine_info(cfg);
       const std::string tag = info.tag();
-      if (!engine_fits_precision(info, p) || engine_excluded(tag, excluded)) continue;
+      if (!engine_fits_precision(info, p) || engine_excluded(info, excluded)) continue;
       const bool rtc = info.has_behavior(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
       if (rtc && compiled >= kMaxCompiled) continue;
       bool dup = false;

@@ -20,6 +20,9 @@ enum class EngineMode { Heuristic, Autotune };
 EngineMode parse_engine_mode(const std::string& s);  // UserError on others
 const char* engine_mode_name(EngineMode m);
 
+// The engine class --deterministic excludes (GpuContext::excluded), and the note that marks it.
+inline constexpr const char* kNondeterministic = "nondeterministic";
+
 struct LayerRecord {
   std::string name;          // parameter path, e.g. "layer3.2.conv2"
   std::string op;            // "conv+bias+add+relu", "maxpool", "linear+bias", ...
@@ -35,6 +38,9 @@ struct LayerRecord {
   // Plans refused because their CUDA-graph replay disagreed with a direct run.
   std::vector<std::string> rejected;
 };
+
+// Layers whose engine cuDNN marks nondeterministic (their result may change from run to run).
+int nondeterministic_layers(const std::vector<LayerRecord>& layers);
 
 // The default of --build_threads: the host's cores, at most 16.
 int default_build_threads();

@@ -309,13 +309,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int c = 0; c < V; ++c)
           if (at[c] == mine) acc[c] += g[c];
       }
-    if (accumulate) {
-      float old[V];
-      load_pack<T, V>(dx, i, old);
-#pragma unroll
-      for (int c = 0; c < V; ++c) acc[c] += old[c];
-    }
-    store_pack<T, V>(dx, i, acc);
+    store_pack_acc<T, V>(dx, i, acc, accumulate);
   }
 }
 
@@ -334,13 +328,7 @@ __global__ void __launch_bounds__(kThreads)
     load_pack<T, V>(dy, (row / hw) * packs + pk, v);
 #pragma unroll
     for (int c = 0; c < V; ++c) v[c] *= inv;
-    if (accumulate) {
-      float old[V];
-      load_pack<T, V>(dx, i, old);
-#pragma unroll
-      for (int c = 0; c < V; ++c) v[c] += old[c];
-    }
-    store_pack<T, V>(dx, i, v);
+    store_pack_acc<T, V>(dx, i, v, accumulate);
   }
 }
 

@@ -400,6 +400,30 @@ TEST(EngineExclusion, NamesTakeAnyKnobsButNotLongerNumbers) {
   EXPECT_FALSE(engine_excluded("eng8{k24=1}", ex));
   EXPECT_TRUE(parse_engine_list("").empty());
   EXPECT_THROW(parse_engine_list("eng4,cudnn"), UserError);
+  EXPECT_THROW(parse_engine_list("nondeterminstic"), UserError);  // a typo is not a class
+}
+
+// --deterministic: the class "nondeterministic" excludes every engine cuDNN marks so, and only
+// those; the layer table's notes count them.
+TEST(EngineExclusion, DeterministicExcludesEnginesMarkedNondeterministic) {
+  using namespace cnnbench;
+  const std::vector<std::string> ex = parse_engine_list("nondeterministic");
+  ASSERT_EQ(ex, std::vector<std::string>{kNondeterministic});
+  EngineInfo marked, plain;
+  marked.global_index = plain.global_index = 7;
+  marked.numerical_notes = {CUDNN_NUMERICAL_NOTE_TENSOR_CORE,
+                            CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC};
+  plain.numerical_notes = {CUDNN_NUMERICAL_NOTE_TENSOR_CORE};
+  EXPECT_TRUE(engine_excluded(marked, ex));
+  EXPECT_FALSE(engine_excluded(plain, ex));
+  EXPECT_FALSE(engine_excluded(marked, parse_engine_list("eng4")));
+  EXPECT_TRUE(engine_excluded(plain, parse_engine_list("eng7")));
+  EXPECT_EQ(marked.notes(), "tensor_core,nondeterministic");
+  std::vector<LayerRecord> layers(3);
+  layers[0].engine_notes = marked.notes();
+  layers[1].engine_notes = plain.notes();
+  layers[2].engine_notes = "nondeterministic_like";  // a whole name, not a prefix
+  EXPECT_EQ(nondeterministic_layers(layers), 1);
   EXPECT_THROW(parse_engine_list("eng"), UserError);
 }
 

@@ -32,6 +32,7 @@ python3 tools/zoo_table.py $(pair call1 alexnet) $(pair $v alexnet_lrn) $(pair c
   $S16 $S17 \
   $(pair call18/z efficientnet_b4 ../../call4/peer/zoo_pytorch) $(pair call18/z efficientnet_b5 ../../call6/e/zoo_pytorch) \
   $(for n in 6 7; do pair call18/y efficientnet_b$n ../../call10/pe/zoo_pytorch; pair call18/y efficientnet_b$n ../../call9/pp/zoo_pytorch; done) \
+  --pair results/2026-12-04_h200/call19/b/zoo_efficientnet_b5.json results/2026-12-04_h200/call19/b/zoo_pytorch.json \
   --out-md $R/zoo_fp16_vs_pytorch_graph.md
 # This session's binaries alone (calls 16 to 18, the same inference code): each network beside
 # PyTorch in the same call (16) or on the next lease 30 minutes later (17 with 18's PyTorch).
