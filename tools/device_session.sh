@@ -22,6 +22,8 @@
 #   train_peer  PyTorch's training step beside a train_sweep of the same call
 #               (tools/pytorch_train_baseline.py, TRAIN_PEER_MODELS, TRAIN_PEER_BATCHES, eager and
 #               graph, fp16), then tools/compare_train.py (TRAIN_PEER_TIMEOUT, 300 s)
+#   sanitize    tools/sanitize_gpu.sh: compute-sanitizer over NETS x PRECISIONS x MODES x TOOLS
+#               (SANITIZE_TIMEOUT, 400 s; RUN_TIMEOUT per run)
 #   max_batch   tools/max_batch_sweep.sh: the largest batch at each card size (MAX_BATCH_CONFIG,
 #               configs/max_batch.yaml; SIZES; MAX_BATCH_TIMEOUT, 400 s)
 #   edges_ab    ResNet-50 fp16 at batch 1, 8, 64, 256 with --graph_edges=captured and =full
@@ -151,6 +153,8 @@ for step in ${*:-sweep peer tests crosscheck}; do
       echo "train_peer rc=$?"
       python3 tools/compare_train.py --cnnbench "$OUT/train.json" --pytorch "$OUT/pytorch_train.json" \
         --out-md "$OUT/compare_train_fp16.md" --check | head -20 ;;
+    sanitize)
+      timeout "$(lim ${SANITIZE_TIMEOUT:-400})" bash tools/sanitize_gpu.sh "$OUT/sanitize" | tail -40 ;;
     max_batch)
       timeout "$(lim ${MAX_BATCH_TIMEOUT:-400})" bash tools/max_batch_sweep.sh \
         "${MAX_BATCH_CONFIG:-configs/max_batch.yaml}" "$OUT/max_batch" 2>&1 | tail -12

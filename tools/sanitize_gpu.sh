@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# compute-sanitizer over the zoo (issue 10): every network of NETS at batch 2, in each precision of
+# PRECISIONS, inference (cnnbench_infer, heuristic engines, one eager forward and the graph's check)
+# and training (cnnbench_train_step --check_finite=1: one eager step, forward, backward and the
+# optimizer), under each tool of TOOLS (memcheck racecheck initcheck synccheck). One process per
+# (network, precision, mode, tool), RUN_TIMEOUT seconds each (the tools slow a run 10-100x).
+#
+#   NETS="resnet50 efficientnet_b0" TOOLS=memcheck bash tools/sanitize_gpu.sh OUT_DIR
+#
+# Writes OUT_DIR/<net>_<precision>_<mode>_<tool>.log and OUT_DIR/summary.md: one row a run with
+# the errors the tool counted ("ERROR SUMMARY: N errors"), its exit status, and where the first
+# error points (the kernel name in the report: ours are in namespace cnnbench, cuDNN's and
+# cuBLAS's are not). Needs compute-sanitizer (SANITIZER, else on PATH, else CUDA's) and the built
+# binaries (BIN, default build/release).
+set -u
+OUT=${1:?usage: tools/sanitize_gpu.sh OUT_DIR}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+B=${BIN:-build/release}
+CS=${SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+[ -x "$CS" ] || { echo "sanitize_gpu: no compute-sanitizer (looked on PATH and in /usr/local/cuda/bin)" >&2; exit 2; }
+NETS=${NETS:-"alexnet alexnet_lrn vgg16_bn inception_bn inception_v3 resnet50 resnet152 efficientnet_b0"}
+PRECISIONS=${PRECISIONS:-"fp16 fp32"}
+TOOLS=${TOOLS:-"memcheck racecheck initcheck synccheck"}
+MODES=${MODES:-"infer train"}
+T=${RUN_TIMEOUT:-300}
+S="$OUT/summary.md"
+{
+  echo "| network | precision | mode | tool | errors | exit | first error in |"
+  echo "|---|---|---|---|---:|---:|---|"
+} >"$S"
+for net in $NETS; do
+  for p in $PRECISIONS; do
+    for mode in $MODES; do
+      for tool in $TOOLS; do
+        log="$OUT/${net}_${p}_${mode}_${tool}.log"
+        if [ "$mode" = infer ]; then
+          cmd=("$B/cnnbench_infer" --network="$net" --precision="$p" --batch=2
+               --engine=heuristic --output=/tmp/sanitize_$$.safetensors)
+        else
+          cmd=("$B/cnnbench_train_step" --network="$net" --precision="$p" --batch=2
+               --engine=heuristic --breakdown=/tmp/sanitize_$$.json --check_finite=1)
+        fi
+        # racecheck and synccheck look at shared memory and barriers only; memcheck and
+        # initcheck at global memory. --check-device-heap no: none of our kernels mallocs.
+        timeout "$T" "$CS" --tool "$tool" --print-limit 20 "${cmd[@]}" >"$log" 2>&1
+        rc=$?
+        errors=$(grep -oE "ERROR SUMMARY: [0-9]+" "$log" | tail -1 | grep -oE "[0-9]+$")
+        [ -z "$errors" ] && errors="?"
+        first=$(grep -m1 -E "^=========     at .*|^========= .* in " "$log" | sed 's/^=* *//' | cut -c1-90)
+        [ "$rc" = 124 ] && first="(timed out after ${T} s)"
+        echo "| $net | $p | $mode | $tool | $errors | $rc | ${first:-–} |" >>"$S"
+        echo "sanitize_gpu: $net $p $mode $tool: errors $errors, exit $rc"
+      done
+    done
+  done
+done
+cat "$S"
