@@ -66,6 +66,10 @@ const char* kUsage =
                        8192^3 per precision (fp16, bf16, tf32; autotuned, replayed from a CUDA
                        graph), rows gemm/<precision>/ceiling/m:8192 with their TFLOP/s, which
                        tools/report.py divides each network's TFLOP/s by
+  --soak=N      the whole sweep N times in this one process (a soak run): each benchmark's name
+                       gains /pass:K, and after each pass a row soak/pass:K frees every model and
+                       records the device's used memory and the process's resident memory
+                       (device_used_mib, host_rss_mib); tools/check_soak.py judges the run
   --gpus=FILE   the card table for --memory_limit (default configs/gpus.yaml)
   --se_fold     at batch 1, fold each squeeze-excitation's gates into the 1x1 conv after it
                        (that conv's weights scaled per input channel) instead of scaling the
@@ -568,6 +572,19 @@ void run_benchmark(benchmark::State& state, Job job) {
   }
 }
 
+// After pass `pass` of a soak run: every model freed (the context and its libraries kept), then
+// the device's used memory and the process's resident set.
+void run_soak_checkpoint(benchmark::State& state, int pass) {
+  g_session->drop();
+  CNN_CHECK_CUDA(cudaDeviceSynchronize());
+  size_t free_b = 0, total_b = 0;
+  CNN_CHECK_CUDA(cudaMemGetInfo(&free_b, &total_b));
+  for (auto _ : state) state.SetIterationTime(1e-6);
+  state.counters["pass"] = pass;
+  state.counters["device_used_mib"] = double(total_b - free_b) / (1 << 20);
+  state.counters["host_rss_mib"] = double(host_rss_bytes()) / (1 << 20);
+}
+
 // The matrix-multiply ceiling (--gemm_ceiling): harness/ceilings.h's GEMM of kGemmSize^3, each
 // timing one replay of its graph.
 constexpr int kGemmSize = 8192;
@@ -607,6 +624,7 @@ int run(int argc_in, char** argv_in) {
   std::string config_path = "configs/default.yaml", engine, benchmark_out, memory_limit, lines_out,
               resume_path, gpus_path = "configs/gpus.yaml";
   bool eager = false, max_batch = false, gemm_ceiling = false;
+  int soak = 0;  // --soak=N: passes of the whole sweep; 0: one, without soak rows
   for (int i = 1; i < argc_in; ++i) {
     const std::string a = argv_in[i];
     if (a.rfind("--benchmark_out=", 0) == 0) benchmark_out = a.substr(16);
@@ -672,6 +690,9 @@ int run(int argc_in, char** argv_in) {
       resume_path = v;
     } else if (take_flag(i, argc, argv, "gemm_ceiling", nullptr)) {
       gemm_ceiling = true;
+    } else if (take_flag(i, argc, argv, "soak", &v)) {
+      soak = int(parse_count(v, "soak"));
+      if (soak < 1) throw UserError("--soak takes a number of passes, 1 or more, not '" + v + "'");
     } else if (take_flag(i, argc, argv, "profile", &v)) {
       opt.profile_forwards = int(parse_count(v, "profile"));
       if (opt.profile_forwards < 1)
@@ -774,41 +795,54 @@ int run(int argc_in, char** argv_in) {
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
     }
-  for (const BenchmarkEntry& e : opt.config.benchmarks) {
-    std::vector<std::string> modes = e.modes;
-    if (eager && std::find(modes.begin(), modes.end(), "eager") == modes.end())
-      modes.push_back("eager");
-    for (const std::string& prec : e.precisions)
-      for (int batch : e.batches)
-        for (const std::string& mode : modes) {
-          Job job{e.network,     parse_precision(prec), batch,           e.input_size,
-                  e.num_classes, mode == "graph",       mode == "train", e.train};
-          std::string name =
-              e.network + "/" + prec + "/" + mode + "/batch:" + std::to_string(batch);
-          if (e.input_size != find_network(e.network).limits.default_input_size)
-            name += "/size:" + std::to_string(e.input_size);
-          if (e.num_classes != 1000) name += "/classes:" + std::to_string(e.num_classes);
-          if (already(name)) continue;
-          auto* b = benchmark::RegisterBenchmark(name.c_str(), run_benchmark, job);
-          b->UseManualTime()->Unit(benchmark::kMillisecond);
-        }
-    // One largest-batch search per (precision, mode), after the entry's throughput rows.
-    if (max_batch)
+  for (int pass = 1; pass <= std::max(soak, 1); ++pass) {
+    const std::string pass_suffix = soak > 0 ? "/pass:" + std::to_string(pass) : "";
+    for (const BenchmarkEntry& e : opt.config.benchmarks) {
+      std::vector<std::string> modes = e.modes;
+      if (eager && std::find(modes.begin(), modes.end(), "eager") == modes.end())
+        modes.push_back("eager");
       for (const std::string& prec : e.precisions)
-        for (const std::string& mode : e.modes) {
-          if (mode != "graph" && mode != "train") continue;
-          Job job{e.network,       parse_precision(prec), 0,      e.input_size, e.num_classes,
-                  mode == "graph", mode == "train",       e.train};
-          job.max_batch = true;
-          job.search_start = *std::max_element(e.batches.begin(), e.batches.end());
-          std::string name = e.network + "/" + prec + "/" + mode + "/max_batch";
-          if (e.input_size != find_network(e.network).limits.default_input_size)
-            name += "/size:" + std::to_string(e.input_size);
-          if (e.num_classes != 1000) name += "/classes:" + std::to_string(e.num_classes);
-          if (already(name)) continue;
-          auto* b = benchmark::RegisterBenchmark(name.c_str(), run_benchmark, job);
-          b->UseManualTime()->Unit(benchmark::kSecond)->Iterations(1)->Repetitions(1);
-        }
+        for (int batch : e.batches)
+          for (const std::string& mode : modes) {
+            Job job{e.network,     parse_precision(prec), batch,           e.input_size,
+                    e.num_classes, mode == "graph",       mode == "train", e.train};
+            std::string name =
+                e.network + "/" + prec + "/" + mode + "/batch:" + std::to_string(batch);
+            if (e.input_size != find_network(e.network).limits.default_input_size)
+              name += "/size:" + std::to_string(e.input_size);
+            if (e.num_classes != 1000) name += "/classes:" + std::to_string(e.num_classes);
+            name += pass_suffix;
+            if (already(name)) continue;
+            auto* b = benchmark::RegisterBenchmark(name.c_str(), run_benchmark, job);
+            b->UseManualTime()->Unit(benchmark::kMillisecond);
+          }
+      // One largest-batch search per (precision, mode), after the entry's throughput rows.
+      if (max_batch)
+        for (const std::string& prec : e.precisions)
+          for (const std::string& mode : e.modes) {
+            if (mode != "graph" && mode != "train") continue;
+            Job job{e.network,       parse_precision(prec), 0,      e.input_size, e.num_classes,
+                    mode == "graph", mode == "train",       e.train};
+            job.max_batch = true;
+            job.search_start = *std::max_element(e.batches.begin(), e.batches.end());
+            std::string name = e.network + "/" + prec + "/" + mode + "/max_batch";
+            if (e.input_size != find_network(e.network).limits.default_input_size)
+              name += "/size:" + std::to_string(e.input_size);
+            if (e.num_classes != 1000) name += "/classes:" + std::to_string(e.num_classes);
+            name += pass_suffix;
+            if (already(name)) continue;
+            auto* b = benchmark::RegisterBenchmark(name.c_str(), run_benchmark, job);
+            b->UseManualTime()->Unit(benchmark::kSecond)->Iterations(1)->Repetitions(1);
+          }
+    }
+    if (soak > 0) {
+      const std::string name = "soak/pass:" + std::to_string(pass);
+      if (!already(name))
+        benchmark::RegisterBenchmark(name.c_str(), run_soak_checkpoint, pass)
+            ->UseManualTime()
+            ->Iterations(1)
+            ->Repetitions(1);
+    }
   }
 
   if (!resume_path.empty())

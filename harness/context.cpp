@@ -1,5 +1,9 @@
 #include "harness/context.h"
 
+#include <unistd.h>
+
+#include <fstream>
+
 #include "cnnbench_git.h"  // generated at build time: CNNBENCH_GIT
 
 namespace cnnbench {
@@ -74,6 +78,14 @@ std::map<std::string, double> counters_for(const Measurement& m) {
       {"batch", double(m.batch)},
       {"replays_per_timing", double(m.replays_per_timing)},
   };
+}
+
+uint64_t host_rss_bytes() {
+  std::ifstream f("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  if (!(f >> size >> resident)) return 0;
+  const long page = sysconf(_SC_PAGESIZE);
+  return resident * uint64_t(page > 0 ? page : 4096);
 }
 
 }  // namespace cnnbench

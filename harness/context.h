@@ -56,6 +56,9 @@ struct Measurement {
 };
 
 // The counter names, in the order they are written.
+// The process's resident set (bytes), from /proc/self/statm; 0 where that cannot be read.
+uint64_t host_rss_bytes();
+
 const std::vector<std::string>& counter_names();
 std::map<std::string, double> counters_for(const Measurement& m);
 

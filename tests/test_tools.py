@@ -1475,3 +1475,69 @@ class TrainSeedTableTest(TempFiles):
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             rc = st.main(["--cnnbench", cb, "--readme", readme])  # inference markers: absent
         self.assertEqual(rc, 2)
+
+
+class CheckSoakTest(TempFiles):
+    """tools/check_soak.py on a synthetic --soak=3 run: one benchmark's repetitions per pass and a
+    soak/pass:K checkpoint row after each."""
+
+    def run_json(self, passes=3, device=(2000.0, 2000.4, 2000.6), rss=(300.0, 310.0, 320.0),
+                 img_s=((1000, 1010, 990), (1003, 1008, 995), (998, 1001, 1004)), drop=None):
+        import check_soak  # noqa: F401
+        entries = []
+        for k in range(1, passes + 1):
+            if drop != k:
+                for e in gb_repeated("resnet50", "fp16", "graph", 32, list(img_s[k - 1])):
+                    e["name"] = e["name"].replace("batch:32", f"batch:32/pass:{k}")
+                    e["run_name"] = e["run_name"] + f"/pass:{k}"
+                    entries.append(e)
+            entries.append({"name": f"soak/pass:{k}/iterations:1/repeats:1/manual_time",
+                            "run_name": f"soak/pass:{k}/iterations:1/repeats:1/manual_time",
+                            "run_type": "iteration", "repetitions": 1, "iterations": 1,
+                            "real_time": 0.001, "time_unit": "ns", "pass": k,
+                            "device_used_mib": device[k - 1], "host_rss_mib": rss[k - 1]})
+        return self.gb(entries)
+
+    def verdicts(self, path, **kw):
+        import check_soak as cs
+        _, checkpoints, runs = cs.load(path)
+        return cs.judge(checkpoints, runs, **kw)
+
+    def test_a_steady_run_passes(self):
+        import check_soak as cs
+        path = self.run_json()
+        v = self.verdicts(path)
+        self.assertTrue(all(ok for ok, _ in v), v)
+        self.assertEqual(len(v), 2 + 1 + 2)  # device x2, host, throughput x2
+        md = os.path.join(self.dir, "soak.md")
+        with contextlib.redirect_stdout(io.StringIO()):
+            self.assertEqual(cs.main([path, "--out-md", md]), 0)
+        text = open(md).read()
+        self.assertIn("| 3 | 2000.6 | 320.0 |", text)
+        self.assertIn("| resnet50/fp16/graph/batch:32 | 1,000 | 1,003 | 1,001 |", text)
+
+    def test_device_memory_that_does_not_come_back_fails(self):
+        v = self.verdicts(self.run_json(device=(2000.0, 2000.2, 2064.0)))
+        bad = [line for ok, line in v if not ok]
+        self.assertEqual(len(bad), 1)
+        self.assertIn("after pass 3", bad[0])
+
+    def test_host_memory_growth_fails(self):
+        v = self.verdicts(self.run_json(rss=(300.0, 350.0, 400.0)), rss_growth_mib=64)
+        self.assertEqual([line for ok, line in v if not ok][0][:20], "host resident memory")
+
+    def test_a_slower_pass_fails_and_noise_does_not(self):
+        slow = ((1000, 1010, 990), (1003, 1008, 995), (900, 905, 898))
+        bad = [line for ok, line in self.verdicts(self.run_json(img_s=slow)) if not ok]
+        self.assertEqual(len(bad), 1)
+        self.assertIn("pass 3", bad[0])
+        noisy = ((1000, 1100, 900), (1050, 1000, 950), (960, 1040, 1000))
+        self.assertTrue(all(ok for ok, _ in self.verdicts(self.run_json(img_s=noisy))))
+
+    def test_a_missing_pass_or_no_soak_rows_fail(self):
+        bad = [line for ok, line in self.verdicts(self.run_json(drop=2)) if not ok]
+        self.assertIn("pass 2 missing", bad[0])
+        plain = self.gb(gb_repeated("resnet50", "fp16", "graph", 32, [1000, 1001, 999]))
+        v = self.verdicts(plain)
+        self.assertFalse(v[0][0])
+        self.assertIn("--soak", v[0][1])

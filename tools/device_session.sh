@@ -22,6 +22,8 @@
 #   train_peer  PyTorch's training step beside a train_sweep of the same call
 #               (tools/pytorch_train_baseline.py, TRAIN_PEER_MODELS, TRAIN_PEER_BATCHES, eager and
 #               graph, fp16), then tools/compare_train.py (TRAIN_PEER_TIMEOUT, 300 s)
+#   soak        the default sweep (SOAK_CONFIG) three times in one process (--soak=3), judged by
+#               tools/check_soak.py (SOAK_TIMEOUT, 500 s)
 #   sanitize    tools/sanitize_gpu.sh: compute-sanitizer over NETS x PRECISIONS x MODES x TOOLS
 #               (SANITIZE_TIMEOUT, 400 s; RUN_TIMEOUT per run)
 #   max_batch   tools/max_batch_sweep.sh: the largest batch at each card size (MAX_BATCH_CONFIG,
@@ -153,6 +155,11 @@ for step in ${*:-sweep peer tests crosscheck}; do
       echo "train_peer rc=$?"
       python3 tools/compare_train.py --cnnbench "$OUT/train.json" --pytorch "$OUT/pytorch_train.json" \
         --out-md "$OUT/compare_train_fp16.md" --check | head -20 ;;
+    soak)
+      timeout "$(lim ${SOAK_TIMEOUT:-500})" $B/cnnbench --config="${SOAK_CONFIG:-configs/default.yaml}" \
+        --soak=3 --benchmark_out="$OUT/soak.json" >"$OUT/soak.log" 2>&1
+      echo "soak rc=$?"
+      python3 tools/check_soak.py "$OUT/soak.json" --out-md "$OUT/soak.md" | tail -20 ;;
     sanitize)
       timeout "$(lim ${SANITIZE_TIMEOUT:-400})" bash tools/sanitize_gpu.sh "$OUT/sanitize" | tail -40 ;;
     max_batch)
