@@ -1,6 +1,8 @@
 // The JSON context keys and the counters' names and arithmetic.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include <set>
 
 #include "harness/context.h"
@@ -85,4 +87,14 @@ TEST(Context, NoForwardsMeansZeroNotInfinity) {
   const auto c = counters_for(m);
   EXPECT_EQ(c.at("img_per_s"), 0.0);
   EXPECT_EQ(c.at("tflops"), 0.0);
+}
+
+// The soak run's resident-memory figure: non-zero, and it sees 64 MiB being touched.
+TEST(Context, HostResidentSetSeesMemoryBeingTouched) {
+  const uint64_t before = cnnbench::host_rss_bytes();
+  ASSERT_GT(before, 0u);
+  std::vector<char> block(size_t(64) << 20);
+  for (size_t i = 0; i < block.size(); i += 4096) block[i] = char(i);
+  const uint64_t after = cnnbench::host_rss_bytes();
+  EXPECT_GT(after, before + (uint64_t(48) << 20)) << "block[0] " << int(block[0]);
 }
