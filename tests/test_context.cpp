@@ -1,9 +1,8 @@
 // The JSON context keys and the counters' names and arithmetic.
 #include <gtest/gtest.h>
 
-#include <vector>
-
 #include <set>
+#include <vector>
 
 #include "harness/context.h"
 
