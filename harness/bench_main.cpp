@@ -797,6 +797,15 @@ int run(int argc_in, char** argv_in) {
     }
   for (int pass = 1; pass <= std::max(soak, 1); ++pass) {
     const std::string pass_suffix = soak > 0 ? "/pass:" + std::to_string(pass) : "";
+    // What follows (network, precision, mode, batch) in a name: a size or class count other than
+    // the network's defaults, and the soak pass.
+    auto tail = [&](const BenchmarkEntry& e) {
+      std::string t;
+      if (e.input_size != find_network(e.network).limits.default_input_size)
+        t += "/size:" + std::to_string(e.input_size);
+      if (e.num_classes != 1000) t += "/classes:" + std::to_string(e.num_classes);
+      return t + pass_suffix;
+    };
     for (const BenchmarkEntry& e : opt.config.benchmarks) {
       std::vector<std::string> modes = e.modes;
       if (eager && std::find(modes.begin(), modes.end(), "eager") == modes.end())
@@ -808,10 +817,7 @@ int run(int argc_in, char** argv_in) {
                     e.num_classes, mode == "graph",       mode == "train", e.train};
             std::string name =
                 e.network + "/" + prec + "/" + mode + "/batch:" + std::to_string(batch);
-            if (e.input_size != find_network(e.network).limits.default_input_size)
-              name += "/size:" + std::to_string(e.input_size);
-            if (e.num_classes != 1000) name += "/classes:" + std::to_string(e.num_classes);
-            name += pass_suffix;
+            name += tail(e);
             if (already(name)) continue;
             auto* b = benchmark::RegisterBenchmark(name.c_str(), run_benchmark, job);
             b->UseManualTime()->Unit(benchmark::kMillisecond);
@@ -826,10 +832,7 @@ int run(int argc_in, char** argv_in) {
             job.max_batch = true;
             job.search_start = *std::max_element(e.batches.begin(), e.batches.end());
             std::string name = e.network + "/" + prec + "/" + mode + "/max_batch";
-            if (e.input_size != find_network(e.network).limits.default_input_size)
-              name += "/size:" + std::to_string(e.input_size);
-            if (e.num_classes != 1000) name += "/classes:" + std::to_string(e.num_classes);
-            name += pass_suffix;
+            name += tail(e);
             if (already(name)) continue;
             auto* b = benchmark::RegisterBenchmark(name.c_str(), run_benchmark, job);
             b->UseManualTime()->Unit(benchmark::kSecond)->Iterations(1)->Repetitions(1);

@@ -167,6 +167,8 @@ int run(int argc, char** argv) {
     throw UserError(std::string("unknown flag '") + argv[i] + "' (see --help)");
   }
   const bool profile = !breakdown_path.empty();
+  if (!profile && check_s != "0")
+    throw UserError("--check_finite goes with --breakdown (random weights and data)");
   for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{"network", &network},
                                     {"weights", &weights_path},
                                     {"input", &input_path},

@@ -387,28 +387,6 @@ bool scalar_bn_forced() {
   return forced;
 }
 
-// Bytes a thread of the vectorised kernels loads per row: 16 (8 fp16 channels) by default, or 8
-// (CNNBENCH_BN_PACK=8: half the registers for the per-channel constants, twice the threads).
-int bn_pack_bytes() {
-  static const int bytes = [] {
-    const char* e = std::getenv("CNNBENCH_BN_PACK");
-    return e && std::string(e) == "8" ? 8 : 16;
-  }();
-  return bytes;
-}
-
-// Calls the body with V the channels of a pack of T (T from CNN_DISPATCH_DTYPE).
-#define CNN_DISPATCH_PACK(bytes, ...)        \
-  do {                                       \
-    if ((bytes) == 8) {                      \
-      constexpr int V = 8 / int(sizeof(T));  \
-      __VA_ARGS__;                           \
-    } else {                                 \
-      constexpr int V = 16 / int(sizeof(T)); \
-      __VA_ARGS__;                           \
-    }                                        \
-  } while (0)
-
 // Calls the body with A the compile-time activation (None, ReLU or SiLU).
 #define CNN_DISPATCH_BN_ACT(act, ...) \
   do {                                \
@@ -454,28 +432,25 @@ void launch_bn_forward_train(DType t, const void* x, const void* z, void* y, con
   const int ld_x = ld_or(s.ld_x, C), ld_y = ld_or(s.ld_y, C), ld_z = ld_or(s.ld_z, C);
   float* part = static_cast<float*>(scratch);
   const float eps = float(s.eps), momentum = float(s.momentum), keep = float(1.0 - s.momentum);
-  const int pb = bn_pack_bytes();
-  if (!scalar_bn_forced() && vectorisable(t, C, {ld_x, ld_y, z ? ld_z : C}, {x, y, z}, pb)) {
-    CNN_DISPATCH_DTYPE(
-        t, CNN_DISPATCH_PACK(pb, {
-          const VecGeom g = vec_geom(C, V);
-          const int chunks = vec_chunks(s.rows, C, g);
-          const int64_t rows_per = (s.rows + chunks - 1) / chunks;
-          bn_stats_vec<T, V><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
-              static_cast<const T*>(x), s.rows, C, g.vx, g.vy, rows_per, part);
-          CNN_CHECK_LAUNCH();
-          bn_stats_finalize<<<channel_tiles(C), dim3(kTileC, kFinR), 0, stream>>>(
-              part, C, chunks, s.rows, eps, momentum, keep, mean, invstd, running_mean,
-              running_var);
-          CNN_CHECK_LAUNCH();
-          CNN_DISPATCH_BN_ACT(s.act, {
-            bn_apply_vec<T, V, A>
-                <<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
-                    static_cast<const T*>(x), static_cast<const T*>(z), static_cast<T*>(y), mean,
-                    invstd, gamma, beta, s.rows, C, g.vx, g.vy);
-          });
-          CNN_CHECK_LAUNCH();
-        }));
+  if (!scalar_bn_forced() && vectorisable(t, C, {ld_x, ld_y, z ? ld_z : C}, {x, y, z})) {
+    CNN_DISPATCH_DTYPE(t, {
+      constexpr int V = 16 / int(sizeof(T));
+      const VecGeom g = vec_geom(C, V);
+      const int chunks = vec_chunks(s.rows, C, g);
+      const int64_t rows_per = (s.rows + chunks - 1) / chunks;
+      bn_stats_vec<T, V><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
+          static_cast<const T*>(x), s.rows, C, g.vx, g.vy, rows_per, part);
+      CNN_CHECK_LAUNCH();
+      bn_stats_finalize<<<channel_tiles(C), dim3(kTileC, kFinR), 0, stream>>>(
+          part, C, chunks, s.rows, eps, momentum, keep, mean, invstd, running_mean, running_var);
+      CNN_CHECK_LAUNCH();
+      CNN_DISPATCH_BN_ACT(s.act, {
+        bn_apply_vec<T, V, A><<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
+            static_cast<const T*>(x), static_cast<const T*>(z), static_cast<T*>(y), mean, invstd,
+            gamma, beta, s.rows, C, g.vx, g.vy);
+      });
+      CNN_CHECK_LAUNCH();
+    });
     return;
   }
   const Chunks ch = reduce_chunks(s.rows, C, 1);
@@ -513,31 +488,29 @@ void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, v
   // The coefficients follow the largest partials the scratch was sized for.
   float* coef = part + 3 * size_t(ch.count) * size_t(C);
   const BnGradOut out{dgamma, dbeta, coef, gamma, invstd, C, float(1.0 / double(s.rows))};
-  const int pb = bn_pack_bytes();
   if (!scalar_bn_forced() &&
-      vectorisable(t, C, {ld_x, ld_y, dz ? ld_z : C}, {x, relu ? y : nullptr, dy, dx, dz}, pb)) {
-    CNN_DISPATCH_DTYPE(
-        t, CNN_DISPATCH_PACK(pb, {
-          const VecGeom g = vec_geom(C, V);
-          const int chunks = vec_chunks(s.rows, C, g);
-          const int64_t rows_per = (s.rows + chunks - 1) / chunks;
-          CNN_DISPATCH_BN_ACT(s.act, {
-            bn_grad_sums_vec<T, V, A><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
-                static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy), mean,
-                invstd, gamma, beta, s.rows, C, g.vx, g.vy, rows_per, part);
-            CNN_CHECK_LAUNCH();
-            channel_sums_finalize<2>
-                <<<dim3(channel_tiles(C), 1, 1), dim3(kTileC, kFinR), 0, stream>>>(part, C, chunks,
-                                                                                   out);
-            CNN_CHECK_LAUNCH();
-            bn_backward_dx_vec<T, V, A>
-                <<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
-                    static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy),
-                    static_cast<T*>(dx), static_cast<T*>(dz), mean, invstd, gamma, beta, coef,
-                    s.rows, C, g.vx, g.vy, accumulate, accumulate_dz);
-            CNN_CHECK_LAUNCH();
-          });
-        }));
+      vectorisable(t, C, {ld_x, ld_y, dz ? ld_z : C}, {x, relu ? y : nullptr, dy, dx, dz})) {
+    CNN_DISPATCH_DTYPE(t, {
+      constexpr int V = 16 / int(sizeof(T));
+      const VecGeom g = vec_geom(C, V);
+      const int chunks = vec_chunks(s.rows, C, g);
+      const int64_t rows_per = (s.rows + chunks - 1) / chunks;
+      CNN_DISPATCH_BN_ACT(s.act, {
+        bn_grad_sums_vec<T, V, A><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
+            static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy), mean,
+            invstd, gamma, beta, s.rows, C, g.vx, g.vy, rows_per, part);
+        CNN_CHECK_LAUNCH();
+        channel_sums_finalize<2><<<dim3(channel_tiles(C), 1, 1), dim3(kTileC, kFinR), 0, stream>>>(
+            part, C, chunks, out);
+        CNN_CHECK_LAUNCH();
+        bn_backward_dx_vec<T, V, A>
+            <<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
+                static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy),
+                static_cast<T*>(dx), static_cast<T*>(dz), mean, invstd, gamma, beta, coef, s.rows,
+                C, g.vx, g.vy, accumulate, accumulate_dz);
+        CNN_CHECK_LAUNCH();
+      });
+    });
     return;
   }
   CNN_DISPATCH_DTYPE(

@@ -244,16 +244,16 @@ inline int vec_chunks(int64_t rows, int channels, const VecGeom& g) {
   return int(std::max<int64_t>(1, std::min<int64_t>({room, want, most})));
 }
 
-// Whether the vectorised kernels take tensors of `channels` in type t with packs of `bytes`: every
-// stride packed, every pointer given aligned to the pack, and the pack dividing the channels.
+// Whether the vectorised kernels take tensors of `channels` in type t: every stride packed, every
+// pointer given 16-byte aligned, and the 16-byte pack dividing the channels.
 inline bool vectorisable(DType t, int channels, std::initializer_list<int> lds,
-                         std::initializer_list<const void*> ptrs, int bytes = 16) {
-  const int V = bytes / int(dtype_size(t));
-  if (V < 1 || channels % V != 0) return false;
+                         std::initializer_list<const void*> ptrs) {
+  const int V = 16 / int(dtype_size(t));
+  if (channels % V != 0) return false;
   for (int ld : lds)
     if (ld != channels) return false;
   for (const void* p : ptrs)
-    if (p && reinterpret_cast<uintptr_t>(p) % bytes != 0) return false;
+    if (p && !aligned16(p)) return false;
   return true;
 }
 
