@@ -87,10 +87,11 @@ struct Job {
   int input_size;
   int num_classes;
   bool graph;
-  bool train;              // mode train: one training step, captured whole in a CUDA graph
-  TrainSettings settings;  // where train
-  bool max_batch = false;  // the largest-batch search of (network, precision, mode)
-  int search_start = 1;    // its first batch
+  bool train;               // mode train: one training step, captured whole in a CUDA graph
+  TrainSettings settings;   // where train
+  bool max_batch = false;   // the largest-batch search of (network, precision, mode)
+  int search_start = 1;     // its first batch
+  std::string search_name;  // its benchmark's name, for its attempt lines
 };
 
 // A training step captured once in a CUDA graph on its own stream, replayed for timing.
@@ -375,6 +376,7 @@ class Session {
 
 Session* g_session = nullptr;
 const Options* g_options = nullptr;
+JsonLinesTee* g_lines = nullptr;  // the results lines, where written
 
 // Training steps per event pair: enough for about 20 ms.
 void run_train(benchmark::State& state, const Job& job) {
@@ -421,7 +423,10 @@ void run_train(benchmark::State& state, const Job& job) {
 }
 
 // The largest batch that fits: each batch tried is built, captured and run as its benchmark would
-// be, then freed; an out-of-memory is an outcome, any other error stops the search.
+// be, then freed; an out-of-memory is an outcome, any other error stops the search. Each attempt
+// is logged and written to the results lines as it ends, so a search cut off by a time limit
+// still leaves its bracket. The search guesses from the memory each batch used against the
+// memory limit (or the device's size).
 void run_max_batch(benchmark::State& state, const Job& job, int cap) {
   const double mib = 1.0 / (1 << 20);
   g_session->begin_search();
@@ -429,10 +434,17 @@ void run_max_batch(benchmark::State& state, const Job& job, int cap) {
   uint64_t baseline = 0;  // free memory after the first attempt (lazily loaded kernels settled)
   double drift_mib = 0;   // the most free memory missing after a later attempt
   MaxBatch r;
+  size_t free_b = 0, total_b = 0;
+  CNN_CHECK_CUDA(cudaMemGetInfo(&free_b, &total_b));
+  const double limit_mib =
+      (g_options->memory_limit.bytes ? std::min<uint64_t>(g_options->memory_limit.bytes, total_b)
+                                     : total_b) *
+      mib;
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     r = search_max_batch(
         [&](int b) {
+          const auto ta = std::chrono::steady_clock::now();
           Attempt a;
           a.batch = b;
           Job j = job;
@@ -461,13 +473,24 @@ void run_max_batch(benchmark::State& state, const Job& job, int cap) {
             else
               drift_mib = std::max(drift_mib, (double(baseline) - double(free_now)) * mib);
           }
-          std::fprintf(stderr, "cnnbench: max batch %s/%s/%s: batch %d %s%s\n", job.network.c_str(),
-                       precision_name(job.precision), job.train ? "train" : "graph", b,
-                       fit_name(a.fit),
+          const double seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - ta).count();
+          std::fprintf(stderr, "cnnbench: max batch %s/%s/%s: batch %d %s (%.1f s)%s\n",
+                       job.network.c_str(), precision_name(job.precision),
+                       job.train ? "train" : "graph", b, fit_name(a.fit), seconds,
                        a.fit == Fit::Fits ? "" : (": " + a.message.substr(0, 160)).c_str());
+          if (g_lines)
+            g_lines->note({{"max_batch_attempt",
+                            {{"search", job.search_name},
+                             {"batch", b},
+                             {"fit", fit_name(a.fit)},
+                             {"peak_mib", a.peak_mib},
+                             {"limit_mib", limit_mib},
+                             {"seconds", seconds},
+                             {"message", a.message}}}});
           return a;
         },
-        job.search_start, cap);
+        job.search_start, cap, limit_mib);
     state.SetIterationTime(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
@@ -482,6 +505,7 @@ void run_max_batch(benchmark::State& state, const Job& job, int cap) {
   state.counters["capped"] = r.capped ? 1 : 0;
   state.counters["attempts"] = double(r.attempts.size());
   state.counters["peak_mib_at_largest"] = r.peak_mib_at_largest;
+  state.counters["limit_mib"] = limit_mib;
   state.counters["free_drift_mib"] = drift_mib;
   std::string tried;
   for (const Attempt& a : r.attempts)
@@ -834,6 +858,7 @@ int run(int argc_in, char** argv_in) {
             std::string name = e.network + "/" + prec + "/" + mode + "/max_batch";
             name += tail(e);
             if (already(name)) continue;
+            job.search_name = name;
             auto* b = benchmark::RegisterBenchmark(name.c_str(), run_benchmark, job);
             b->UseManualTime()->Unit(benchmark::kSecond)->Iterations(1)->Repetitions(1);
           }
@@ -858,7 +883,9 @@ int run(int argc_in, char** argv_in) {
   std::signal(SIGINT, [](int) { g_interrupted = 1; });
   if (!lines_out.empty()) {
     JsonLinesTee tee(lines_out, lines_context);
+    g_lines = &tee;
     benchmark::RunSpecifiedBenchmarks(&tee);
+    g_lines = nullptr;
   } else {
     benchmark::RunSpecifiedBenchmarks();
   }

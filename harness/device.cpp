@@ -137,6 +137,10 @@ DeviceInfo discover_device(int device) {
   return d;
 }
 
+namespace {
+uint64_t g_ballast_bytes = 0;  // held by the DeviceMemoryCap alive, if any
+}  // namespace
+
 uint64_t device_free_bytes() {
   size_t free_bytes = 0, total = 0;
   CNN_CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total));
@@ -154,16 +158,25 @@ DeviceMemoryCap::DeviceMemoryCap(uint64_t limit_bytes) {
                     " MiB: the CUDA context and libraries)");
   bytes_ = free_bytes - (limit_bytes - used);
   CNN_CHECK_CUDA(cudaMalloc(&ballast_, bytes_));
+  g_ballast_bytes += bytes_;
 }
 
 DeviceMemoryCap::~DeviceMemoryCap() {
-  if (ballast_) cudaFree(ballast_);
+  if (ballast_) {
+    cudaFree(ballast_);
+    g_ballast_bytes -= bytes_;
+  }
 }
 
-uint64_t DevicePeak::sample() {
+uint64_t device_used_bytes() {
   size_t free_bytes = 0, total = 0;
   CNN_CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total));
   const uint64_t used = total - free_bytes;
+  return used > g_ballast_bytes ? used - g_ballast_bytes : 0;
+}
+
+uint64_t DevicePeak::sample() {
+  const uint64_t used = device_used_bytes();
   if (used > peak_) peak_ = used;
   return used;
 }

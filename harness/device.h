@@ -12,10 +12,12 @@ int cuda_device_count(std::string* reason);
 // Everything about device `device` and the libraries actually loaded.
 DeviceInfo discover_device(int device = 0);
 
-// Tracks the device's used memory (total - free from cudaMemGetInfo, so the context and the
-// libraries' own allocations count) at its highest across sample() calls.
 // The device's free memory now (cudaMemGetInfo).
 uint64_t device_free_bytes();
+// The memory the suite uses now: total - free from cudaMemGetInfo, so the CUDA context and the
+// libraries' own allocations count, less the ballast of a DeviceMemoryCap (which stands for the
+// memory a smaller card does not have).
+uint64_t device_used_bytes();
 
 // --memory-limit (issue 5): while it lives, the rest of the device is held by one allocation (the
 // ballast), so every allocation past `limit_bytes` of used memory fails as it would on a card of
@@ -35,6 +37,7 @@ class DeviceMemoryCap {
   uint64_t bytes_ = 0;
 };
 
+// Tracks device_used_bytes() at its highest across sample() calls.
 class DevicePeak {
  public:
   void reset() { peak_ = 0; }

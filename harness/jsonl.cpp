@@ -62,4 +62,9 @@ void JsonLinesTee::ReportRuns(const std::vector<Run>& runs) {
   ConsoleReporter::ReportRuns(runs);
 }
 
+void JsonLinesTee::note(const nlohmann::json& line) {
+  out_ << line.dump() << "\n";
+  out_.flush();
+}
+
 }  // namespace cnnbench

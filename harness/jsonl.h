@@ -2,7 +2,8 @@
 // only once the run ends, every finished benchmark run is appended to a JSON-lines file and
 // flushed at once. The first line is {"context": {...}}; every other one is a benchmark entry
 // in the shape of Google Benchmark's JSON (name, run_name, run_type, repetition_index, times,
-// counters, error). tools/compare_pytorch.read_benchmark_json reads such a file as a document.
+// counters, error), except the note() lines, each an object of one key other than "name".
+// tools/compare_pytorch.read_benchmark_json reads such a file as a document.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -24,6 +25,9 @@ class JsonLinesTee : public benchmark::ConsoleReporter {
   JsonLinesTee(const std::string& path, const nlohmann::json& context);
   bool ReportContext(const Context& context) override;
   void ReportRuns(const std::vector<Run>& runs) override;
+  // One more line, flushed at once: what a benchmark learnt before it finished (the batches a
+  // max-batch search tried, as {"max_batch_attempt": {...}}), so a killed run keeps it.
+  void note(const nlohmann::json& line);
 
  private:
   std::ofstream out_;

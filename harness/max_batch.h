@@ -31,11 +31,16 @@ struct MaxBatch {
   double peak_mib_at_largest = 0;
 };
 
-// Tries `start` (clamped to [1, cap]); doubles while batches fit, halves while they do not, until
+// Tries `start` (clamped to [1, cap]); halves while batches fail, doubles while they fit, until
 // one fitting and one failing batch bracket the boundary; then bisects to first_failed ==
 // largest + 1. Assumes that a batch fits when a larger one does. A batch is never tried twice.
 // A real error stops the search at once (`error` says which batch and why).
+// With `limit_mib` (the memory the device may use, in the units of Attempt::peak_mib), the two
+// first batches that fit give the memory an image takes, and the search guesses just below the
+// batch that reaches the limit, then steps from the guess, doubling the step, until the boundary
+// is bracketed. The answer is the same (the bisection decides it); only the batches tried
+// differ: about half as many where memory grows linearly with the batch.
 MaxBatch search_max_batch(const std::function<Attempt(int batch)>& try_batch, int start = 1,
-                          int cap = 4096);
+                          int cap = 4096, double limit_mib = 0);
 
 }  // namespace cnnbench

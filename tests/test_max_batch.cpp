@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <set>
 
 #include "harness/check.h"
@@ -17,8 +18,12 @@ using testing::HasSubstr;
 
 // A device of `limit` bytes on which a model at batch b needs base + b * per bytes, allocated in
 // chunks and freed again; an allocation past the limit fails as cudaMalloc does.
+// `need`, where given, replaces that line (a workspace that jumps, say); `granule` rounds the
+// reported peak up, as a device's allocation granularity does.
 struct FakeDevice {
   uint64_t limit, base, per;
+  std::function<uint64_t(int)> need_of = nullptr;
+  uint64_t granule = 1;
   uint64_t live = 0;
   std::set<int> tried;
   int tries_twice = 0;
@@ -26,9 +31,9 @@ struct FakeDevice {
     tries_twice += !tried.insert(b).second;
     Attempt a;
     std::vector<uint64_t> held;
-    const uint64_t need = base + uint64_t(b) * per;
+    const uint64_t need = need_of ? need_of(b) : base + uint64_t(b) * per;
     for (uint64_t got = 0; got < need;) {
-      const uint64_t chunk = std::min<uint64_t>(need - got, per * 3 + 1);
+      const uint64_t chunk = std::min<uint64_t>(need - got, std::max(per * 3 + 1, need / 16 + 1));
       if (live + chunk > limit) {
         a.fit = Fit::OutOfMemory;
         a.message = "cudaErrorMemoryAllocation";
@@ -37,7 +42,8 @@ struct FakeDevice {
       live += chunk, got += chunk;
       held.push_back(chunk);
     }
-    if (a.fit == Fit::Fits) a.peak_mib = double(live) / 1048576.0;
+    if (a.fit == Fit::Fits)
+      a.peak_mib = double((live + granule - 1) / granule * granule) / 1048576.0;
     for (uint64_t c : held) live -= c;  // everything freed, whatever happened
     return a;
   }
@@ -58,6 +64,65 @@ TEST(MaxBatch, FindsTheExactLargestBatchFromAnyStart) {
       EXPECT_LE(r.attempts.size(), 2 * size_t(std::log2(100000.0)) + 4);
       EXPECT_GT(r.peak_mib_at_largest, 0.0);
     }
+}
+
+// The largest batch that fits, counted on the fake's own terms.
+int largest_fitting(FakeDevice d, int cap) {
+  int b = 0;
+  while (b < cap && d.run(b + 1).fit == Fit::Fits) ++b;
+  return b;
+}
+
+TEST(MaxBatch, AGuessFromTheMemoryPerImageGivesTheSameAnswerInFewerTries) {
+  const double mib = 1.0 / 1048576.0;
+  for (uint64_t limit : {uint64_t(12345), uint64_t(999999), uint64_t(3) << 20})
+    for (int start : {1, 3, 64, 1000, 5000}) {
+      FakeDevice plain{limit, 100, 37}, guided{limit, 100, 37};
+      const MaxBatch a = search_max_batch([&](int b) { return plain.run(b); }, start, 100000);
+      const MaxBatch g =
+          search_max_batch([&](int b) { return guided.run(b); }, start, 100000, limit * mib);
+      const int want = int((limit - 100) / 37);
+      EXPECT_EQ(g.largest, want) << "limit " << limit << " start " << start;
+      EXPECT_EQ(g.first_failed, want + 1);
+      EXPECT_EQ(guided.live, 0u) << "leaked";
+      EXPECT_EQ(guided.tries_twice, 0);
+      // Far from the boundary, the guesses save most of the doubling and the bisection: on an exact
+      // line, two batches, the guess and a few steps around it.
+      if (start * 16 < want) {
+        EXPECT_LT(g.attempts.size(), a.attempts.size()) << "limit " << limit << " start " << start;
+        EXPECT_LE(g.attempts.size(), 8u);
+      }
+    }
+}
+
+TEST(MaxBatch, AWrongGuessStillEndsExact) {
+  const double mib = 1.0 / 1048576.0;
+  const uint64_t limit = uint64_t(8) << 30;
+  // A workspace that jumps by a quarter of the device past batch 3000; a quadratic term; a peak
+  // reported in 2 MiB steps; a fixed part that only large batches show.
+  const std::vector<std::function<uint64_t(int)>> needs = {
+      [](int b) { return (uint64_t(3) << 20) * b + (b > 3000 ? uint64_t(2) << 30 : 0); },
+      [](int b) { return (uint64_t(1) << 20) * b + uint64_t(b) * b * 600; },
+      [](int b) { return (uint64_t(3) << 20) * b + (uint64_t(500) << 20); },
+      [](int b) { return (uint64_t(3) << 20) * b + (b > 1000 ? uint64_t(1) << 30 : 0); },
+  };
+  for (size_t i = 0; i < needs.size(); ++i)
+    for (int start : {1, 64, 256, 2048, 20000}) {
+      FakeDevice d{limit, 0, 0, needs[i], 2u << 20};
+      const int want = largest_fitting(d, 100000);
+      const MaxBatch r =
+          search_max_batch([&](int b) { return d.run(b); }, start, 100000, limit * mib);
+      EXPECT_EQ(r.largest, want) << "need " << i << " start " << start;
+      EXPECT_EQ(r.first_failed, want + 1) << "need " << i << " start " << start;
+      EXPECT_EQ(d.tries_twice, 0);
+      EXPECT_LE(r.attempts.size(), 2 * size_t(std::log2(100000.0)) + 4);
+    }
+  // A guess past the cap: the cap is tried, fits, and is reported as such.
+  FakeDevice big{uint64_t(1) << 40, 10, 1};
+  const MaxBatch capped =
+      search_max_batch([&](int b) { return big.run(b); }, 8, 300, double(uint64_t(1) << 40) * mib);
+  EXPECT_TRUE(capped.capped);
+  EXPECT_EQ(capped.largest, 300);
 }
 
 TEST(MaxBatch, CapNothingFitsAndARealErrorStop) {

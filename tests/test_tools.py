@@ -1430,6 +1430,31 @@ class MaxBatchTableTest(TempFiles):
         self.assertIn("| resnet50 | graph | fp16 | default | error | 900 | - |", out)
         self.assertIn("- resnet50 graph fp16: illegal address", out)
 
+    def test_a_search_cut_off_keeps_its_bracket_from_the_results_lines(self):
+        net = "efficientnet_b0/fp16/train/max_batch/size:64/classes:200"
+        ctx = dict(CONTEXT, memory_limit="24 GiB", memory_limit_mib="24576")
+
+        def attempt(search, batch, fit):
+            return {"max_batch_attempt": {"search": search, "batch": batch, "fit": fit,
+                                          "peak_mib": 100.0, "seconds": 3.0, "message": ""}}
+        lines = [{"context": ctx},
+                 # a finished search: its row wins over its attempts
+                 attempt("resnet50/fp16/graph/max_batch", 256, "fits"),
+                 attempt("resnet50/fp16/graph/max_batch", 512, "out of memory"),
+                 self.row("resnet50/fp16/graph/max_batch", 300),
+                 attempt(net, 64, "fits"), attempt(net, 128, "fits"),
+                 attempt(net, 9000, "out of memory"), attempt(net, 8688, "fits"),
+                 attempt("vgg16/fp16/train/max_batch", 64, "fits")]
+        path = os.path.join(self.dir, "m24.jsonl")
+        with open(path, "w") as f:
+            f.write("\n".join(json.dumps(x) for x in lines) + "\n")
+            f.write('{"max_batch_attempt": {"search": "vgg16/fp16/tr')  # killed mid-line
+        rc, out = self.run_tool(path)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("| efficientnet_b0 | train | fp16 | 64 | >= 8688 (cut off, < 9000) |", out)
+        self.assertIn("| resnet50 | graph | fp16 | default | 300 |", out)
+        self.assertIn("| vgg16 | train | fp16 | default | >= 64 (cut off) |", out)
+
     def test_unreadable_input_is_exit_2(self):
         rc, _ = self.run_tool(os.path.join(self.dir, "none.json"))
         self.assertEqual(rc, 2)

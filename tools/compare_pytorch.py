@@ -115,8 +115,10 @@ def read_benchmark_json(path):
 def read_results_lines(text, path="results lines"):
     """A cnnbench results-lines file (cnnbench --results_lines, harness/jsonl.h) as a Google
     Benchmark document: the first line's context, one benchmark entry per line. A last line cut
-    off by a killed run is dropped and the document says "truncated"."""
-    doc = {"context": {}, "benchmarks": []}
+    off by a killed run is dropped and the document says "truncated". The batches a max-batch
+    search tried ({"max_batch_attempt": {...}} lines) go to the document's "max_batch_attempts"
+    list, not among the benchmarks."""
+    doc = {"context": {}, "benchmarks": [], "max_batch_attempts": []}
     lines = text.split("\n")
     for i, line in enumerate(lines):
         if not line.strip():
@@ -130,6 +132,8 @@ def read_results_lines(text, path="results lines"):
             raise ValueError(f"{path}, line {i + 1}: not JSON")
         if "context" in obj and len(obj) == 1:
             doc["context"] = obj["context"]
+        elif "max_batch_attempt" in obj and len(obj) == 1:
+            doc["max_batch_attempts"].append(obj["max_batch_attempt"])
         else:
             doc["benchmarks"].append(obj)
     return doc

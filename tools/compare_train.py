@@ -13,7 +13,10 @@ as it goes). --pytorch: tools/pytorch_train_baseline.py's JSON (rows per model, 
   cnnbench's arena peak (everything it allocates: parameters, gradients, optimizer state,
   activations, workspace) and device peak (cudaMemGetInfo: the CUDA context and the libraries'
   own memory too), PyTorch's max_memory_reserved of the mode it is compared with (its caching
-  allocator's pool, without the context), and the check.
+  allocator's pool, without the context), that mode's device use ("PyTorch device MiB": the row's
+  device_used_mib, mem_get_info at its end: context, libraries and the pool, as cnnbench's device
+  peak counts; a column only where the PyTorch file's rows carry it, "–" in a row without it), and
+  the check.
 
 The checks (--check makes a failure exit 1): cnnbench at least as fast as the faster PyTorch mode
 that ran, and its arena peak no higher than that mode's max_memory_reserved. The arena is what
@@ -117,12 +120,16 @@ def fmt(v, digits=0):
 
 
 def render(rows, cb_context, pt_header, precision):
+    # The PyTorch device column only where the PyTorch file has the figure (older files do not).
+    device_col = any(x.get("device_used_mib") is not None
+                     for r in rows for x in r["pytorch"].values())
     lines = [f"Training step, {precision}: cnnbench (whole step as one CUDA graph) beside PyTorch "
              "(channels_last, cudnn.benchmark; eager and whole-step CUDA graph).", "",
              "| network | batch | cnnbench img/s | PyTorch eager img/s | PyTorch graph img/s | "
              "ratio | cnnbench arena MiB | cnnbench device MiB | PyTorch reserved MiB | "
-             "status |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             + ("PyTorch device MiB | " if device_col else "") + "status |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if device_col else "")
+             + "---|"]
     for r in rows:
         c, pt = r["cnnbench"], r["pytorch"]
 
@@ -132,13 +139,15 @@ def render(rows, cb_context, pt_header, precision):
                 return "–"
             return "out of memory" if "out of memory" in str(x.get("error")) else (
                 "error" if x.get("error") else fmt(x["img_s"]))
-        reserved = pt[r["best"]]["peak_reserved_mib"] if r["best"] else None
+        best = pt[r["best"]] if r["best"] else {}
+        reserved = best.get("peak_reserved_mib")
+        device = f" {fmt(best.get('device_used_mib'))} |" if device_col else ""
         ours = "error" if c.get("error") else fmt(c["img_s"])
         ratio = f"{r['ratio']:.2f}x" if r["ratio"] else "–"
         lines.append(
             f"| {r['network']} | {r['batch']} | {ours} | {pt_cell('eager')} | {pt_cell('graph')} "
             f"| {ratio} | {fmt(c.get('arena_mib'))} | {fmt(c.get('device_mib'))} | "
-            f"{fmt(reserved)} | {r['status']} |")
+            f"{fmt(reserved)} |{device} {r['status']} |")
     lines += ["", "- cnnbench: " + ", ".join(
         f"{k}={cb_context[k]}" for k in ("gpu_name", "date", "cudnn_version_loaded", "cnnbench_git",
                                          "truncated") if k in cb_context),

@@ -5,7 +5,9 @@
 # EfficientNet figures beside ours).
 #   bash tools/max_batch_sweep.sh [CONFIG] [OUT_DIR]
 # CONFIG defaults to configs/max_batch.yaml, OUT_DIR to results/max_batch. BIN picks the binary
-# (build/release/cnnbench); SIZES overrides the list ("8 16 24").
+# (build/release/cnnbench); SIZES overrides the list ("8 16 24"); LIMIT_S stops each size's run
+# after that many seconds (a search cut off keeps its bracket: every batch tried is in the run's
+# results lines, which the table reads). EXTRA adds flags (--max_batch_cap=32768).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 CONFIG=${1:-configs/max_batch.yaml}
@@ -16,8 +18,10 @@ mkdir -p "$OUT"
 sizes=${SIZES:-$(sed -n 's/^sizes: *\[\(.*\)\].*/\1/p' configs/gpus.yaml | tr -d ',')}
 for s in $sizes whole; do
   limit=(); [ "$s" = whole ] || limit=(--memory_limit="$s")
-  "$BIN" --config="$CONFIG" --max_batch "${limit[@]}" --benchmark_filter=/max_batch \
-    --benchmark_out="$OUT/max_batch_$s.json" >"$OUT/max_batch_$s.log" 2>&1
-  echo "max_batch_sweep: $s: exit $?, $(grep -c 'largest_batch=' "$OUT/max_batch_$s.log") rows"
+  stop=(); [ -n "${LIMIT_S:-}" ] && stop=(timeout "$LIMIT_S")
+  "${stop[@]}" "$BIN" --config="$CONFIG" --max_batch "${limit[@]}" --benchmark_filter=/max_batch \
+    --benchmark_out="$OUT/max_batch_$s.json" ${EXTRA:-} >"$OUT/max_batch_$s.log" 2>&1
+  echo "max_batch_sweep: $s: exit $?, $(grep -c '^cnnbench: max batch' "$OUT/max_batch_$s.log") attempts," \
+    "$(grep -c '"largest_batch"' "$OUT/max_batch_$s.jsonl") searches whole"
 done
-python3 tools/max_batch_table.py "$OUT"/max_batch_*.json --article --out-md "$OUT/max_batch.md"
+python3 tools/max_batch_table.py "$OUT"/max_batch_*.jsonl --article --out-md "$OUT/max_batch.md"

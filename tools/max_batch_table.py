@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """The largest batch per network x card size (issue 5), from `cnnbench --max_batch` runs.
 
-    python3 tools/max_batch_table.py RUN.json [RUN.json ...] [--article] [--out-md FILE]
+    python3 tools/max_batch_table.py RUN.jsonl|RUN.json [...] [--article] [--out-md FILE]
 
-Each RUN.json is one `cnnbench --max_batch --memory_limit=L` run (Google Benchmark JSON; a cut-off
-file is read as far as it goes). Its context's memory_limit / memory_limit_mib say which card size
-it stands for ("none": the whole device). Its rows named "<network>/<precision>/<mode>/max_batch"
-carry largest_batch, first_failed and capped. One table row per (network, mode, precision), one
-column per run, ordered by limit. A cell is the largest batch that fitted; ">= N" where the
-search's cap N fitted; "error" where the search stopped on an error (its message is listed under
-the table); "-" where the run has no such row.
+Each RUN is one `cnnbench --max_batch --memory_limit=L` run: its Google Benchmark JSON (a cut-off
+file is read as far as it goes) or, better, its results lines (RUN.jsonl), which also hold every
+batch the searches tried as it ended. Its context's memory_limit / memory_limit_mib say which card
+size it stands for ("none": the whole device). Its rows named
+"<network>/<precision>/<mode>/max_batch" carry largest_batch, first_failed and capped. One table
+row per (network, mode, precision), one column per run, ordered by limit. A cell is the largest
+batch that fitted; ">= N" where the search's cap N fitted; "error" where the search stopped on an
+error (its message is listed under the table); "-" where the run has no such row. A search that
+was cut off before its row (the run killed by a time limit) is shown from its attempts as
+">= L (cut off, < F)": L the largest batch that fitted, F the smallest that failed, if any.
 
 --article adds, for EfficientNet trained on tiny-imagenet (the rows of efficientnet_* in train mode
 at 64 px), the largest batches the GPU-comparison article reports per card
@@ -63,6 +66,24 @@ def load_run(path):
             continue
         largest = int(e.get("largest_batch", 0))
         cells[key] = f">= {largest}" if e.get("capped") else str(largest)
+    # Searches with attempts but no row: cut off; their bracket so far.
+    brackets = {}
+    for a in doc.get("max_batch_attempts", []):
+        parsed = parse_row_name(str(a.get("search", "")))
+        if parsed is None:
+            continue
+        net, prec, mode, extra = parsed
+        key = (net, mode, prec, extra.get("size", ""))
+        fits, fails = brackets.setdefault(key, ([], []))
+        if a.get("fit") == "fits":
+            fits.append(int(a["batch"]))
+        elif a.get("fit") == "out of memory":
+            fails.append(int(a["batch"]))
+    for key, (fits, fails) in brackets.items():
+        if key in cells:
+            continue
+        cell = f">= {max(fits) if fits else 0} (cut off"
+        cells[key] = cell + (f", < {min(fails)})" if fails else ")")
     return limit, label, cells, errors
 
 

@@ -50,11 +50,15 @@ Row (make_row): model, mode, precision, batch, input_size, num_classes, optimize
 weight_decay, ms (median ms per step), ms_min, ms_max, img_s (= batch / median), epoch_s (where
 --epoch-images is known: epoch_images / img_s), peak_allocated_mib
 (torch.cuda.max_memory_allocated), peak_reserved_mib (torch.cuda.max_memory_reserved, which issue 4
-compares with cnnbench's peak), peak_mib (= peak_allocated_mib, as pytorch_baseline.py), reps,
-iters_per_rep, loss (of the last step, a sanity figure), notes (list of strings). A row whose step
-runs out of memory has "error": "out of memory" instead of the figures, and the next row still
-runs; "largest_batch" at the top level gives, per "model/mode/precision", the largest batch that
-ran. Other failures: "error" holds the first line of the exception.
+compares with cnnbench's peak), peak_mib (= peak_allocated_mib, as pytorch_baseline.py),
+device_used_mib (total - free of torch.cuda.mem_get_info right after the timed repetitions: the
+device's use at the row's end: the CUDA context, cuDNN/cuBLAS and the caching allocator's reserved
+memory — what cnnbench's device_peak_mib counts), reps, iters_per_rep, loss (of the last step, a
+sanity figure), notes (list of strings). A row whose step runs out of memory has "error": "out of
+memory" instead of the figures, and the next row still runs; "largest_batch" at the top level
+gives, per "model/mode/precision", the largest batch that ran. Out of memory is
+torch.cuda.OutOfMemoryError or a message naming a device allocation failure (OOM_MARKERS: CUDA's,
+cuBLAS's, cuDNN's); other failures: "error" holds the first line of the exception.
 
 Output JSON: the top-level fields of pytorch_baseline.py (torch, torchvision, cudnn, cuda, gpu,
 date, settings, rows) plus largest_batch; rewritten after every row.
@@ -140,12 +144,9 @@ def parse_list(text, conv=str):
     return [conv(t.strip()) for t in text.split(",") if t.strip()]
 
 
-def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description="PyTorch training-step baseline (issue 4's peer).")
-    ap.add_argument("--models", default="resnet50", help="comma-separated torchvision model names")
-    ap.add_argument("--batches", default="32,64,128,256")
-    ap.add_argument("--modes", default="eager,graph", help="eager and/or graph")
-    ap.add_argument("--precision", default="fp16", choices=PRECISIONS)
+def add_step_options(ap):
+    """The options of the step itself: optimizer, input size, classes, Inception's head, and
+    --tiny-imagenet (also tools/pytorch_max_batch.py's). resolve_step_options completes them."""
     ap.add_argument("--optimizer", default=None, choices=OPTIMIZERS, help="default sgd")
     ap.add_argument("--lr", type=float, default=None, help="default 0.1 sgd, 0.001 adam")
     ap.add_argument("--momentum", type=float, default=None, help="sgd only; default 0.9")
@@ -154,27 +155,21 @@ def parse_args(argv=None):
                     help="image side for every model (default: each model's own, see "
                          "DEFAULT_INPUT_SIZE)")
     ap.add_argument("--num-classes", type=int, default=None, help="default 1000")
-    ap.add_argument("--epoch-images", type=int, default=None,
-                    help="images an epoch, for the rows' epoch_s (default 1,281,167 at 1000 "
-                         "classes, none otherwise)")
     ap.add_argument("--tiny-imagenet", action="store_true",
-                    help="defaults of Tiny ImageNet: 64 px, 200 classes, adam at lr 0.001, "
-                         "100,000 images an epoch")
+                    help="defaults of Tiny ImageNet: 64 px, 200 classes, adam at lr 0.001 "
+                         "(and 100,000 images an epoch where the tool has --epoch-images)")
     ap.add_argument("--inception-aux", action=argparse.BooleanOptionalAction, default=True,
                     help="train inception_v3 with its AuxLogits head (loss weight 0.4; needs "
                          ">= 299 px)")
-    ap.add_argument("--graph-loss-scale", type=float, default=DEFAULT_GRAPH_LOSS_SCALE,
-                    help="fixed loss scale of fp16 graph rows (GradScaler cannot be captured)")
-    ap.add_argument("--reps", type=int, default=5, help="timed repetitions per row")
-    ap.add_argument("--warmup-iters", type=int, default=10)
-    ap.add_argument("--warmup-s", type=float, default=0.5)
-    ap.add_argument("--rep-s", type=float, default=0.2, help="minimum seconds per repetition")
-    ap.add_argument("--out", default=None, help="JSON output path (rewritten after every row)")
-    args = ap.parse_args(argv)
 
+
+def resolve_step_options(ap, args):
+    """Fills in the defaults of add_step_options' options (--tiny-imagenet's first, then the
+    optimizer's), splits args.models (a comma list) and checks them all; ap.error (exit 2) names
+    a bad one."""
     if args.tiny_imagenet:
         for k, v in TINY_IMAGENET.items():
-            if getattr(args, k) is None:
+            if hasattr(args, k) and getattr(args, k) is None:  # epoch_images: where the tool has it
                 setattr(args, k, v)
     if args.optimizer is None:
         args.optimizer = "sgd"
@@ -186,25 +181,9 @@ def parse_args(argv=None):
         ap.error("--momentum is for sgd; adam uses torch's default betas (0.9, 0.999)")
     if args.num_classes is None:
         args.num_classes = 1000
-    if args.epoch_images is None and args.num_classes == 1000:
-        args.epoch_images = IMAGENET_EPOCH_IMAGES
-
-    try:
-        args.models = parse_list(args.models)
-        args.batches = parse_list(args.batches, int)
-    except ValueError as e:
-        ap.error(f"--batches must be comma-separated integers ({e})")
-    args.modes = parse_list(args.modes)
+    args.models = parse_list(args.models)
     if not args.models:
         ap.error("--models is empty")
-    if not args.batches:
-        ap.error("--batches is empty")
-    for b in args.batches:
-        if b < 1:
-            ap.error(f"batch {b} is not positive")
-    for m in args.modes:
-        if m not in MODES:
-            ap.error(f"unknown mode {m!r}; valid: {', '.join(MODES)}")
     for m in args.models:
         if m in NOT_IN_TORCHVISION:
             ap.error(f"{m} is {NOT_IN_TORCHVISION[m]}, which torchvision does not have")
@@ -216,12 +195,6 @@ def parse_args(argv=None):
         ap.error("--lr must be positive")
     if args.weight_decay < 0 or (args.momentum is not None and args.momentum < 0):
         ap.error("--momentum and --weight-decay must not be negative")
-    if args.epoch_images is not None and args.epoch_images < 1:
-        ap.error("--epoch-images must be positive")
-    if not args.graph_loss_scale > 0:
-        ap.error("--graph-loss-scale must be positive")
-    if args.reps < 1:
-        ap.error("--reps must be at least 1")
     for m in args.models:
         size = input_size_for(m, args.input_size)
         least = min_input_size(m, args.inception_aux)
@@ -230,6 +203,49 @@ def parse_args(argv=None):
                    "--no-inception-aux lowers the minimum to 75 px" if args.inception_aux
                    else "torchvision's minimum")
             ap.error(f"{m} needs an input of at least {least} px, not {size} ({why})")
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description="PyTorch training-step baseline (issue 4's peer).")
+    ap.add_argument("--models", default="resnet50", help="comma-separated torchvision model names")
+    ap.add_argument("--batches", default="32,64,128,256")
+    ap.add_argument("--modes", default="eager,graph", help="eager and/or graph")
+    ap.add_argument("--precision", default="fp16", choices=PRECISIONS)
+    add_step_options(ap)
+    ap.add_argument("--epoch-images", type=int, default=None,
+                    help="images an epoch, for the rows' epoch_s (default 1,281,167 at 1000 "
+                         "classes, none otherwise)")
+    ap.add_argument("--graph-loss-scale", type=float, default=DEFAULT_GRAPH_LOSS_SCALE,
+                    help="fixed loss scale of fp16 graph rows (GradScaler cannot be captured)")
+    ap.add_argument("--reps", type=int, default=5, help="timed repetitions per row")
+    ap.add_argument("--warmup-iters", type=int, default=10)
+    ap.add_argument("--warmup-s", type=float, default=0.5)
+    ap.add_argument("--rep-s", type=float, default=0.2, help="minimum seconds per repetition")
+    ap.add_argument("--out", default=None, help="JSON output path (rewritten after every row)")
+    args = ap.parse_args(argv)
+    resolve_step_options(ap, args)
+    if args.epoch_images is None and args.num_classes == 1000:
+        args.epoch_images = IMAGENET_EPOCH_IMAGES
+
+    try:
+        args.batches = parse_list(args.batches, int)
+    except ValueError as e:
+        ap.error(f"--batches must be comma-separated integers ({e})")
+    args.modes = parse_list(args.modes)
+    if not args.batches:
+        ap.error("--batches is empty")
+    for b in args.batches:
+        if b < 1:
+            ap.error(f"batch {b} is not positive")
+    for m in args.modes:
+        if m not in MODES:
+            ap.error(f"unknown mode {m!r}; valid: {', '.join(MODES)}")
+    if args.epoch_images is not None and args.epoch_images < 1:
+        ap.error("--epoch-images must be positive")
+    if not args.graph_loss_scale > 0:
+        ap.error("--graph-loss-scale must be positive")
+    if args.reps < 1:
+        ap.error("--reps must be at least 1")
     return args
 
 
@@ -252,8 +268,9 @@ def row_notes(mode, precision, optimizer, graph_loss_scale, name, inception_aux)
 
 
 def make_row(name, mode, precision, batch, size, args, reps=None, iters_per_rep=None,
-             peak_allocated=None, peak_reserved=None, loss=None, error=None, notes=()):
-    """One result row; `reps` in ms per step, memory peaks in bytes; `error` replaces figures."""
+             peak_allocated=None, peak_reserved=None, loss=None, error=None, notes=(),
+             device_used=None):
+    """One result row; `reps` in ms per step, memory figures in bytes; `error` replaces figures."""
     row = {"model": name, "mode": mode, "precision": precision, "batch": batch,
            "input_size": size, "num_classes": args.num_classes, "optimizer": args.optimizer,
            "lr": args.lr, "momentum": args.momentum, "weight_decay": args.weight_decay,
@@ -266,8 +283,9 @@ def make_row(name, mode, precision, batch, size, args, reps=None, iters_per_rep=
     if args.epoch_images:
         row["epoch_s"] = args.epoch_images / row["img_s"]
     row.update(peak_allocated_mib=peak_allocated / 2**20, peak_reserved_mib=peak_reserved / 2**20,
-               peak_mib=peak_allocated / 2**20, reps=list(reps), iters_per_rep=iters_per_rep,
-               loss=loss)
+               peak_mib=peak_allocated / 2**20,
+               device_used_mib=None if device_used is None else device_used / 2**20,
+               reps=list(reps), iters_per_rep=iters_per_rep, loss=loss)
     return row
 
 
@@ -282,12 +300,25 @@ def largest_batches(rows):
     return out
 
 
+# Lower-case pieces of a message that mean the device ran out of memory: CUDA's (and the caching
+# allocator's), cudaErrorMemoryAllocation, cuBLAS's, cuDNN 8's and cuDNN 9's allocation failures.
+OOM_MARKERS = ("out of memory", "cudaerrormemoryallocation", "cublas_status_alloc_failed",
+               "cudnn_status_alloc_failed", "cudnn_status_internal_error_device_allocation_failed")
+
+
+def is_out_of_memory(exc):
+    text = str(exc).lower()
+    return type(exc).__name__ == "OutOfMemoryError" or any(m in text for m in OOM_MARKERS)
+
+
 def error_text(exc):
-    """"out of memory" for any CUDA out-of-memory failure, else the message's first line."""
-    text = str(exc)
-    if type(exc).__name__ == "OutOfMemoryError" or "out of memory" in text.lower():
-        return "out of memory"
-    return (text.splitlines() or [type(exc).__name__])[0][:300]
+    """"out of memory" for any device out-of-memory failure, else the message's first line."""
+    return "out of memory" if is_out_of_memory(exc) else first_line(exc)
+
+
+def first_line(exc):
+    """The exception message's first line (at most 300 characters), else its type's name."""
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
 
 
 # --------------------------------------------------------------------------------------------
@@ -407,29 +438,51 @@ def measure(torch, step, args):
     return [time_iterations(torch, step, k) for _ in range(args.reps)], k
 
 
+def release_memory(torch, device):
+    """Frees what the caching allocator holds unused and restarts its peak figures."""
+    gc.collect()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+
+
+def device_used_bytes(torch, device):
+    """total - free of cudaMemGetInfo: everything on the device, the CUDA context included."""
+    free, total = torch.cuda.mem_get_info(device)
+    return total - free
+
+
+def build_model(torch, torchvision, name, args, device):
+    """A fresh torchvision model (weights=None) on `device`, channels_last, in train mode."""
+    kw = model_kwargs(name, args.num_classes, args.inception_aux)
+    model = getattr(torchvision.models, name)(weights=None, **kw)
+    return model.to(device=device, memory_format=torch.channels_last).train()
+
+
+def random_batch(torch, batch, size, num_classes, device):
+    """(x ~ N(0,1) float32 [batch,3,size,size] channels_last, int64 labels in [0, num_classes))."""
+    x = torch.randn(batch, 3, size, size, device=device)
+    x = x.contiguous(memory_format=torch.channels_last)
+    return x, torch.randint(0, num_classes, (batch,), device=device)
+
+
 def run_row(torch, torchvision, name, mode, batch, size, args, device):
     precision = args.precision
     notes = row_notes(mode, precision, args.optimizer, args.graph_loss_scale, name,
                       args.inception_aux)
-    gc.collect()
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats(device)
+    release_memory(torch, device)
     model = opt = x = y = step = last = None
     try:
-        kw = model_kwargs(name, args.num_classes, args.inception_aux)
-        model = getattr(torchvision.models, name)(weights=None, **kw)
-        model = model.to(device=device, memory_format=torch.channels_last).train()
+        model = build_model(torch, torchvision, name, args, device)
         opt = build_optimizer(torch, model.parameters(), args, mode)
-        x = torch.randn(batch, 3, size, size, device=device)
-        x = x.contiguous(memory_format=torch.channels_last)
-        y = torch.randint(0, args.num_classes, (batch,), device=device)
+        x, y = random_batch(torch, batch, size, args.num_classes, device)
         step, last = make_step(torch, model, opt, x, y, mode, precision, args)
         reps, k = measure(torch, step, args)
+        device_used = device_used_bytes(torch, device)
         loss = float(last["loss"].detach().float().item())
         row = make_row(name, mode, precision, batch, size, args, reps=reps, iters_per_rep=k,
                        peak_allocated=torch.cuda.max_memory_allocated(device),
                        peak_reserved=torch.cuda.max_memory_reserved(device), loss=loss,
-                       notes=notes)
+                       notes=notes, device_used=device_used)
     except RuntimeError as e:  # torch.cuda.OutOfMemoryError is a RuntimeError too
         row = make_row(name, mode, precision, batch, size, args, error=error_text(e),
                        notes=notes)
@@ -464,41 +517,66 @@ def write_json(path, doc):
         os.replace(tmp, path)
 
 
-def settings_of(args):
+def step_settings(args):
+    """The settings of the step itself (add_step_options' options and the fixed ones)."""
     return {"memory_format": "channels_last", "cudnn_benchmark": True,
-            "precision": args.precision, "optimizer": args.optimizer, "lr": args.lr,
-            "momentum": args.momentum, "weight_decay": args.weight_decay,
-            "num_classes": args.num_classes, "epoch_images": args.epoch_images,
+            "optimizer": args.optimizer, "lr": args.lr, "momentum": args.momentum,
+            "weight_decay": args.weight_decay, "num_classes": args.num_classes,
             "input_size": args.input_size or "per model (DEFAULT_INPUT_SIZE)",
-            "inception_aux": args.inception_aux, "aux_loss_weight": AUX_LOSS_WEIGHT,
-            "graph_loss_scale": args.graph_loss_scale, "reps": args.reps, "rep_s": args.rep_s,
-            "warmup_iters": args.warmup_iters, "warmup_s": args.warmup_s}
+            "inception_aux": args.inception_aux, "aux_loss_weight": AUX_LOSS_WEIGHT}
 
 
-def main(argv=None):
-    args = parse_args(argv)
+def settings_of(args):
+    return dict(step_settings(args), precision=args.precision, epoch_images=args.epoch_images,
+                graph_loss_scale=args.graph_loss_scale, reps=args.reps, rep_s=args.rep_s,
+                warmup_iters=args.warmup_iters, warmup_s=args.warmup_s)
+
+
+def header_of(torch, torchvision, device):
+    """The output's top-level fields that say what ran: versions, GPU and date."""
+    return {"torch": torch.__version__, "torchvision": torchvision.__version__,
+            "cudnn": torch.backends.cudnn.version(), "cuda": torch.version.cuda,
+            "gpu": torch.cuda.get_device_name(device),
+            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}
+
+
+def import_torch():
+    """(torch, torchvision), or None after saying on stderr what is missing."""
     try:
         import torch
         import torchvision
     except ImportError as e:
         print(f"error: this baseline needs torch and torchvision ({e})", file=sys.stderr)
-        return 2
-    for m in args.models:
+        return None
+    return torch, torchvision
+
+
+def check_setup(torch, torchvision, models):
+    """False, after one line on stderr, where a model is not torchvision's or there is no GPU."""
+    for m in models:
         if not callable(getattr(torchvision.models, m, None)):
             print(f"error: torchvision.models has no model {m!r}", file=sys.stderr)
-            return 2
+            return False
     if not torch.cuda.is_available():
         print("error: no CUDA device; this baseline only measures GPU training", file=sys.stderr)
+        return False
+    return True
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    libs = import_torch()
+    if libs is None:
+        return 2
+    torch, torchvision = libs
+    if not check_setup(torch, torchvision, args.models):
         return 2
 
     device = torch.device("cuda")
     torch.backends.cudnn.benchmark = True
     set_tf32(torch, args.precision != "fp32")
-    doc = {"torch": torch.__version__, "torchvision": torchvision.__version__,
-           "cudnn": torch.backends.cudnn.version(), "cuda": torch.version.cuda,
-           "gpu": torch.cuda.get_device_name(device),
-           "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-           "settings": settings_of(args), "rows": [], "largest_batch": {}}
+    doc = dict(header_of(torch, torchvision, device), settings=settings_of(args), rows=[],
+               largest_batch={})
     print(f"torch {doc['torch']}, torchvision {doc['torchvision']}, cudnn {doc['cudnn']}, "
           f"{doc['gpu']}", flush=True)
     for name in args.models:
