@@ -5,7 +5,7 @@
 # EfficientNet figures beside ours).
 #   bash tools/max_batch_sweep.sh [CONFIG] [OUT_DIR]
 # CONFIG defaults to configs/max_batch.yaml, OUT_DIR to results/max_batch. BIN picks the binary
-# (build/release/cnnbench); SIZES overrides the list ("8 16 24"); LIMIT_S stops each size's run
+# (build/release/cnnbench); SIZES overrides the list ("8 16 24 whole"); LIMIT_S stops each size's run
 # after that many seconds (a search cut off keeps its bracket: every batch tried is in the run's
 # results lines, which the table reads). EXTRA adds flags (--max_batch_cap=32768).
 set -uo pipefail
@@ -15,8 +15,8 @@ OUT=${2:-results/max_batch}
 BIN=${BIN:-build/release/cnnbench}
 [ -x "$BIN" ] || { echo "max_batch_sweep: no $BIN (bash tools/build.sh builds it)" >&2; exit 2; }
 mkdir -p "$OUT"
-sizes=${SIZES:-$(sed -n 's/^sizes: *\[\(.*\)\].*/\1/p' configs/gpus.yaml | tr -d ',')}
-for s in $sizes whole; do
+sizes=${SIZES:-"$(sed -n 's/^sizes: *\[\(.*\)\].*/\1/p' configs/gpus.yaml | tr -d ',') whole"}
+for s in $sizes; do
   limit=(); [ "$s" = whole ] || limit=(--memory_limit="$s")
   stop=(); [ -n "${LIMIT_S:-}" ] && stop=(timeout "$LIMIT_S")
   "${stop[@]}" "$BIN" --config="$CONFIG" --max_batch "${limit[@]}" --benchmark_filter=/max_batch \
