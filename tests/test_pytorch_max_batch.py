@@ -241,8 +241,16 @@ class FakeCuda:
     def max_memory_reserved(self, device=None):
         return self.peak
 
+    def current_device(self):
+        return 0
+
     def set_per_process_memory_fraction(self, fraction, device=None):
         assert 0.0 <= fraction <= 1.0, fraction
+        # As torch 2.11: a device without an index is refused ("Expected a torch.device with a
+        # specified index or an integer").
+        if device is not None and not isinstance(device, int) and \
+                getattr(device, "index", None) is None:
+            raise ValueError("Expected a torch.device with a specified index or an integer")
         self.fraction = fraction
         self.fractions.append(fraction)
 
@@ -265,7 +273,7 @@ class FakeCuda:
 def fake_torch(cuda):
     return types.SimpleNamespace(
         __version__="2.11.0+fake", version=types.SimpleNamespace(cuda="13.0"), cuda=cuda,
-        device=lambda kind: kind,
+        device=lambda kind, index=None: types.SimpleNamespace(type=kind, index=index),
         backends=types.SimpleNamespace(
             cudnn=types.SimpleNamespace(benchmark=False, allow_tf32=None, version=lambda: 91900),
             cuda=types.SimpleNamespace(matmul=types.SimpleNamespace(allow_tf32=None))))

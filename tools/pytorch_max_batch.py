@@ -334,7 +334,7 @@ def main(argv=None):
     if not ptb.check_setup(torch, torchvision, args.models):
         return 2
 
-    device = torch.device("cuda")
+    device = torch.device("cuda", torch.cuda.current_device())  # an index: set_per_process_memory_fraction needs one
     torch.backends.cudnn.benchmark = True
     doc = dict(ptb.header_of(torch, torchvision, device),
                device_total_mib=torch.cuda.mem_get_info(device)[1] / MIB,
