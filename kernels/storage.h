@@ -1,7 +1,9 @@
 // Host-side conversions between float and a storage type, and reading device buffers back.
 #pragma once
 
+#include <cuda_runtime.h>
 #include <cstdint>
+
 #include <vector>
 
 #include "kernels/tensor.h"
@@ -20,6 +22,12 @@ std::vector<float> nhwc_to_nchw(const std::vector<float>& nhwc, const Dims& d);
 // Uploads an NCHW host batch of dims d into the NHWC device buffer `dst` in type t; UserError
 // when the count does not match d.
 void upload_nchw_as_nhwc(void* dst, const std::vector<float>& nchw, const Dims& d, DType t);
+// Writes into `dst` (NHWC, type t), on the device and on stream s, bit for bit what
+// upload_nchw_as_nhwc(dst, random_uniform(seed, name, d.numel(), lo, hi), d, t) writes, given
+// `state` = random_stream_state(seed, name) (networks/weights.h): a synthetic batch of thousands
+// of images without the host's passes over it (kernels/synthetic.cu).
+void fill_uniform_nhwc(void* dst, uint64_t state, const Dims& d, DType t, float lo, float hi,
+                       cudaStream_t s);
 // ||got - ref|| / ||ref||, infinite where got holds a non-finite value.
 double relative_l2(const std::vector<float>& got, const std::vector<float>& ref);
 // Whether a plan's CUDA-graph replay reproduced its direct run (the engines' replay check): inf

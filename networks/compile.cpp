@@ -554,7 +554,10 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
 
   // 5. Engines. Autotune runs layer by layer on a real input, so each layer is timed on the data
   // it will see.
-  set_input(random_uniform(opt.input_seed, "input", size_t(input_dims_.numel()), -1.f, 1.f));
+  // The input: random_uniform(opt.input_seed, "input", ...) in [-1, 1), written on the device.
+  fill_uniform_nhwc(arena_.ptr(input_buf_), random_stream_state(opt.input_seed, "input"),
+                    input_dims_, storage_type(opt_.precision), -1.f, 1.f, ctx_.stream);
+  CNN_CHECK_CUDA(cudaStreamSynchronize(ctx_.stream));
   TuneScratch scratch;
   scratch.bytes = opt.tune_scratch_bytes;
   CNN_CHECK_CUDA(cudaMalloc(&scratch.ptr, scratch.bytes));

@@ -644,7 +644,10 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   // 4. Engines: each library op is prepared on the data the step gives it (a random batch), with
   // the tuning scratch as its workspace, then every launch of the step but the optimizer runs.
   // That pass moves the running statistics, so they are uploaded again after it.
-  set_input(random_uniform(0, "input", size_t(input_dims_.numel()), -1.f, 1.f));
+  // The input: random_uniform(0, "input", ...) in [-1, 1), written on the device.
+  fill_uniform_nhwc(arena_.ptr(input_buf_), random_stream_state(0, "input"), input_dims_,
+                    storage_type(opt_.precision), -1.f, 1.f, ctx_.stream);
+  CNN_CHECK_CUDA(cudaStreamSynchronize(ctx_.stream));
   std::vector<int> labels(N);
   for (int i = 0; i < N; ++i) labels[i] = i % classes_;
   set_labels(labels);

@@ -31,9 +31,13 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
+uint64_t random_stream_state(uint64_t seed, const std::string& name) {
+  return seed * 0x2545F4914F6CDD1Dull ^ fnv1a(name);
+}
+
 std::vector<float> random_uniform(uint64_t seed, const std::string& name, size_t count, float lo,
                                   float hi) {
-  uint64_t state = seed * 0x2545F4914F6CDD1Dull ^ fnv1a(name);
+  uint64_t state = random_stream_state(seed, name);
   std::vector<float> v(count);
   for (float& x : v) {
     const double u = double(splitmix64(state) >> 11) * (1.0 / 9007199254740992.0);

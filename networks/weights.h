@@ -29,5 +29,8 @@ HostWeights load_weights(const Graph& g, const std::string& path,
 // Deterministic uniform floats in [lo, hi) from (seed, name): also used for inputs.
 std::vector<float> random_uniform(uint64_t seed, const std::string& name, size_t count, float lo,
                                   float hi);
+// The generator state random_uniform starts from for (seed, name); element i of its stream is
+// splitmix64 after i + 1 steps (what fill_uniform_nhwc computes on the device).
+uint64_t random_stream_state(uint64_t seed, const std::string& name);
 
 }  // namespace cnnbench

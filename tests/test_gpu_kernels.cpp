@@ -15,6 +15,8 @@
 #include "kernels/pointwise.h"
 #include "kernels/pool.h"
 #include "kernels/se.h"
+#include "kernels/storage.h"
+#include "networks/weights.h"
 
 using namespace cnnbench;
 using namespace cnnbench::test;
@@ -402,4 +404,23 @@ TEST(GpuKernels, DepthwiseIndexesPastTwoToThe31Elements) {
     cudaFree(x);
     cudaFree(y);
   }
+}
+
+// The synthetic input written on the device is, bit for bit, the host's random_uniform batch
+// uploaded as NHWC: every storage type, dims that divide nothing evenly, and another seed.
+TEST(GpuKernels, SyntheticInputOnTheDeviceEqualsTheHostsBitForBit) {
+  for (const Dims d : {Dims{3, 5, 7, 11}, Dims{2, 3, 224, 224}})
+    for (const DType t : {DType::F32, DType::F16, DType::BF16})
+      for (const uint64_t seed : {uint64_t(0), uint64_t(12345)}) {
+        const size_t n = size_t(d.numel()), bytes = n * dtype_size(t);
+        DeviceBuffer host_way(n, t), device_way(n, t);
+        upload_nchw_as_nhwc(host_way.get(), random_uniform(seed, "input", n, -1.f, 1.f), d, t);
+        fill_uniform_nhwc(device_way.get(), random_stream_state(seed, "input"), d, t, -1.f, 1.f,
+                          nullptr);
+        CNN_CHECK_CUDA(cudaDeviceSynchronize());
+        std::vector<uint8_t> a(bytes), b(bytes);
+        CNN_CHECK_CUDA(cudaMemcpy(a.data(), host_way.get(), bytes, cudaMemcpyDeviceToHost));
+        CNN_CHECK_CUDA(cudaMemcpy(b.data(), device_way.get(), bytes, cudaMemcpyDeviceToHost));
+        EXPECT_EQ(a, b) << d.str() << " " << dtype_name(t) << " seed " << seed;
+      }
 }

@@ -7,7 +7,9 @@ size, classes and optimizer, under the same cap, so that the two largest batches
 by side.
 
 The step is tools/pytorch_train_baseline.py's (imported, not copied): torchvision model with
-weights=None, channels_last, torch.backends.cudnn.benchmark=True, CrossEntropyLoss on random
+weights=None, channels_last, torch.backends.cudnn.benchmark as --cudnn-benchmark says (off by
+default, PyTorch's own default and what a script that does not set it gets: with it on, every new
+batch size is autotuned first, tens of seconds an attempt), CrossEntropyLoss on random
 labels, the optimizer of --optimizer/--lr/... (--tiny-imagenet: 64 px, 200 classes, Adam at lr
 1e-3), precisions as there (fp16: autocast with fp32 master weights and torch.amp.GradScaler; bf16;
 tf32; fp32 with TF32 off). Eager mode only (--mode eager): whether a batch fits is decided by the
@@ -176,6 +178,8 @@ def parse_args(argv=None):
     ap.add_argument("--cap", type=int, default=32768, help="the largest batch tried")
     ap.add_argument("--mode", default="eager", choices=("eager",),
                     help="eager only (a CUDA graph is not needed at the boundary)")
+    ap.add_argument("--cudnn-benchmark", action=argparse.BooleanOptionalAction, default=False,
+                    help="torch.backends.cudnn.benchmark (default off, PyTorch's default)")
     ap.add_argument("--time-limit-s", type=float, default=None,
                     help="seconds a search may run; past them it tries no further batch and is "
                          "recorded as cut off")
@@ -207,7 +211,8 @@ def limit_text(limit_gib):
 
 
 def settings_of(args):
-    return dict(ptb.step_settings(args), mode=args.mode, precisions=args.precisions,
+    return dict(ptb.step_settings(args), cudnn_benchmark=args.cudnn_benchmark, mode=args.mode,
+                precisions=args.precisions,
                 memory_limits_gib=args.memory_limits, start=args.start, cap=args.cap,
                 time_limit_s=args.time_limit_s, steps=STEPS, max_steps=MAX_STEPS,
                 warm_up_batch=WARM_UP_BATCH,
@@ -335,7 +340,7 @@ def main(argv=None):
         return 2
 
     device = torch.device("cuda", torch.cuda.current_device())  # an index: set_per_process_memory_fraction needs one
-    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
     doc = dict(ptb.header_of(torch, torchvision, device),
                device_total_mib=torch.cuda.mem_get_info(device)[1] / MIB,
                settings=settings_of(args), searches=[])

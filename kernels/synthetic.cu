@@ -1,0 +1,75 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "harness/check.h"
+#include "kernels/storage.h"
+
+namespace cnnbench {
+
+namespace {
+
+// Element i (NCHW order) of random_uniform's stream: splitmix64 after i + 1 steps from `state`,
+// then lo + (hi - lo) * u in double, rounded to float, exactly as the host computes it (no fused
+// multiply-add: the host's x86-64 code has none).
+__device__ float uniform_at(uint64_t state, uint64_t i, float lo, float diff) {
+  uint64_t z = state + (i + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  const double u = __dmul_rn(double(z >> 11), 1.0 / 9007199254740992.0);
+  return __double2float_rn(__dadd_rn(double(lo), __dmul_rn(double(diff), u)));
+}
+
+// One thread per NHWC element: which NCHW element it is, then its value in the storage type.
+template <typename T>
+__global__ void fill_uniform_nhwc_kernel(T* dst, uint64_t state, int c, int h, int w, int64_t total,
+                                         float lo, float diff) {
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < total;
+       j += int64_t(gridDim.x) * blockDim.x) {
+    const int ci = int(j % c);
+    int64_t r = j / c;
+    const int wi = int(r % w);
+    r /= w;
+    const int hi = int(r % h);
+    const int64_t n = r / h;
+    const uint64_t i = uint64_t(((n * c + ci) * h + hi) * w + wi);
+    const float v = uniform_at(state, i, lo, diff);
+    if constexpr (sizeof(T) == 4)
+      dst[j] = v;
+    else if constexpr (std::is_same_v<T, __half>)
+      dst[j] = __float2half_rn(v);
+    else
+      dst[j] = __float2bfloat16_rn(v);
+  }
+}
+
+template <typename T>
+void launch(void* dst, uint64_t state, const Dims& d, float lo, float hi, cudaStream_t s) {
+  const int64_t total = d.numel();
+  if (total == 0) return;
+  const int threads = 256;
+  const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, 65536);
+  fill_uniform_nhwc_kernel<T><<<int(blocks), threads, 0, s>>>(static_cast<T*>(dst), state, d.c, d.h,
+                                                              d.w, total, lo, hi - lo);
+  CNN_CHECK_CUDA(cudaGetLastError());
+}
+
+}  // namespace
+
+void fill_uniform_nhwc(void* dst, uint64_t state, const Dims& d, DType t, float lo, float hi,
+                       cudaStream_t s) {
+  switch (t) {
+    case DType::F32:
+      return launch<float>(dst, state, d, lo, hi, s);
+    case DType::F16:
+      return launch<__half>(dst, state, d, lo, hi, s);
+    case DType::BF16:
+      return launch<__nv_bfloat16>(dst, state, d, lo, hi, s);
+  }
+}
+
+}  // namespace cnnbench
