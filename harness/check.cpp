@@ -47,6 +47,12 @@ uint64_t device_free_or_max() {
 
 void throw_cuda_error(int code, const char* call, const char* file, int line) {
   const auto err = static_cast<cudaError_t>(code);
+  // The failed call also left its error as the runtime's "last error", which the next launch's
+  // check (cudaGetLastError) would report again, as its own: a handled out-of-memory then failed
+  // the next model at its first kernel launch (device call 28; the max-batch searches of calls 24
+  // to 27 counted batches as not fitting for it). Reported here, so consumed here. A sticky error
+  // (an illegal address) stays: every later call reports it.
+  cudaGetLastError();
   throw LibraryError("CUDA", code,
                      std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err), call,
                      file, line);

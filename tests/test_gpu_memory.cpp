@@ -116,3 +116,17 @@ TEST(GpuMemory, TheCapHoldsTheRestOfTheDevice) {
   EXPECT_NEAR(mib(double(device_free_bytes())), mib(double(free_b)), 8.0);
   EXPECT_THROW(DeviceMemoryCap(used / 2), UserError);
 }
+
+// A checked call that fails leaves nothing behind for the next check: the launch after a handled
+// out-of-memory does not report it again as its own (device call 28 found that it did).
+TEST(GpuMemory, AHandledOutOfMemoryIsNotReportedAgainByTheNextLaunch) {
+  GpuContext ctx;
+  void* p = nullptr;
+  try {
+    CNN_CHECK_CUDA(cudaMalloc(&p, size_t(1) << 50));  // a petabyte: fails on any device
+    ADD_FAILURE() << "a petabyte was allocated";
+  } catch (const std::exception& e) {
+    EXPECT_TRUE(is_out_of_memory(e)) << e.what();
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
