@@ -9,9 +9,7 @@ set_per_process_memory_fraction: the cap counting the CUDA context, the attempts
 JSON rewritten after every attempt, out-of-memory and other failures told apart, a limit below
 the device's use refused.
 """
-import contextlib
 import importlib.util
-import io
 import json
 import math
 import os
@@ -28,19 +26,14 @@ sys.path.insert(0, TOOLS)
 
 import pytorch_max_batch as pmb  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_tools import quiet  # noqa: E402  (the function only: no test class comes along)
+
 ptb = pmb.ptb
 MIB, GIB = 2**20, 2**30
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
 
-def quiet(fn, *a, **kw):
-    """fn(*a, **kw) with stdout and stderr captured: (result or SystemExit code, stderr text)."""
-    err = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        try:
-            return fn(*a, **kw), err.getvalue()
-        except SystemExit as e:
-            return e.code, err.getvalue()
 
 
 class FakeDevice:
