@@ -449,9 +449,11 @@ void run_max_batch(benchmark::State& state, const Job& job, int cap) {
           a.batch = b;
           Job j = job;
           j.batch = b;
+          nlohmann::json phases = nlohmann::json::object();  // a training model's build, by phase
           try {
             if (job.train) {
               TrainPrepared& p = g_session->get_train(j);
+              for (const auto& [phase, seconds] : p.model->build_phases()) phases[phase] = seconds;
               p.time_ms(1);
               p.peak.sample();
               a.peak_mib = p.peak.peak() * mib;
@@ -475,9 +477,16 @@ void run_max_batch(benchmark::State& state, const Job& job, int cap) {
           }
           const double seconds =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - ta).count();
-          std::fprintf(stderr, "cnnbench: max batch %s/%s/%s: batch %d %s (%.1f s)%s\n",
+          std::string where;  // "; plan and buffers 0.4 s, ops 2.0 s, ..."
+          for (const auto& [phase, s] : phases.items()) {
+            char buf[96];
+            std::snprintf(buf, sizeof buf, "%s %s %.1f s", where.empty() ? "; model:" : ",",
+                          phase.c_str(), s.get<double>());
+            where += buf;
+          }
+          std::fprintf(stderr, "cnnbench: max batch %s/%s/%s: batch %d %s (%.1f s%s)%s\n",
                        job.network.c_str(), precision_name(job.precision),
-                       job.train ? "train" : "graph", b, fit_name(a.fit), seconds,
+                       job.train ? "train" : "graph", b, fit_name(a.fit), seconds, where.c_str(),
                        a.fit == Fit::Fits ? "" : (": " + a.message.substr(0, 160)).c_str());
           if (g_lines)
             g_lines->note({{"max_batch_attempt",
@@ -487,6 +496,7 @@ void run_max_batch(benchmark::State& state, const Job& job, int cap) {
                              {"peak_mib", a.peak_mib},
                              {"limit_mib", limit_mib},
                              {"seconds", seconds},
+                             {"model_build_s", phases},
                              {"message", a.message}}}});
           return a;
         },

@@ -1,6 +1,7 @@
 #include "networks/train_model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <stdexcept>
@@ -64,6 +65,11 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
                        const TrainOptions& opt)
     : ctx_(ctx), opt_(opt) {
   if (opt.batch < 1) throw UserError("training: batch must be positive");
+  auto mark = [this, last = std::chrono::steady_clock::now()](const char* phase) mutable {
+    const auto now = std::chrono::steady_clock::now();
+    phases_.emplace_back(phase, std::chrono::duration<double>(now - last).count());
+    last = now;
+  };
   const auto& nodes = g.nodes();
   for (const Node& n : nodes) {
     const std::string why = unsupported(g, n);
@@ -244,6 +250,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   if (opt.optimizer == Optimizer::Adam) step_buf_ = arena_.add_weights(sizeof(int));
   arena_.plan();
   arena_.allocate();
+  mark("plan and buffers");
   // Everything starts at zero: gradients, momentum, the zero biases, xent's counter.
   CNN_CHECK_CUDA(cudaMemset(static_cast<char*>(arena_.ptr(input_buf_)) - arena_.offset(input_buf_),
                             0, arena_.bytes(MemKind::Weights)));
@@ -641,6 +648,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     }
   }
 
+  mark("ops");
   // 4. Engines: each library op is prepared on the data the step gives it (a random batch), with
   // the tuning scratch as its workspace, then every launch of the step but the optimizer runs.
   // That pass moves the running statistics, so they are uploaded again after it.
@@ -687,6 +695,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   // reads it in t): known once the ops are prepared.
   for (const auto& [op, name] : filter_ops) params_.at(name).grad_t = op->dw_type();
 
+  mark("prepare on data");
   // 3. The optimizer, after the backward: with fp16, first the overflow check of every gradient
   // (an overflow skips the whole step), the update reading gradients divided by the loss scale,
   // then the scale's update (GradScaler). The update also refreshes the working copies.
@@ -737,6 +746,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     const uint64_t by = dropout_elements;
     optimizer_.push_back([=](cudaStream_t st) { launch_counter_add(counter, by, st); });
   }
+  mark("optimizer");
 }
 
 TrainModel::~TrainModel() {

@@ -94,6 +94,9 @@ class TrainModel {
   // fp16's loss scale now, and the steps skipped for an overflow so far (1 and 0 otherwise).
   float loss_scale() const;
   int skipped_steps() const;
+  // Where the constructor's time went, in seconds, phase by phase ("plan and buffers", "ops",
+  // "prepare on data", "optimizer"): a max-batch probe logs it.
+  const std::vector<std::pair<std::string, double>>& build_phases() const { return phases_; }
 
   const Dims& input_dims() const { return input_dims_; }
   int classes() const { return classes_; }
@@ -122,6 +125,7 @@ class TrainModel {
   std::vector<LaunchTime> time_each_launch(int runs = 10);
 
  private:
+  std::vector<std::pair<std::string, double>> phases_;
   struct Param {
     int64_t count = 0;
     int value = -1, grad = -1, momentum = -1;  // arena ids (grad, momentum: trainable only)

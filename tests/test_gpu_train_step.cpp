@@ -208,6 +208,11 @@ TEST(GpuTrainStep, SmallResNetLearnsOneBatch) {
   const Fixture f;
   GpuContext ctx;
   TrainModel m(ctx, f.g, f.w, f.options(0.02));
+  // The constructor's phases, as a max-batch probe logs them: four, in order, none negative.
+  ASSERT_EQ(m.build_phases().size(), 4u);
+  EXPECT_EQ(m.build_phases().front().first, "plan and buffers");
+  EXPECT_EQ(m.build_phases().back().first, "optimizer");
+  for (const auto& [phase, seconds] : m.build_phases()) EXPECT_GE(seconds, 0.0) << phase;
   m.set_input(f.x);
   m.set_labels(f.labels);
   std::vector<float> losses;
