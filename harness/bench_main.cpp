@@ -216,6 +216,7 @@ class Session {
       cudaGraph_t dropped = nullptr;
       cudaStreamEndCapture(p->stream, &dropped);
       if (dropped) cudaGraphDestroy(dropped);
+      cudaGetLastError();  // what ending a broken capture left: the error thrown is the one
       throw;
     }
     CNN_CHECK_CUDA(cudaStreamEndCapture(p->stream, &p->graph));
@@ -450,6 +451,7 @@ void run_max_batch(benchmark::State& state, const Job& job, int cap) {
           Job j = job;
           j.batch = b;
           nlohmann::json phases = nlohmann::json::object();  // a training model's build, by phase
+          cudaGetLastError();  // whatever a failed attempt left behind: its outcome is recorded
           try {
             if (job.train) {
               TrainPrepared& p = g_session->get_train(j);

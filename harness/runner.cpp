@@ -108,6 +108,7 @@ void Runner::capture() {
     cudaGraph_t broken = nullptr;
     cudaStreamEndCapture(ctx_.stream, &broken);
     if (broken) cudaGraphDestroy(broken);
+    cudaGetLastError();  // what ending a broken capture left: the error thrown is the one
     throw;
   }
   CNN_CHECK_CUDA(cudaStreamEndCapture(ctx_.stream, &graph_));
