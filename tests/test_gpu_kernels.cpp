@@ -7,10 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <random>
 
 #include "depthwise_cases.h"
 #include "gpu_util.h"
 #include "kernels/depthwise.h"
+#include "kernels/detect_gpu.h"
 #include "kernels/lrn.h"
 #include "kernels/pointwise.h"
 #include "kernels/pool.h"
@@ -423,4 +426,46 @@ TEST(GpuKernels, SyntheticInputOnTheDeviceEqualsTheHostsBitForBit) {
         CNN_CHECK_CUDA(cudaMemcpy(b.data(), device_way.get(), bytes, cudaMemcpyDeviceToHost));
         EXPECT_EQ(a, b) << d.str() << " " << dtype_name(t) << " seed " << seed;
       }
+}
+
+// YOLO's decode on the GPU against the host reference (kernels/detect.h), for YOLOR-CSP-X's three
+// heads written into one output at their row offsets, two images, every storage type (the host
+// decodes the values as the device holds them).
+TEST(GpuKernels, YoloDecodeMatchesTheHostReference) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-4.f, 4.f);
+  const int batch = 2, classes = 80, no = 5 + classes;
+  const std::vector<YoloHead> heads = yolor_heads();
+  const int grid[3][2] = {{4, 6}, {2, 3}, {1, 2}};  // (ny, nx) per head
+  int64_t rows = 0;
+  for (const auto& g : grid) rows += 3 * int64_t(g[0]) * g[1];
+  for (const DType t : {DType::F32, DType::F16, DType::BF16}) {
+    DeviceBuffer out(size_t(batch * rows * no), DType::F32);
+    std::vector<std::vector<float>> want(batch);
+    int64_t offset = 0;
+    std::vector<std::unique_ptr<DeviceBuffer>> raws;
+    for (int h = 0; h < 3; ++h) {
+      const int ny = grid[h][0], nx = grid[h][1];
+      const size_t per_image = size_t(ny) * nx * 3 * no;
+      std::vector<float> raw(batch * per_image);
+      for (float& v : raw) v = u(rng);
+      raws.push_back(std::make_unique<DeviceBuffer>(raw, t));
+      const std::vector<float> held = raws.back()->download();  // as rounded to t
+      for (int n = 0; n < batch; ++n)
+        yolo_decode_reference(held.data() + n * per_image, ny, nx, heads[h], classes, want[n]);
+      launch_yolo_decode(raws.back()->get(), t, batch, ny, nx, heads[h], classes, offset, rows,
+                         static_cast<float*>(out.get()), nullptr);
+      offset += 3 * int64_t(ny) * nx;
+    }
+    const std::vector<float> got = out.download();
+    double worst = 0;
+    for (int n = 0; n < batch; ++n) {
+      ASSERT_EQ(want[n].size(), size_t(rows * no));
+      for (size_t i = 0; i < want[n].size(); ++i) {
+        const double ref = want[n][i], g = got[size_t(n) * rows * no + i];
+        worst = std::max(worst, std::fabs(g - ref) / std::max(1.0, std::fabs(ref)));
+      }
+    }
+    EXPECT_LT(worst, 2e-5) << dtype_name(t);
+  }
 }
