@@ -21,3 +21,28 @@ void launch_yolo_decode(const void* raw, DType t, int batch, int ny, int nx, con
                         cudaStream_t s);
 
 }  // namespace cnnbench
+
+namespace cnnbench {
+
+// Confidence filtering and class-aware NMS of decoded rows on the GPU, image by image, with
+// nms_reference's semantics exactly (kernels/detect.h): candidates (row, class) with obj >
+// conf_thres and obj * p > conf_thres; ordered by score, highest first, ties by row then class
+// (a 64-bit key: the score's bits inverted, then row * classes + class, radix-sorted per image);
+// each kept unless an earlier kept one of its class overlaps it by IoU > iou_thres; at most
+// max_det. Boxes and IoU in float with the host's operation order (no fused multiply-add), so the
+// decisions are the reference's bit for bit.
+//
+// rows: [batch][rows_per_image][5 + classes] (launch_yolo_decode's output). `capacity`: the most
+// candidates an image may have; an image with more sets *overflow (device int) to its count and
+// its detections are not to be used. out: [batch][max_det]; out_count: [batch].
+struct YoloNmsPlan {
+  int batch = 0, classes = 0, capacity = 0;
+  int64_t rows_per_image = 0;
+  size_t workspace_bytes = 0;  // what launch_yolo_nms needs
+};
+YoloNmsPlan plan_yolo_nms(int batch, int64_t rows_per_image, int classes, int capacity);
+void launch_yolo_nms(const YoloNmsPlan& plan, const float* rows, const NmsOptions& o,
+                     void* workspace, Detection* out, int* out_count, int* overflow,
+                     cudaStream_t s);
+
+}  // namespace cnnbench

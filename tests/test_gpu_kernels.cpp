@@ -469,3 +469,68 @@ TEST(GpuKernels, YoloDecodeMatchesTheHostReference) {
     EXPECT_LT(worst, 2e-5) << dtype_name(t);
   }
 }
+
+// Confidence filtering and class-aware NMS on the GPU give nms_reference's detections bit for bit:
+// three images of boxes clustered so that they overlap, several classes, scores that tie, an
+// image with no candidate; then too small a capacity is reported, not silently cut.
+TEST(GpuKernels, YoloNmsEqualsTheHostReference) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  const int batch = 3, classes = 4, no = 5 + classes;
+  const int64_t rows = 600;
+  std::vector<float> host(size_t(batch * rows * no));
+  for (int n = 0; n < batch; ++n)
+    for (int64_t r = 0; r < rows; ++r) {
+      float* p = &host[size_t((n * rows + r) * no)];
+      const int cluster = int(r % 12);
+      p[0] = 50.f * cluster + 8.f * u(rng), p[1] = 40.f * (cluster % 5) + 8.f * u(rng);
+      p[2] = 30.f + 20.f * u(rng), p[3] = 30.f + 20.f * u(rng);
+      p[4] = n == 2 ? 0.1f : u(rng);  // image 2: no row passes the objectness threshold
+      for (int c = 0; c < classes; ++c) p[5 + c] = u(rng);
+      if (n < 2 && r % 7 == 0) p[4] = 0.9f, p[5] = 0.5f;  // equal scores: order by row, class
+    }
+  DeviceBuffer rows_d(host, DType::F32);
+  NmsOptions o;
+  o.max_det = 40;
+  for (const int capacity : {int(rows * classes), 8}) {
+    const YoloNmsPlan plan = plan_yolo_nms(batch, rows, classes, capacity);
+    void* ws = nullptr;
+    Detection* out = nullptr;
+    int *count = nullptr, *overflow = nullptr;
+    CNN_CHECK_CUDA(cudaMalloc(&ws, plan.workspace_bytes));
+    CNN_CHECK_CUDA(cudaMalloc(&out, sizeof(Detection) * batch * o.max_det));
+    CNN_CHECK_CUDA(cudaMalloc(&count, sizeof(int) * (batch + 1)));
+    overflow = count + batch;
+    launch_yolo_nms(plan, static_cast<const float*>(rows_d.get()), o, ws, out, count, overflow,
+                    nullptr);
+    CNN_CHECK_CUDA(cudaDeviceSynchronize());
+    std::vector<Detection> got(size_t(batch) * o.max_det);
+    std::vector<int> counts(batch + 1);
+    CNN_CHECK_CUDA(
+        cudaMemcpy(got.data(), out, sizeof(Detection) * got.size(), cudaMemcpyDeviceToHost));
+    CNN_CHECK_CUDA(
+        cudaMemcpy(counts.data(), count, sizeof(int) * counts.size(), cudaMemcpyDeviceToHost));
+    cudaFree(ws), cudaFree(out), cudaFree(count);
+    if (capacity == 8) {
+      EXPECT_GT(counts[batch], 8) << "an image with more candidates than the capacity";
+      continue;
+    }
+    EXPECT_EQ(counts[batch], 0) << "overflow";
+    for (int n = 0; n < batch; ++n) {
+      const std::vector<float> img(host.begin() + n * rows * no,
+                                   host.begin() + (n + 1) * rows * no);
+      const std::vector<Detection> want = nms_reference(img, classes, o);
+      ASSERT_EQ(counts[n], int(want.size())) << "image " << n;
+      if (n < 2) EXPECT_GT(want.size(), 5u) << "image " << n << ": too few kept to tell";
+      for (size_t i = 0; i < want.size(); ++i) {
+        const Detection& g = got[size_t(n) * o.max_det + i];
+        EXPECT_EQ(g.cls, want[i].cls) << "image " << n << " detection " << i;
+        EXPECT_EQ(g.score, want[i].score) << "image " << n << " detection " << i;
+        EXPECT_EQ(g.x1, want[i].x1);
+        EXPECT_EQ(g.y1, want[i].y1);
+        EXPECT_EQ(g.x2, want[i].x2);
+        EXPECT_EQ(g.y2, want[i].y2);
+      }
+    }
+  }
+}
