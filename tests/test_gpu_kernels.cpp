@@ -19,6 +19,7 @@
 #include "kernels/pool.h"
 #include "kernels/se.h"
 #include "kernels/storage.h"
+#include "kernels/upsample.h"
 #include "networks/weights.h"
 
 using namespace cnnbench;
@@ -533,4 +534,37 @@ TEST(GpuKernels, YoloNmsEqualsTheHostReference) {
       }
     }
   }
+}
+
+// Nearest upsampling copies each input pixel to its factor x factor block, into a slice of a
+// wider (concat) buffer whose other channels it leaves alone; every type, factors 2 and 3.
+TEST(GpuKernels, UpsampleNearestIntoASlice) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  const Dims d{2, 6, 5, 7};
+  const int ld_y = 10, offset = 3;
+  for (const DType t : {DType::F32, DType::F16, DType::BF16})
+    for (const int f : {2, 3}) {
+      std::vector<float> xs(size_t(d.numel()));
+      for (float& v : xs) v = u(rng);
+      DeviceBuffer x(xs, t);
+      const std::vector<float> held = x.download();
+      const int64_t oh = d.h * f, ow = d.w * f, rows = d.n * oh * ow;
+      DeviceBuffer y(size_t(rows * ld_y), t);  // NaN everywhere
+      launch_upsample_nearest(t, x.get(), d, f, 0,
+                              static_cast<char*>(y.get()) + offset * dtype_size(t), ld_y, nullptr);
+      int untouched_not_nan = 0;
+      const std::vector<float> got =
+          slice_of(y.download(), rows, ld_y, offset, d.c, &untouched_not_nan);
+      EXPECT_EQ(untouched_not_nan, 0) << "wrote outside its slice";
+      int wrong = 0;
+      for (int n = 0; n < d.n; ++n)
+        for (int h = 0; h < oh; ++h)
+          for (int w = 0; w < ow; ++w)
+            for (int c = 0; c < d.c; ++c) {
+              const float want = held[((size_t(n) * d.h + h / f) * d.w + w / f) * d.c + c];
+              wrong += got[((size_t(n) * oh + h) * ow + w) * d.c + c] != want;
+            }
+      EXPECT_EQ(wrong, 0) << dtype_name(t) << " factor " << f;
+    }
 }
