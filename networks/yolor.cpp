@@ -157,7 +157,7 @@ std::vector<Layer> yolor_csp_x_layers() {
 
 }  // namespace
 
-Graph yolor_csp_x(int input_size, int num_classes) {
+Graph yolor_csp_x(int input_size, int num_classes, bool fold_implicits) {
   if (num_classes != 80)
     throw UserError("yolor_csp_x: the cfg's heads are 255 = 3 x (5 + 80) wide; num_classes " +
                     std::to_string(num_classes) + " is not built");
@@ -202,11 +202,11 @@ Graph yolor_csp_x(int input_size, int num_classes) {
       case Block::ImplicitM:
         // A free tensor, applied where shift/control_channels name it: nothing runs here.
         break;
-      case Block::Shift:
-        x = g.implicit_add(x, "module_list." + std::to_string(l.from[0]));
+      case Block::Shift:  // folded: into the 1x1 conv's bias after it (fold_yolor_implicits)
+        if (!fold_implicits) x = g.implicit_add(x, "module_list." + std::to_string(l.from[0]));
         break;
-      case Block::Control:
-        x = g.implicit_mul(x, "module_list." + std::to_string(l.from[0]));
+      case Block::Control:  // folded: into the 1x1 conv's weight and bias before it
+        if (!fold_implicits) x = g.implicit_mul(x, "module_list." + std::to_string(l.from[0]));
         break;
       case Block::Yolo:
         heads.push_back(x);
@@ -219,6 +219,41 @@ Graph yolor_csp_x(int input_size, int num_classes) {
   g.add_extra_output(heads[1]);
   g.add_extra_output(heads[2]);
   return g;
+}
+
+HostWeights fold_yolor_implicits(const HostWeights& w) {
+  auto get = [&](const std::string& name) -> const std::vector<float>& {
+    auto it = w.find(name);
+    if (it == w.end()) throw UserError("fold_yolor_implicits: no tensor " + name);
+    return it->second;
+  };
+  HostWeights out = w;
+  for (int h = 0; h < 3; ++h) {
+    const std::string conv = "module_list." + std::to_string(201 + 6 * h) + ".Conv2d";
+    const std::string shift = "module_list." + std::to_string(192 + h) + ".implicit";
+    const std::string control = "module_list." + std::to_string(195 + h) + ".implicit";
+    const std::vector<float>& W = get(conv + ".weight");  // [K][C][1][1]
+    const std::vector<float>& b = get(conv + ".bias");
+    const std::vector<float>& a = get(shift);    // [1][C][1][1]
+    const std::vector<float>& m = get(control);  // [1][K][1][1]
+    const size_t K = b.size(), C = a.size();
+    if (m.size() != K || W.size() != K * C)
+      throw UserError("fold_yolor_implicits: " + conv + " is not [" + std::to_string(m.size()) +
+                      "][" + std::to_string(C) + "] with its implicits");
+    std::vector<float>& Wf = out[conv + ".weight"];
+    std::vector<float>& bf = out[conv + ".bias"];
+    for (size_t k = 0; k < K; ++k) {
+      double shifted = b[k];
+      for (size_t c = 0; c < C; ++c) {
+        shifted += double(W[k * C + c]) * a[c];
+        Wf[k * C + c] = float(double(m[k]) * W[k * C + c]);
+      }
+      bf[k] = float(double(m[k]) * shifted);
+    }
+    out.erase(shift);
+    out.erase(control);
+  }
+  return out;
 }
 
 int yolor_layer_count(const std::string& kind) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "networks/graph.h"
+#include "networks/weights.h"
 
 namespace cnnbench {
 
@@ -27,9 +28,14 @@ int efficientnet_resolution(int variant);  // 224, 240, 260, 300, 380, 456, 528,
 // YOLOR-CSP-X (cfg/yolor_csp_x.cfg, 80 classes): parameters module_list.{i}.Conv2d / BatchNorm2d /
 // implicit as the reference names them; output() is the stride-8 head, extra_outputs() the
 // stride-16 and stride-32 ones (each 255 = 3 anchors x 85 channels, before the YOLO decode). The
-// implicit layers are graph ops here (implicit_add / implicit_mul); inference is to fold them into
-// the heads' 1x1 convs. Not in the registry yet: no inference of upsample or the implicits exists.
-Graph yolor_csp_x(int input_size = 640, int num_classes = 80);
+// implicit layers are graph ops here (implicit_add / implicit_mul). With fold_implicits, the
+// inference form: no implicit op, the heads' 1x1 convs take fold_yolor_implicits' weights. Not in
+// the registry yet (upsample is not an op of compile() yet).
+Graph yolor_csp_x(int input_size = 640, int num_classes = 80, bool fold_implicits = false);
+// The reference's weights for the folded graph: each head's shift (x + a before its 1x1 conv W, b)
+// and control (times m after it) folded in, W' = m W, b' = m (W a + b), in double; the implicit
+// tensors (module_list.192 ... 197) left out. UserError where a tensor is missing.
+HostWeights fold_yolor_implicits(const HostWeights& w);
 // How many of the cfg's blocks have this type ("convolutional", "route", "shortcut", "maxpool",
 // "upsample", "implicit_add", "implicit_mul", "shift_channels", "control_channels", "yolo").
 int yolor_layer_count(const std::string& kind);

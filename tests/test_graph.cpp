@@ -2,10 +2,13 @@
 // the parameter and MAC counts, computed from the graph.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <random>
 #include <sstream>
 
 #include "harness/arena.h"
@@ -555,4 +558,64 @@ TEST(StyleGan, Generator3MatchesNvlabs) {
     radial = radial || (p.name.find("down_filter") != std::string::npos && p.shape.size() == 2);
   EXPECT_TRUE(radial);
   EXPECT_THROW(stylegan3_generator(100), UserError);
+}
+
+// YOLOR's inference form: the implicits folded into the heads' 1x1 convs. The graph loses only
+// the six implicit ops and tensors (same MACs, same heads), the folded weights load into it, and
+// each head computes what shift, conv and control computed.
+TEST(Yolor, FoldedImplicitsComputeTheSameHeads) {
+  const Graph full = yolor_csp_x(640), folded = yolor_csp_x(640, 80, true);
+  for (const Node& n : folded.nodes())
+    EXPECT_TRUE(n.kind != OpKind::ImplicitAdd && n.kind != OpKind::ImplicitMul);
+  EXPECT_EQ(folded.macs(), full.macs());
+  EXPECT_EQ(full.num_parameters() - folded.num_parameters(), 320 + 640 + 1280 + 3 * 255);
+  const std::vector<int> heads{folded.output(), folded.extra_outputs().at(0),
+                               folded.extra_outputs().at(1)};
+  for (int h = 0; h < 3; ++h) {
+    const Node& n = folded.node(heads[h]);
+    EXPECT_EQ(n.kind, OpKind::Conv);
+    EXPECT_TRUE(n.bias);
+    EXPECT_EQ(n.name, "module_list." + std::to_string(201 + 6 * h) + ".Conv2d");
+    EXPECT_EQ(n.out.c, 255);
+  }
+
+  const HostWeights w = random_weights(full, 3);
+  const HostWeights wf = fold_yolor_implicits(w);
+  size_t expected = 0;
+  for (const ParamSpec& p : folded.params()) {
+    if (p.integer) continue;
+    ++expected;
+    ASSERT_EQ(wf.count(p.name), 1u) << p.name;
+    EXPECT_EQ(int64_t(wf.at(p.name).size()), p.numel()) << p.name;
+  }
+  EXPECT_EQ(wf.size(), expected) << "tensors the folded graph does not have";
+
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int h = 0; h < 3; ++h) {
+    const std::string conv = "module_list." + std::to_string(201 + 6 * h) + ".Conv2d";
+    const auto& W = w.at(conv + ".weight");
+    const auto& b = w.at(conv + ".bias");
+    const auto& a = w.at("module_list." + std::to_string(192 + h) + ".implicit");
+    const auto& m = w.at("module_list." + std::to_string(195 + h) + ".implicit");
+    const auto& Wf = wf.at(conv + ".weight");
+    const auto& bf = wf.at(conv + ".bias");
+    const size_t K = b.size(), C = a.size();
+    std::vector<double> x(C);
+    for (double& v : x) v = u(rng);
+    double worst = 0;
+    for (size_t k = 0; k < K; ++k) {
+      double ref = b[k], got = bf[k];
+      for (size_t c = 0; c < C; ++c) {
+        ref += double(W[k * C + c]) * (x[c] + a[c]);
+        got += double(Wf[k * C + c]) * x[c];
+      }
+      ref *= m[k];
+      worst = std::max(worst, std::fabs(got - ref) / std::max(1.0, std::fabs(ref)));
+    }
+    EXPECT_LT(worst, 1e-5) << conv;
+  }
+  HostWeights missing = w;
+  missing.erase("module_list.196.implicit");
+  EXPECT_THROW(fold_yolor_implicits(missing), UserError);
 }
