@@ -19,11 +19,42 @@
 #include "kernels/pool.h"
 #include "kernels/se.h"
 #include "kernels/storage.h"
+#include "kernels/upsample.h"
 #include "networks/schedule.h"
 
 namespace cnnbench {
 
 namespace {
+
+// Nearest upsampling (YOLOR's FPN), into its own buffer or a concat's slice.
+class UpsampleOp : public Op {
+ public:
+  UpsampleOp(const std::string& name, DType t, const Dims& x_dims, int factor, int ld_y,
+             const void* x, void* y)
+      : t_(t), x_dims_(x_dims), factor_(factor), ld_y_(ld_y), x_(x), y_(y) {
+    Dims yd = x_dims;
+    yd.h *= factor, yd.w *= factor;
+    record_.name = name;
+    out_ = y;
+    out_bytes_ = size_t(yd.numel()) * dtype_size(t);
+    record_.op = op_kind_name(OpKind::Upsample);
+    record_.shape = "in " + x_dims.str() + " -> out " + yd.str();
+    record_.engine = "cnnbench kernel";
+    if (ld_y && ld_y != yd.c)
+      set_strided_output(size_t(yd.n) * yd.h * yd.w, size_t(yd.c) * dtype_size(t),
+                         size_t(ld_y) * dtype_size(t));
+  }
+  void run(cudaStream_t stream) override {
+    launch_upsample_nearest(t_, x_, x_dims_, factor_, 0, y_, ld_y_, stream);
+  }
+
+ private:
+  DType t_;
+  Dims x_dims_;
+  int factor_, ld_y_;
+  const void* x_;
+  void* y_;
+};
 
 class PoolOp : public Op {
  public:
@@ -281,7 +312,10 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
       const OpGroup& se = sched.groups[si];
       if (se.kind != OpKind::Scale) continue;
       const int a = se.anchor;
-      if (a == g.output() || readers[a] != 1 || sched.view[a].root != a) continue;
+      const auto& extra = g.extra_outputs();
+      if (a == g.output() || std::find(extra.begin(), extra.end(), a) != extra.end() ||
+          readers[a] != 1 || sched.view[a].root != a)
+        continue;
       for (size_t ci = 0; ci < sched.groups.size(); ++ci) {
         OpGroup& cv = sched.groups[ci];
         if (cv.kind != OpKind::Conv || cv.in.empty() || cv.in[0] != a || cv.residual == a) continue;
@@ -490,6 +524,11 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
         ops_.push_back(std::make_unique<PoolOp>(name, grp.kind, t, s, ptr(n.inputs[0]), y));
         break;
       }
+      case OpKind::Upsample:
+        ops_.push_back(std::make_unique<UpsampleOp>(name, t, batched(nodes[n.inputs[0]].out, N),
+                                                    n.stride, ld_of(grp.anchor), ptr(n.inputs[0]),
+                                                    y));
+        break;
       case OpKind::LRN: {
         LrnSpec s;
         s.x = out;
@@ -548,7 +587,8 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
     for (size_t k = first_op; k < ops_.size(); ++k)  // a group's helper ops (se_fold) count 0
       op_costs_.push_back(k + 1 == ops_.size() ? OpCost{group_flops, group_bytes} : OpCost{});
     if (ld_of(grp.anchor) != nodes[grp.anchor].out.c && grp.kind != OpKind::Conv &&
-        grp.kind != OpKind::MaxPool && grp.kind != OpKind::AvgPool && grp.kind != OpKind::Concat)
+        grp.kind != OpKind::MaxPool && grp.kind != OpKind::AvgPool && grp.kind != OpKind::Concat &&
+        grp.kind != OpKind::Upsample)
       throw std::logic_error("compile: " + name + " cannot write a concat slice");
   }
 

@@ -31,10 +31,12 @@ Schedule schedule_ops(const Graph& g) {
   const auto& nodes = g.nodes();
   const auto consumers = g.consumers();
   Schedule out;
-  // Liveness: what the output depends on.
+  // Liveness: what the outputs depend on (a detector's further heads too).
   out.live.assign(nodes.size(), false);
+  int last_output = g.output();
   out.live[g.output()] = true;
-  for (int id = g.output(); id >= 0; --id)
+  for (int e : g.extra_outputs()) out.live[e] = true, last_output = std::max(last_output, e);
+  for (int id = last_output; id >= 0; --id)
     if (out.live[id])
       for (int in : nodes[id].inputs) out.live[in] = true;
   auto live_consumers = [&](int id) {
@@ -117,7 +119,8 @@ Schedule schedule_ops(const Graph& g) {
     if (nodes[v].kind == OpKind::Concat) return true;
     if (owner[v] < 0 || groups[owner[v]].anchor != v) return false;
     const OpKind k = groups[owner[v]].kind;
-    return k == OpKind::Conv || k == OpKind::MaxPool || k == OpKind::AvgPool;
+    return k == OpKind::Conv || k == OpKind::MaxPool || k == OpKind::AvgPool ||
+           k == OpKind::Upsample;
   };
   // Outer concats first, so that a nested concat's slice is known before its inputs are placed.
   std::vector<int> concat_group(nodes.size(), -1);
@@ -203,6 +206,7 @@ Lifetimes buffer_lifetimes(const Graph& g, const Schedule& s) {
   }
   l.last[root(g.input_id())] = l.steps;
   l.last[root(g.output())] = l.steps;
+  for (int e : g.extra_outputs()) l.last[root(e)] = l.steps;  // kept to the end, as the output
   for (size_t id = 0; id < count; ++id) {
     if (s.view[id].root != int(id) || l.first[id] < 0) {
       l.first[id] = l.last[id] = -1;

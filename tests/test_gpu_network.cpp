@@ -15,6 +15,7 @@
 #include "harness/session.h"
 #include "networks/registry.h"
 #include "networks/resnet.h"
+#include "networks/zoo.h"
 
 using namespace cnnbench;
 using namespace cnnbench::test;
@@ -124,6 +125,13 @@ std::vector<double> interpret(const Graph& g, const HostWeights& w, const std::v
                 out(b, c, h, ww) = at(a, in, b, c, h, ww) /
                                    std::pow(n.lrn_k + n.lrn_alpha / n.lrn_size * sq, n.lrn_beta);
               }
+        break;
+      case OpKind::Upsample:  // nearest, by n.stride
+        for (int b = 0; b < batch; ++b)
+          for (int c = 0; c < o.c; ++c)
+            for (int oh = 0; oh < o.h; ++oh)
+              for (int ow = 0; ow < o.w; ++ow)
+                out(b, c, oh, ow) = at(a, in, b, c, oh / n.stride, ow / n.stride);
         break;
       case OpKind::MaxPool:
       case OpKind::AvgPool:
@@ -251,6 +259,31 @@ TEST(GpuNetwork, SmallResNetMatchesCpuInterpreter) {
     const double err = rel_l2(m.output(), ref);
     std::printf("  small resnet %s: rel_l2 %.2e\n", precision_name(p), err);
     // Errors compound over layers: ten times the single-op tolerance (fp32: 1e-4).
+    EXPECT_LT(err, 10 * tolerance(p)) << precision_name(p);
+  }
+}
+
+// YOLOR-CSP-X's inference form at 64 px (the implicits folded into the heads, the FPN's
+// upsamples written into their routes' buffers, SPP's stride-1 max-pools) against the CPU
+// interpreter, on the reference's weights folded by fold_yolor_implicits: the stride-8 head.
+TEST(GpuNetwork, YolorFoldedMatchesCpuInterpreter) {
+  const Graph g = yolor_csp_x(64, 80, true);
+  const HostWeights w = fold_yolor_implicits(random_weights(yolor_csp_x(64), 21));
+  std::mt19937 rng(22);
+  const std::vector<float> x = random_vector(size_t(3) * 64 * 64, rng);
+  const std::vector<double> ref = interpret(g, w, x, 1);
+  GpuContext ctx;
+  for (Precision p : {Precision::FP32, Precision::FP16}) {
+    CompileOptions opt;
+    opt.precision = p;
+    opt.batch = 1;
+    Model m(ctx, g, w, opt);
+    m.set_input(x);
+    Runner r(m, ctx);
+    r.launch(true);
+    r.sync();
+    const double err = rel_l2(m.output(), ref);
+    std::printf("  yolor_csp_x 64 px %s: rel_l2 %.2e\n", precision_name(p), err);
     EXPECT_LT(err, 10 * tolerance(p)) << precision_name(p);
   }
 }

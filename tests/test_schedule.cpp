@@ -133,3 +133,41 @@ TEST(Schedule, ResidualIsTheShortcutNotTheMainPath) {
     EXPECT_NE(grp.residual, grp.bn);
   }
 }
+
+// A detector's further heads are outputs too: live, run, and kept to the end whether their node
+// comes before the main output or after it. YOLOR's folded graph: 137 convs (the implicits gone,
+// so no op for them), all three heads' buffers held to the last step.
+TEST(Schedule, ExtraOutputsAreLiveAndKeptToTheEnd) {
+  Graph g("two_heads");
+  const int x = g.input(3, 8, 8);
+  const int trunk = g.relu(g.conv(x, "trunk", 8, 3, 1, 1));
+  const int early = g.conv(trunk, "early_head", 4, 1, 1, 0, true);  // before the main output
+  const int main = g.conv(g.relu(g.conv(trunk, "deep", 8, 3, 1, 1)), "main_head", 4, 1, 1, 0, true);
+  const int late = g.conv(trunk, "late_head", 4, 1, 1, 0, true);  // after it
+  g.set_output(main);
+  g.add_extra_output(early);
+  g.add_extra_output(late);
+  const Schedule s = schedule_ops(g);
+  for (int h : {early, main, late}) EXPECT_TRUE(s.live[h]) << g.node(h).name;
+  std::vector<int> anchors;
+  for (int gi : s.order) anchors.push_back(s.groups[gi].anchor);
+  for (int h : {early, late})
+    EXPECT_NE(std::find(anchors.begin(), anchors.end(), h), anchors.end()) << g.node(h).name;
+  const Lifetimes l = buffer_lifetimes(g, s);
+  for (int h : {early, main, late}) EXPECT_EQ(l.last[s.view[h].root], l.steps) << g.node(h).name;
+
+  const Graph y = yolor_csp_x(640, 80, true);
+  const Schedule ys = schedule_ops(y);
+  const Lifetimes yl = buffer_lifetimes(y, ys);
+  EXPECT_EQ(count_ops(y, ys)["conv+bn+silu"] + count_ops(y, ys)["conv"], 137);
+  for (int h : {y.output(), y.extra_outputs().at(0), y.extra_outputs().at(1)})
+    EXPECT_EQ(yl.last[ys.view[h].root], yl.steps);
+  // The FPN's two upsamples write straight into their route's (concat's) buffer.
+  int upsamples = 0;
+  for (int id = 0; id < int(y.nodes().size()); ++id)
+    if (y.node(id).kind == OpKind::Upsample) {
+      ++upsamples;
+      EXPECT_NE(ys.view[id].root, id) << "an upsample copied into its concat";
+    }
+  EXPECT_EQ(upsamples, 2);
+}
