@@ -344,11 +344,14 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
     buffer[id] = arena_.add_activation(bytes, life.first[id], life.last[id]);
   }
   input_buf_ = buffer[g.input_id()];
-  output_buf_ = buffer[view(g.output()).root];
-  if (view(g.output()).offset != 0 || view(g.output()).ld != nodes[g.output()].out.c)
-    throw std::logic_error("compile: the output lives in a slice");
+  std::vector<int> output_nodes{g.output()};
+  output_nodes.insert(output_nodes.end(), g.extra_outputs().begin(), g.extra_outputs().end());
+  for (int o : output_nodes) {
+    if (view(o).offset != 0 || view(o).ld != nodes[o].out.c)
+      throw std::logic_error("compile: an output lives in a slice");
+    outputs_.push_back({buffer[view(o).root], batched(nodes[o].out, N)});
+  }
   input_dims_ = batched(nodes[g.input_id()].out, N);
-  output_dims_ = batched(nodes[g.output()].out, N);
 
   // 3. Weights, in device layout and storage type: conv KRSC with BatchNorm folded in;
   // squeeze-excitation's weights in float.
@@ -726,13 +729,16 @@ void Model::set_input(const std::vector<float>& nchw) {
   upload_nchw_as_nhwc(arena_.ptr(input_buf_), nchw, input_dims_, storage_type(opt_.precision));
 }
 
-std::vector<float> Model::output() const {
-  const Dims d = output_dims_;
+const void* Model::output_ptr(size_t k) const {
+  return arena_.ptr(outputs_.at(k).buf);
+}
+
+std::vector<float> Model::output(size_t k) const {
+  const Dims d = outputs_.at(k).dims;
   const DType t = storage_type(opt_.precision);
   std::vector<uint8_t> bytes(size_t(d.numel()) * dtype_size(t));
   CNN_CHECK_CUDA(cudaStreamSynchronize(ctx_.stream));
-  CNN_CHECK_CUDA(
-      cudaMemcpy(bytes.data(), arena_.ptr(output_buf_), bytes.size(), cudaMemcpyDeviceToHost));
+  CNN_CHECK_CUDA(cudaMemcpy(bytes.data(), output_ptr(k), bytes.size(), cudaMemcpyDeviceToHost));
   const std::vector<float> nhwc = from_storage(bytes, t);
   return d.h * d.w == 1 ? nhwc : nhwc_to_nchw(nhwc, d);
 }

@@ -75,10 +75,16 @@ class Model {
   // Host float NCHW in, as PyTorch holds it; converted to NHWC in the storage type.
   void set_input(const std::vector<float>& nchw);
   // The output as host float, [N, classes] (NCHW order for a spatial output).
-  std::vector<float> output() const;
+  std::vector<float> output() const { return output(0); }
+  // Output k: 0 the graph's output(), then its extra_outputs() in order (a detector's heads).
+  std::vector<float> output(size_t k) const;
+  size_t output_count() const { return outputs_.size(); }
+  const Dims& output_dims(size_t k) const { return outputs_.at(k).dims; }
+  // Output k's device buffer, NHWC in the storage type (what the YOLO decode reads).
+  const void* output_ptr(size_t k) const;
 
   const Dims& input_dims() const { return input_dims_; }
-  const Dims& output_dims() const { return output_dims_; }
+  const Dims& output_dims() const { return outputs_.at(0).dims; }
   Precision precision() const { return opt_.precision; }
   int batch() const { return opt_.batch; }
   std::vector<LayerRecord> layers() const;
@@ -102,8 +108,13 @@ class Model {
   CompileOptions opt_;
   Arena arena_;
   std::vector<std::unique_ptr<Op>> ops_;
-  Dims input_dims_, output_dims_;
-  int input_buf_ = -1, output_buf_ = -1;
+  struct Output {
+    int buf = -1;
+    Dims dims;
+  };
+  Dims input_dims_;
+  int input_buf_ = -1;
+  std::vector<Output> outputs_;  // output(), then extra_outputs()
   double flops_per_image_ = 0, compile_ms_ = 0;
   std::vector<OpCost> op_costs_;
 };

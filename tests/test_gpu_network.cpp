@@ -24,8 +24,9 @@ namespace {
 
 // Runs the graph node by node in double, NCHW, from torchvision-layout weights (looked up by
 // each node's parameter roles, so MXNet-named graphs run too).
-std::vector<double> interpret(const Graph& g, const HostWeights& w, const std::vector<float>& x,
-                              int batch) {
+// Every node's value for input x, NCHW, in double.
+std::vector<std::vector<double>> interpret_values(const Graph& g, const HostWeights& w,
+                                                  const std::vector<float>& x, int batch) {
   const auto& nodes = g.nodes();
   auto param = [&](const Node& n, size_t i) -> const std::vector<float>& {
     return w.at(g.params()[n.params[i]].name);
@@ -197,7 +198,13 @@ std::vector<double> interpret(const Graph& g, const HostWeights& w, const std::v
         ADD_FAILURE() << "interpreter lacks " << op_kind_name(n.kind);
     }
   }
-  return v[g.output()];
+  return v;
+}
+
+// The graph's output for input x, NCHW, in double.
+std::vector<double> interpret(const Graph& g, const HostWeights& w, const std::vector<float>& x,
+                              int batch) {
+  return interpret_values(g, w, x, batch)[g.output()];
 }
 
 // Every op kind of the zoo in one small network: an MXNet-style LRN stem, an Inception block
@@ -265,26 +272,32 @@ TEST(GpuNetwork, SmallResNetMatchesCpuInterpreter) {
 
 // YOLOR-CSP-X's inference form at 64 px (the implicits folded into the heads, the FPN's
 // upsamples written into their routes' buffers, SPP's stride-1 max-pools) against the CPU
-// interpreter, on the reference's weights folded by fold_yolor_implicits: the stride-8 head.
+// interpreter, on the reference's weights folded by fold_yolor_implicits: all three heads.
 TEST(GpuNetwork, YolorFoldedMatchesCpuInterpreter) {
   const Graph g = yolor_csp_x(64, 80, true);
   const HostWeights w = fold_yolor_implicits(random_weights(yolor_csp_x(64), 21));
   std::mt19937 rng(22);
   const std::vector<float> x = random_vector(size_t(3) * 64 * 64, rng);
-  const std::vector<double> ref = interpret(g, w, x, 1);
+  const std::vector<int> heads{g.output(), g.extra_outputs().at(0), g.extra_outputs().at(1)};
+  const std::vector<std::vector<double>> values = interpret_values(g, w, x, 1);
+  std::vector<std::vector<double>> ref;
+  for (int h : heads) ref.push_back(values[h]);
   GpuContext ctx;
   for (Precision p : {Precision::FP32, Precision::FP16}) {
     CompileOptions opt;
     opt.precision = p;
     opt.batch = 1;
     Model m(ctx, g, w, opt);
+    ASSERT_EQ(m.output_count(), 3u);
     m.set_input(x);
     Runner r(m, ctx);
     r.launch(true);
     r.sync();
-    const double err = rel_l2(m.output(), ref);
-    std::printf("  yolor_csp_x 64 px %s: rel_l2 %.2e\n", precision_name(p), err);
-    EXPECT_LT(err, 10 * tolerance(p)) << precision_name(p);
+    for (size_t k = 0; k < 3; ++k) {
+      const double err = rel_l2(m.output(k), ref[k]);
+      std::printf("  yolor_csp_x 64 px %s head %zu: rel_l2 %.2e\n", precision_name(p), k, err);
+      EXPECT_LT(err, 10 * tolerance(p)) << precision_name(p) << " head " << k;
+    }
   }
 }
 
