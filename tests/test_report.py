@@ -46,11 +46,18 @@ def write_json(dirname, name, doc):
     return path
 
 
-def max_batch_entry(net, mode, largest, limit):
-    return {"name": f"{net}/fp16/{mode}/max_batch/iterations:1/manual_time",
-            "run_name": f"{net}/fp16/{mode}/max_batch/iterations:1/manual_time",
-            "run_type": "iteration", "largest_batch": largest, "first_failed": largest + 1,
-            "memory_limit_gib": limit}
+def max_batch_entry(net, mode, largest, tail="", at_cap=False):
+    """A max-batch row as cnnbench writes it (its cap is in the run's context, not the row)."""
+    name = f"{net}/fp16/{mode}/max_batch{tail}/iterations:1/repeats:1/manual_time"
+    return {"name": name, "run_name": name, "run_type": "iteration", "largest_batch": largest,
+            "first_failed": 0 if at_cap else largest + 1, "capped": int(at_cap), "limit_mib": 0}
+
+
+def capped(doc, gib):
+    """doc's context as a `--memory_limit=gib` run writes it (None: the whole device)."""
+    doc["context"] = dict(doc["context"], memory_limit=f"{gib} GiB" if gib else "none",
+                          memory_limit_mib=str(int(gib * 1024) if gib else 0))
+    return doc
 
 
 class CostArithmetic(unittest.TestCase):
@@ -88,9 +95,9 @@ class Recommendations(unittest.TestCase):
             if "img_s" in row:
                 row["img_s"] *= 2
         run["max_batch"] = {("vgg16", "fp16", "graph"): {"largest": 512, "first_failed": 513,
-                                                       "memory_limit_gib": 16}}
+                                                       "memory_limit_gib": None}}
         other["max_batch"] = {("vgg16", "fp16", "graph"): {"largest": 512, "first_failed": 513,
-                                                         "memory_limit_gib": 16}}
+                                                         "memory_limit_gib": None}}
         prices = dict(PRICES, **{"Other GPU": {"provider": "t", "currency": "USD",
                                                "per_hour": 10.0, "source": "t"}})
         data = report.build([run, other], {}, [], prices)
@@ -204,16 +211,34 @@ class MaxBatchRows(unittest.TestCase):
             doc = json.load(f)
         with tempfile.TemporaryDirectory() as d:
             paths = []
-            for gib, largest in ((8, 300), (16, 700), (24, 1100)):
-                sized = copy.deepcopy(doc)
-                sized["benchmarks"] = [max_batch_entry("vgg16", "train", largest, gib)]
+            for gib, largest in ((8, 300), (16, 700), (24, 1100), (None, 5000)):
+                sized = capped(copy.deepcopy(doc), gib)
+                sized["benchmarks"] = [
+                    max_batch_entry("vgg16", "train", largest),
+                    max_batch_entry("efficientnet_b0", "train", min(9 * largest, 8192),
+                                    "/size:64/classes:200", at_cap=9 * largest >= 8192)]
                 paths.append(write_json(d, f"mb_{gib}.json", sized))
             runs = [report.load_run(p) for p in paths]
             data = report.build(runs, {}, [], PRICES)
-            self.assertEqual([m["largest"] for m in data["max_batch"]], [300, 700, 1100])
-            self.assertAlmostEqual(data["max_batch"][0]["per_item_per_hour"], 4.0 / 300)
+            vgg = [m for m in data["max_batch"] if m["network"] == "vgg16"]
+            self.assertEqual([m["largest"] for m in vgg], [300, 700, 1100, 5000])
+            self.assertEqual([m["memory_limit_gib"] for m in vgg], [8, 16, 24, None])
+            # The price per item is the whole GPU's only: a capped run stands for another card.
+            self.assertIsNone(vgg[0]["per_item_per_hour"])
+            self.assertAlmostEqual(vgg[3]["per_item_per_hour"], 4.0 / 5000)
             md = report.render_markdown(data, runs, PRICES, [])
-            self.assertIn("| vgg16 | NVIDIA H200 | train | 24 GiB | 1,100 |", md)
+            self.assertIn("| vgg16 | NVIDIA H200 | train | 24 GiB | 1,100 | – |", md)
+            self.assertIn("| vgg16 | NVIDIA H200 | train | whole GPU | 5,000 |", md)
+            # The article's case keeps its input size and classes apart from ImageNet's.
+            self.assertIn("| efficientnet_b0 | NVIDIA H200 | train size:64 classes:200 | 8 GiB "
+                          "| 2,700 |", md)
+            # A search whose cap fitted: at least the cap.
+            self.assertIn("| efficientnet_b0 | NVIDIA H200 | train size:64 classes:200 | 24 GiB "
+                          "| >= 8,192 |", md)
+            # Which GPU fits most: the whole-device run only (a capped run predicts a smaller
+            # card).
+            recs = {m: picks for m, picks, _, _ in data["recommendations"]}
+            self.assertEqual(recs["largest batch, vgg16"], [("NVIDIA H200 train", 5000)])
             if HAVE_MPL:
                 plots = report.make_plots(data, d)
                 self.assertIn(("max_batch.png", "largest batch against card memory"), plots)

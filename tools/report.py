@@ -116,6 +116,11 @@ def load_run(path):
         raise InputError(f"{path}: not Google Benchmark JSON (no 'benchmarks')")
     context = dict(doc.get("context") or {})
     schema_major(context, path)
+    # A run under --memory_limit stands for a smaller card: its context says which.
+    try:
+        cap_gib = float(context.get("memory_limit_mib") or 0) / 1024 or None
+    except (TypeError, ValueError):
+        cap_gib = None
     groups, maxb, maxb_errors, ceiling = {}, {}, [], {}
     for e in doc["benchmarks"]:
         name = e.get("run_name") or e.get("name", "")
@@ -129,10 +134,15 @@ def load_run(path):
                 maxb_errors.append(f"{'/'.join(parts[:3])}: "
                                    f"{str(e.get('error_message') or 'error')[:160]}")
             elif isinstance(e.get("largest_batch"), (int, float)):
-                maxb[(parts[0], parts[1], parts[2])] = {
+                # "train" or, for an entry with its own input size or classes, "train size:64
+                # classes:200" (the article's tiny-imagenet case beside ImageNet's).
+                extra = [p for p in parts[4:] if p.split(":")[0] in ("size", "classes")]
+                mode = " ".join([parts[2]] + extra)
+                maxb[(parts[0], parts[1], mode)] = {
                     "largest": int(e["largest_batch"]),
                     "first_failed": e.get("first_failed"),
-                    "memory_limit_gib": e.get("memory_limit_gib")}
+                    "capped": bool(e.get("capped")),  # the search's cap fitted: at least this
+                    "memory_limit_gib": cap_gib}
             continue
         key = cp.parse_name(name)
         if key is None:
@@ -341,11 +351,14 @@ def build(runs, seed, cost_seed, prices, batch=32, precision="fp16", mode="graph
                          f"{why}")
         price = prices.get(r["gpu"])
         for (net, prec, m), mb in sorted(r["max_batch"].items()):
-            per_item = price["per_hour"] / mb["largest"] if price and mb["largest"] else None
+            # A capped run stands for a smaller card, whose price is not this GPU's: no price.
+            priced = price if not mb["memory_limit_gib"] else None
+            per_item = priced["per_hour"] / mb["largest"] if priced and mb["largest"] else None
             max_batch.append({"gpu": r["gpu"], "network": net, "precision": prec, "mode": m,
-                              "largest": mb["largest"], "memory_limit_gib": mb["memory_limit_gib"],
+                              "largest": mb["largest"], "capped": mb.get("capped", False),
+                              "memory_limit_gib": mb["memory_limit_gib"],
                               "per_item_per_hour": per_item,
-                              "currency": price["currency"] if price else None})
+                              "currency": priced["currency"] if priced else None})
 
     recs = []
     nets = sorted({c["network"] for c in cost})
@@ -365,8 +378,11 @@ def build(runs, seed, cost_seed, prices, batch=32, precision="fp16", mode="graph
         recs.append((f"cheapest per hour ({currency})", recommend(
             {g: v for g, v in hourly.items() if prices[g]["currency"] == currency}, "price",
             "min"), f"{currency}/h", currency))
-    for net in sorted({m["network"] for m in max_batch}):
-        rows = [m for m in max_batch if m["network"] == net]
+    # Which GPU fits the largest batch: runs on the whole device only (a capped run predicts a
+    # smaller card, not the GPU it ran on); the table and the plot show the capped ones.
+    whole = [m for m in max_batch if not m["memory_limit_gib"]]
+    for net in sorted({m["network"] for m in whole}):
+        rows = [m for m in whole if m["network"] == net]
         recs.append((f"largest batch, {net}",
                      recommend({f"{m['gpu']} {m['mode']}": m["largest"] for m in rows}, "batch"),
                      "images", None))
@@ -442,7 +458,8 @@ def render_markdown(data, runs, prices, plots):
                 "|---|---|---|---:|---:|---:|"]
         for m in data["max_batch"]:
             cap = f"{m['memory_limit_gib']:g} GiB" if m["memory_limit_gib"] else "whole GPU"
-            out.append(f"| {m['network']} | {m['gpu']} | {m['mode']} | {cap} | {m['largest']:,} | "
+            largest = f"{'>= ' if m.get('capped') else ''}{m['largest']:,}"
+            out.append(f"| {m['network']} | {m['gpu']} | {m['mode']} | {cap} | {largest} | "
                        f"{money(m['per_item_per_hour'], m['currency']) if m['currency'] else '–'} |")
     else:
         out.append("No max-batch rows in these results (`cnnbench --max_batch`).")
@@ -556,9 +573,16 @@ def make_plots(data, out_dir):
     if mb:
         fig, ax = plt.subplots(figsize=(6, 4))
         for key in sorted({(m["network"], m["mode"]) for m in mb}):
-            pts = sorted((m["memory_limit_gib"], m["largest"]) for m in mb
-                         if (m["network"], m["mode"]) == key)
-            ax.plot([p for p, _ in pts], [v for _, v in pts], marker="o", label=" ".join(key))
+            pts = sorted((m["memory_limit_gib"], m["largest"], m.get("capped", False))
+                         for m in mb if (m["network"], m["mode"]) == key)
+            line, = ax.plot([p for p, _, _ in pts], [v for _, v, _ in pts], marker="o",
+                            label=" ".join(key))
+            at_cap = [(p, v) for p, v, c in pts if c]  # at least this: drawn hollow
+            if at_cap:
+                ax.scatter([p for p, _ in at_cap], [v for _, v in at_cap], s=90,
+                           facecolors="white", edgecolors=line.get_color(), zorder=3)
+        if any(m.get("capped") for m in mb):
+            ax.set_title("hollow: the search's cap fitted (at least that)", fontsize=8)
         ax.set_xlabel("card memory, GiB")
         ax.set_ylabel("largest batch")
         ax.grid(alpha=0.3)
