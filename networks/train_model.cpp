@@ -663,12 +663,6 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   ts.bytes = opt.tune_scratch_bytes;
   CNN_CHECK_CUDA(cudaMalloc(&ts.ptr, ts.bytes));
   try {
-    // The forward convolutions' plans built on helper threads first, as compile() does (a
-    // training probe of the max-batch search spent seconds building them one by one).
-    std::vector<const ConvOp*> convs;
-    for (Op* op : prep)
-      if (auto* c = dynamic_cast<const ConvOp*>(op)) convs.push_back(c);
-    prefetch_conv_plans(ctx, convs, opt.engine, opt.top_k, ts.bytes);
     for (size_t i = 0; i < run_.size(); ++i) {
       if (prep[i]) {
         prep[i]->prepare(ctx, opt.engine, opt.top_k,
@@ -686,11 +680,9 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     }
     CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
   } catch (...) {
-    ctx.prefetched.clear();
     cudaFree(ts.ptr);
     throw;
   }
-  ctx.prefetched.clear();
   CNN_CHECK_CUDA(cudaFree(ts.ptr));
   for (auto& op : ops_) arena_.request_workspace(op->workspace_bytes());
   arena_.allocate_workspace();
