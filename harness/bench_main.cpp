@@ -450,12 +450,11 @@ void run_max_batch(benchmark::State& state, const Job& job, int cap) {
           a.batch = b;
           Job j = job;
           j.batch = b;
-          nlohmann::json phases = nlohmann::json::object();  // a training model's build, by phase
-          cudaGetLastError();  // whatever a failed attempt left behind: its outcome is recorded
+          std::vector<std::pair<std::string, double>> phases;  // a training model's build
           try {
             if (job.train) {
               TrainPrepared& p = g_session->get_train(j);
-              for (const auto& [phase, seconds] : p.model->build_phases()) phases[phase] = seconds;
+              phases = p.model->build_phases();
               p.time_ms(1);
               p.peak.sample();
               a.peak_mib = p.peak.peak() * mib;
@@ -479,12 +478,14 @@ void run_max_batch(benchmark::State& state, const Job& job, int cap) {
           }
           const double seconds =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - ta).count();
-          std::string where;  // "; plan and buffers 0.4 s, ops 2.0 s, ..."
-          for (const auto& [phase, s] : phases.items()) {
+          std::string where;  // "; model: plan and buffers 0.4 s, ops 2.0 s, ..."
+          nlohmann::json build_s = nlohmann::json::object();
+          for (const auto& [phase, s] : phases) {
             char buf[96];
             std::snprintf(buf, sizeof buf, "%s %s %.1f s", where.empty() ? "; model:" : ",",
-                          phase.c_str(), s.get<double>());
+                          phase.c_str(), s);
             where += buf;
+            build_s[phase] = s;
           }
           std::fprintf(stderr, "cnnbench: max batch %s/%s/%s: batch %d %s (%.1f s%s)%s\n",
                        job.network.c_str(), precision_name(job.precision),
@@ -498,7 +499,7 @@ void run_max_batch(benchmark::State& state, const Job& job, int cap) {
                              {"peak_mib", a.peak_mib},
                              {"limit_mib", limit_mib},
                              {"seconds", seconds},
-                             {"model_build_s", phases},
+                             {"model_build_s", build_s},
                              {"message", a.message}}}});
           return a;
         },

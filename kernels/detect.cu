@@ -59,9 +59,11 @@ __global__ void yolo_decode_kernel(const T* raw, int ny, int nx, int no, HeadArg
   }
 }
 
-template <typename T>
-void launch(const void* raw, int batch, int ny, int nx, const YoloHead& head, int classes,
-            int64_t row_offset, int64_t out_rows_per_image, float* out, cudaStream_t s) {
+}  // namespace
+
+void launch_yolo_decode(const void* raw, DType t, int batch, int ny, int nx, const YoloHead& head,
+                        int classes, int64_t row_offset, int64_t out_rows_per_image, float* out,
+                        cudaStream_t s) {
   const int no = 5 + classes;
   const int64_t total = int64_t(batch) * 3 * ny * nx * no;
   if (total == 0) return;
@@ -70,27 +72,10 @@ void launch(const void* raw, int batch, int ny, int nx, const YoloHead& head, in
     h.anchor_w[a] = head.anchors[a][0], h.anchor_h[a] = head.anchors[a][1];
   const int threads = 256;
   const int blocks = int(std::min<int64_t>((total + threads - 1) / threads, 65536));
-  yolo_decode_kernel<T><<<blocks, threads, 0, s>>>(static_cast<const T*>(raw), ny, nx, no, h, total,
-                                                   row_offset, out_rows_per_image, out);
+  CNN_DISPATCH_DTYPE(t, yolo_decode_kernel<T>
+                     <<<blocks, threads, 0, s>>>(static_cast<const T*>(raw), ny, nx, no, h, total,
+                                                 row_offset, out_rows_per_image, out));
   CNN_CHECK_CUDA(cudaGetLastError());
-}
-
-}  // namespace
-
-void launch_yolo_decode(const void* raw, DType t, int batch, int ny, int nx, const YoloHead& head,
-                        int classes, int64_t row_offset, int64_t out_rows_per_image, float* out,
-                        cudaStream_t s) {
-  switch (t) {
-    case DType::F32:
-      return launch<float>(raw, batch, ny, nx, head, classes, row_offset, out_rows_per_image, out,
-                           s);
-    case DType::F16:
-      return launch<__half>(raw, batch, ny, nx, head, classes, row_offset, out_rows_per_image, out,
-                            s);
-    case DType::BF16:
-      return launch<__nv_bfloat16>(raw, batch, ny, nx, head, classes, row_offset,
-                                   out_rows_per_image, out, s);
-  }
 }
 
 namespace {

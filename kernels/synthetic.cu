@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 
 #include "harness/check.h"
+#include "kernels/convert.cuh"
 #include "kernels/storage.h"
 
 namespace cnnbench {
@@ -37,39 +37,21 @@ __global__ void fill_uniform_nhwc_kernel(T* dst, uint64_t state, int c, int h, i
     const int hi = int(r % h);
     const int64_t n = r / h;
     const uint64_t i = uint64_t(((n * c + ci) * h + hi) * w + wi);
-    const float v = uniform_at(state, i, lo, diff);
-    if constexpr (sizeof(T) == 4)
-      dst[j] = v;
-    else if constexpr (std::is_same_v<T, __half>)
-      dst[j] = __float2half_rn(v);
-    else
-      dst[j] = __float2bfloat16_rn(v);
+    store_f(dst, j, uniform_at(state, i, lo, diff));
   }
-}
-
-template <typename T>
-void launch(void* dst, uint64_t state, const Dims& d, float lo, float hi, cudaStream_t s) {
-  const int64_t total = d.numel();
-  if (total == 0) return;
-  const int threads = 256;
-  const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, 65536);
-  fill_uniform_nhwc_kernel<T><<<int(blocks), threads, 0, s>>>(static_cast<T*>(dst), state, d.c, d.h,
-                                                              d.w, total, lo, hi - lo);
-  CNN_CHECK_CUDA(cudaGetLastError());
 }
 
 }  // namespace
 
 void fill_uniform_nhwc(void* dst, uint64_t state, const Dims& d, DType t, float lo, float hi,
                        cudaStream_t s) {
-  switch (t) {
-    case DType::F32:
-      return launch<float>(dst, state, d, lo, hi, s);
-    case DType::F16:
-      return launch<__half>(dst, state, d, lo, hi, s);
-    case DType::BF16:
-      return launch<__nv_bfloat16>(dst, state, d, lo, hi, s);
-  }
+  const int64_t total = d.numel();
+  if (total == 0) return;
+  const int threads = 256;
+  const int blocks = int(std::min<int64_t>((total + threads - 1) / threads, 65536));
+  CNN_DISPATCH_DTYPE(t, fill_uniform_nhwc_kernel<T><<<blocks, threads, 0, s>>>(
+                            static_cast<T*>(dst), state, d.c, d.h, d.w, total, lo, hi - lo));
+  CNN_CHECK_CUDA(cudaGetLastError());
 }
 
 }  // namespace cnnbench

@@ -312,9 +312,9 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
       const OpGroup& se = sched.groups[si];
       if (se.kind != OpKind::Scale) continue;
       const int a = se.anchor;
-      const auto& extra = g.extra_outputs();
-      if (a == g.output() || std::find(extra.begin(), extra.end(), a) != extra.end() ||
-          readers[a] != 1 || sched.view[a].root != a)
+      const std::vector<int> outputs = g.outputs();
+      if (std::find(outputs.begin(), outputs.end(), a) != outputs.end() || readers[a] != 1 ||
+          sched.view[a].root != a)
         continue;
       for (size_t ci = 0; ci < sched.groups.size(); ++ci) {
         OpGroup& cv = sched.groups[ci];
@@ -344,9 +344,7 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
     buffer[id] = arena_.add_activation(bytes, life.first[id], life.last[id]);
   }
   input_buf_ = buffer[g.input_id()];
-  std::vector<int> output_nodes{g.output()};
-  output_nodes.insert(output_nodes.end(), g.extra_outputs().begin(), g.extra_outputs().end());
-  for (int o : output_nodes) {
+  for (int o : g.outputs()) {
     if (view(o).offset != 0 || view(o).ld != nodes[o].out.c)
       throw std::logic_error("compile: an output lives in a slice");
     outputs_.push_back({buffer[view(o).root], batched(nodes[o].out, N)});

@@ -153,6 +153,12 @@ class Graph {
   // A detector's further heads, besides output(): results the benchmark keeps too.
   void add_extra_output(int id) { extra_outputs_.push_back(id); }
   const std::vector<int>& extra_outputs() const { return extra_outputs_; }
+  // output(), then extra_outputs(): every value a run hands back.
+  std::vector<int> outputs() const {
+    std::vector<int> all{output_};
+    all.insert(all.end(), extra_outputs_.begin(), extra_outputs_.end());
+    return all;
+  }
 
   const std::string& name() const { return name_; }
   ParamStyle style() const { return style_; }

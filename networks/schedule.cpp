@@ -33,10 +33,9 @@ Schedule schedule_ops(const Graph& g) {
   Schedule out;
   // Liveness: what the outputs depend on (a detector's further heads too).
   out.live.assign(nodes.size(), false);
-  int last_output = g.output();
-  out.live[g.output()] = true;
-  for (int e : g.extra_outputs()) out.live[e] = true, last_output = std::max(last_output, e);
-  for (int id = last_output; id >= 0; --id)
+  const std::vector<int> outputs = g.outputs();
+  for (int o : outputs) out.live[o] = true;
+  for (int id = *std::max_element(outputs.begin(), outputs.end()); id >= 0; --id)
     if (out.live[id])
       for (int in : nodes[id].inputs) out.live[in] = true;
   auto live_consumers = [&](int id) {
@@ -205,8 +204,7 @@ Lifetimes buffer_lifetimes(const Graph& g, const Schedule& s) {
     for (int v : grp.in) l.last[root(v)] = std::max(l.last[root(v)], step);
   }
   l.last[root(g.input_id())] = l.steps;
-  l.last[root(g.output())] = l.steps;
-  for (int e : g.extra_outputs()) l.last[root(e)] = l.steps;  // kept to the end, as the output
+  for (int o : g.outputs()) l.last[root(o)] = l.steps;  // what a run hands back, kept to the end
   for (size_t id = 0; id < count; ++id) {
     if (s.view[id].root != int(id) || l.first[id] < 0) {
       l.first[id] = l.last[id] = -1;

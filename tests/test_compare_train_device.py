@@ -5,10 +5,8 @@ tools/compare_train.py's "PyTorch device MiB" column (no torch needed).
 """
 import contextlib
 import io
-import json
 import os
 import sys
-import tempfile
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -16,6 +14,9 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 import compare_train as ct  # noqa: E402
 import pytorch_train_baseline as ptb  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_tools import TempFiles  # noqa: E402  (temporary files per test)
 
 
 def cnnbench_train_rows(net, batch, img_s, arena, device):
@@ -38,19 +39,7 @@ def pytorch_row(model, mode, batch, img_s, reserved, device=None):
     return r
 
 
-class CompareTrainDeviceColumnTest(unittest.TestCase):
-    def setUp(self):
-        self._tmp = tempfile.TemporaryDirectory()
-        self.dir = self._tmp.name
-
-    def tearDown(self):
-        self._tmp.cleanup()
-
-    def write(self, name, doc):
-        path = os.path.join(self.dir, name)
-        with open(path, "w") as f:
-            json.dump(doc, f)
-        return path
+class CompareTrainDeviceColumnTest(TempFiles):
 
     def run_tool(self, pt_rows, *extra):
         entries = (cnnbench_train_rows("resnet50", 32, 3000.0, 5000.0, 6200.0)
