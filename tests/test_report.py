@@ -245,6 +245,33 @@ class MaxBatchRows(unittest.TestCase):
                 self.assertEqual(png_size(os.path.join(d, "max_batch.png")), (600, 400))
 
 
+class MaxBatchMerge(unittest.TestCase):
+    def test_runs_at_one_cap_merge_and_rows_sort_by_cap(self):
+        """A search capped in one run whose next batch ran out of memory in another run at the
+        same cap is exact; files given in any order come out ordered by card size."""
+        with open(FIXTURE) as f:
+            doc = json.load(f)
+        with tempfile.TemporaryDirectory() as d:
+            whole_a = capped(copy.deepcopy(doc), None)
+            whole_a["benchmarks"] = [max_batch_entry("resnet50", "train", 3483, at_cap=True)]
+            whole_b = capped(copy.deepcopy(doc), None)  # cut off: attempts, no row
+            whole_b["benchmarks"] = []
+            whole_b["max_batch_attempts"] = [
+                {"search": "resnet50/fp16/train/max_batch", "batch": b, "fit": fit}
+                for b, fit in ((3482, "fits"), (3484, "out of memory"))]
+            small = capped(copy.deepcopy(doc), 8)
+            small["benchmarks"] = [max_batch_entry("resnet50", "train", 172, at_cap=True)]
+            paths = [write_json(d, n, x) for n, x in
+                     (("a.json", whole_a), ("b.json", whole_b), ("s.json", small))]
+            runs = [report.load_run(p) for p in paths]
+            data = report.build(runs, {}, [], PRICES)
+            r50 = [(m["memory_limit_gib"], m["largest"], m["capped"]) for m in data["max_batch"]]
+            self.assertEqual(r50, [(8, 172, True), (None, 3483, False)])
+            # Without the run that saw 3,484 fail, the whole device is "at least" 3,483.
+            data = report.build([runs[0], runs[2]], {}, [], PRICES)
+            self.assertEqual([m["capped"] for m in data["max_batch"]], [True, True])
+
+
 class Outputs(unittest.TestCase):
     def run_report(self, d, plots):
         args = [FIXTURE, "--out-dir", d, "--prices", report.DEFAULT_PRICES, "--seed", "",

@@ -1428,7 +1428,7 @@ class MaxBatchTableTest(TempFiles):
         self.assertIn("| article (EfficientNet, tiny-imagenet) | train | its framework's | 64 | 32 "
                       "| 64 | - |", out)
         self.assertIn("| resnet50 | graph | fp16 | default | error | 900 | - |", out)
-        self.assertIn("- resnet50 graph fp16: illegal address", out)
+        self.assertIn("- resnet50 graph fp16 at 8 GiB: illegal address", out)
 
     def test_a_search_cut_off_keeps_its_bracket_from_the_results_lines(self):
         net = "efficientnet_b0/fp16/train/max_batch/size:64/classes:200"
@@ -1454,6 +1454,40 @@ class MaxBatchTableTest(TempFiles):
         self.assertIn("| efficientnet_b0 | train | fp16 | 64 | >= 8688 (cut off, < 9000) |", out)
         self.assertIn("| resnet50 | graph | fp16 | default | 300 |", out)
         self.assertIn("| vgg16 | train | fp16 | default | >= 64 (cut off) |", out)
+
+    def test_runs_at_one_limit_merge_into_one_column(self):
+        """A search cut off in one run is finished by another at the same limit: a capped row
+        there and a failure one above it here make an exact cell; a failure below a fit is
+        flagged, not hidden."""
+        ctx = dict(CONTEXT, memory_limit="none", memory_limit_mib="0")
+
+        def attempt(search, batch, fit):
+            return {"max_batch_attempt": {"search": search, "batch": batch, "fit": fit,
+                                          "peak_mib": 1.0, "seconds": 1.0, "message": ""}}
+        r50 = "resnet50/fp16/train/max_batch"
+        b0 = "efficientnet_b0/fp16/graph/max_batch"
+        first = [{"context": ctx}, attempt(r50, 1024, "fits"), attempt(r50, 3482, "fits"),
+                 attempt(r50, 3484, "out of memory"),
+                 attempt(b0, 100, "fits"), attempt(b0, 200, "out of memory")]
+        second = [{"context": ctx}, attempt(r50, 3483, "fits"), self.row(r50, 3483, capped=True),
+                  attempt(b0, 150, "out of memory"), attempt(b0, 160, "fits")]
+        paths = []
+        for name, lines in (("w1.jsonl", first), ("w2.jsonl", second)):
+            paths.append(os.path.join(self.dir, name))
+            with open(paths[-1], "w") as f:
+                f.write("\n".join(json.dumps(x) for x in lines) + "\n")
+        rc, out = self.run_tool(*paths)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("| network | mode | precision | input | whole device |", out)
+        self.assertIn("| resnet50 | train | fp16 | default | 3483 |", out)
+        self.assertIn("| efficientnet_b0 | graph | fp16 | default | 160 ? |", out)
+        self.assertIn("- efficientnet_b0 graph fp16 at the whole device: batch 150 ran out of "
+                      "memory below 160, which fitted", out)
+        # Either run alone: the cut-off bracket, and the cap.
+        rc, out = self.run_tool(paths[0])
+        self.assertIn("| resnet50 | train | fp16 | default | >= 3482 (cut off, < 3484) |", out)
+        rc, out = self.run_tool(paths[1])
+        self.assertIn("| resnet50 | train | fp16 | default | >= 3483 |", out)
 
     def test_unreadable_input_is_exit_2(self):
         rc, _ = self.run_tool(os.path.join(self.dir, "none.json"))

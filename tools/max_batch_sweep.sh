@@ -7,8 +7,8 @@
 # CONFIG defaults to configs/max_batch.yaml, OUT_DIR to results/max_batch. BIN picks the binary
 # (build/release/cnnbench); SIZES overrides the list ("8 16 24 whole"); LIMIT_S stops each size's run
 # after that many seconds (a search cut off keeps its bracket: every batch tried is in the run's
-# results lines, which the table reads); CAP is the searches' largest batch (default 8192: beyond
-# it a cell reads ">= 8192"); EXTRA adds flags.
+# results lines, which the table reads); CAP is the searches' largest batch (default 32768: beyond
+# it a cell reads ">= 32768"); EXTRA adds flags.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 CONFIG=${1:-configs/max_batch.yaml}
@@ -21,7 +21,7 @@ for s in $sizes; do
   limit=(); [ "$s" = whole ] || limit=(--memory_limit="$s")
   stop=(); [ -n "${LIMIT_S:-}" ] && stop=(timeout "$LIMIT_S")
   "${stop[@]}" "$BIN" --config="$CONFIG" --max_batch "${limit[@]}" --benchmark_filter=/max_batch \
-    --benchmark_out="$OUT/max_batch_$s.json" --max_batch_cap="${CAP:-8192}" ${EXTRA:-} >"$OUT/max_batch_$s.log" 2>&1
+    --benchmark_out="$OUT/max_batch_$s.json" --max_batch_cap="${CAP:-32768}" ${EXTRA:-} >"$OUT/max_batch_$s.log" 2>&1
   echo "max_batch_sweep: $s: exit $?, $(grep -c '^cnnbench: max batch' "$OUT/max_batch_$s.log") attempts," \
     "$(grep -c '"largest_batch"' "$OUT/max_batch_$s.jsonl") searches whole"
 done

@@ -148,6 +148,15 @@ def load_run(path):
         if key is None:
             continue
         groups.setdefault(key, []).append(e)
+    # The batches that ran out of memory in each search (its attempt lines): a search capped in
+    # one run whose next batch failed in another is exact (merged in build()).
+    maxb_failed = {}
+    for a in doc.get("max_batch_attempts", []):
+        parts = str(a.get("search", "")).split("/")
+        if len(parts) >= 4 and parts[3] == "max_batch" and a.get("fit") == "out of memory":
+            extra = [p for p in parts[4:] if p.split(":")[0] in ("size", "classes")]
+            maxb_failed.setdefault((parts[0], parts[1], " ".join([parts[2]] + extra)),
+                                   set()).add(int(a.get("batch", 0)))
     rows = {}
     for key, es in groups.items():
         errors = [str(e.get("error_message") or "error") for e in es if e.get("error_occurred")]
@@ -166,6 +175,7 @@ def load_run(path):
     gpu = context.get("gpu_name") or "unknown GPU"
     peaks = {prec: median_counter(es, "tflops") for prec, es in ceiling.items()}
     return {"gpu": gpu, "context": context, "path": path, "rows": rows, "max_batch": maxb,
+            "max_batch_failed": maxb_failed, "memory_limit_gib": cap_gib,
             "max_batch_errors": maxb_errors, "ceiling": {k: v for k, v in peaks.items() if v},
             "truncated": bool(doc.get("truncated"))}
 
@@ -344,21 +354,35 @@ def build(runs, seed, cost_seed, prices, batch=32, precision="fp16", mode="graph
     notes.append("time to solution of YOLOR at 1280 and of StyleGAN's 5 kimg: not measured "
                  "(cnnbench does not run those networks yet)")
 
-    max_batch = []
+    # One entry per (GPU, network, precision, mode, memory cap), merged over the runs: the largest
+    # batch any of them fitted, "at least" only while no run saw the batch above it fail.
+    merged, failed = {}, {}
     for r in runs:
         for why in r["max_batch_errors"]:
             notes.append(f"{r['gpu']}: a max-batch search failed ({os.path.basename(r['path'])}): "
                          f"{why}")
-        price = prices.get(r["gpu"])
-        for (net, prec, m), mb in sorted(r["max_batch"].items()):
-            # A capped run stands for a smaller card, whose price is not this GPU's: no price.
-            priced = price if not mb["memory_limit_gib"] else None
-            per_item = priced["per_hour"] / mb["largest"] if priced and mb["largest"] else None
-            max_batch.append({"gpu": r["gpu"], "network": net, "precision": prec, "mode": m,
-                              "largest": mb["largest"], "capped": mb.get("capped", False),
-                              "memory_limit_gib": mb["memory_limit_gib"],
-                              "per_item_per_hour": per_item,
-                              "currency": priced["currency"] if priced else None})
+        for (net, prec, m), mb in r["max_batch"].items():
+            key = (r["gpu"], net, prec, m, mb["memory_limit_gib"])
+            have = merged.get(key)
+            if have is None or mb["largest"] > have["largest"] or (
+                    mb["largest"] == have["largest"] and not mb.get("capped")):
+                merged[key] = mb
+        for (net, prec, m), batches in r.get("max_batch_failed", {}).items():
+            failed.setdefault((r["gpu"], net, prec, m, r.get("memory_limit_gib")),
+                              set()).update(batches)
+    max_batch = []
+    for key in sorted(merged, key=lambda k: (k[1], k[3], k[2], k[4] is None, k[4] or 0, k[0])):
+        gpu, net, prec, m, cap = key
+        mb = merged[key]
+        capped = bool(mb.get("capped")) and mb["largest"] + 1 not in failed.get(key, set())
+        # A capped run stands for a smaller card, whose price is not this GPU's: no price.
+        price = prices.get(gpu)
+        priced = price if not cap else None
+        per_item = priced["per_hour"] / mb["largest"] if priced and mb["largest"] else None
+        max_batch.append({"gpu": gpu, "network": net, "precision": prec, "mode": m,
+                          "largest": mb["largest"], "capped": capped,
+                          "memory_limit_gib": cap, "per_item_per_hour": per_item,
+                          "currency": priced["currency"] if priced else None})
 
     recs = []
     nets = sorted({c["network"] for c in cost})
