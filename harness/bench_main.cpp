@@ -125,10 +125,6 @@ struct TrainPrepared {
   }
 };
 
-const std::vector<std::string>& training_only(const std::string& network) {
-  return find_network(network).training_only_prefixes;
-}
-
 struct Options {
   SweepConfig config;
   EngineMode engine = EngineMode::Autotune;
@@ -166,7 +162,7 @@ class Session {
     c.se_fold = opt_.se_fold;
     c.depthwise = opt_.depthwise;
     const auto t0 = std::chrono::steady_clock::now();
-    current_ = prepare_model(*ctx_, g, weights(job, g), c, opt_.config.warmup_ms,
+    current_ = prepare_model(*ctx_, g, weights(job), c, opt_.config.warmup_ms,
                              [&](const Prepared& p) { log_layers(job, g, p, false); });
     current_->prepare_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -306,14 +302,16 @@ class Session {
     return it->second;
   }
 
-  const HostWeights& weights(const Job& job, const Graph& g) {
+  const HostWeights& weights(const Job& job) {
     const std::string key = graph_key(job);
     auto it = weights_.find(key);
     if (it == weights_.end())
       it = weights_
                .emplace(key, opt_.weights_path.empty()
-                                 ? random_weights(g, opt_.config.seed)
-                                 : load_weights(g, opt_.weights_path, training_only(job.network)))
+                                 ? network_random_weights(job.network, job.input_size,
+                                                          job.num_classes, opt_.config.seed)
+                                 : network_file_weights(job.network, job.input_size,
+                                                        job.num_classes, opt_.weights_path))
                .first;
     return it->second;
   }
@@ -765,8 +763,8 @@ int run(int argc_in, char** argv_in) {
     std::string nets;
     for (const BenchmarkEntry& e : opt.config.benchmarks) {
       if (nets.find(e.network) == std::string::npos) nets += (nets.empty() ? "" : ", ") + e.network;
-      load_weights(build_network(e.network, e.input_size, e.num_classes), opt.weights_path,
-                   training_only(e.network));  // fail early
+      network_file_weights(e.network, e.input_size, e.num_classes,
+                           opt.weights_path);  // fail early
     }
     if (nets.find(',') != std::string::npos)
       throw UserError("--weights names one file but the sweep has several networks (" + nets + ")");
@@ -840,7 +838,8 @@ int run(int argc_in, char** argv_in) {
       std::string t;
       if (e.input_size != find_network(e.network).limits.default_input_size)
         t += "/size:" + std::to_string(e.input_size);
-      if (e.num_classes != 1000) t += "/classes:" + std::to_string(e.num_classes);
+      if (e.num_classes != find_network(e.network).limits.default_classes)
+        t += "/classes:" + std::to_string(e.num_classes);
       return t + pass_suffix;
     };
     for (const BenchmarkEntry& e : opt.config.benchmarks) {

@@ -203,9 +203,14 @@ class Parser {
                     std::to_string(limits.min_input_size));
       e.input_size = static_cast<int>(v);
     }
+    e.num_classes = limits.default_classes;
     if (k.count("num_classes"))
       e.num_classes = int(integer(k["num_classes"], "'num_classes' is", 1));
     e.modes = k.count("modes") ? words(k["modes"], "modes", schema_.modes, "mode") : modes;
+    if (!limits.trains && e.trains())
+      fail(
+          k.count("modes") ? k["modes"] : k["network"],
+          e.network + " is inference only: its modes (" + join(e.modes) + ") may not hold 'train'");
     e.train = train_settings(k, train);
     if (!e.trains()) {
       for (const std::string& key : kTrainKeys)

@@ -39,6 +39,8 @@ namespace cnnbench {
 struct NetworkLimits {
   int default_input_size = 224;
   int min_input_size = 32;
+  int default_classes = 1000;  // the width of its classifier or detection heads' classes
+  bool trains = true;          // false: inference only (no `train` mode)
 };
 
 // What the config may name: filled by the caller from the network registry so that the parser
@@ -64,8 +66,8 @@ struct BenchmarkEntry {
   std::string network;
   std::vector<std::string> precisions;
   std::vector<int> batches;
-  int input_size = 0;  // resolved: the network default when the config leaves it out
-  int num_classes = 1000;
+  int input_size = 0;      // resolved: the network default when the config leaves it out
+  int num_classes = 1000;  // resolved: the network default when the config leaves it out
   std::vector<std::string> modes;
   TrainSettings train;  // set where modes holds "train"
   bool trains() const;

@@ -1,6 +1,7 @@
 // cnnbench_infer: one forward of a network on given weights and input, for cross-checks against
 // PyTorch. Input and output are .safetensors files: "input" float32 [N, 3, H, W] (NCHW, as
-// PyTorch holds it) in, "logits" float32 [N, classes] out. The forward runs through the same
+// PyTorch holds it) in, "logits" float32 [N, classes] out (a network of several outputs, YOLOR's
+// heads: "output0", "output1", ... float32 [N, C, H, W]). The forward runs through the same
 // compiled model and CUDA-graph replay as the benchmark (or op by op with --eager).
 #include <cmath>
 #include <cstdio>
@@ -52,7 +53,7 @@ const char* kUsage =
 int run(int argc, char** argv) {
   std::string network, precision = "fp32", batch_s = "1", weights_path, input_path, output_path,
                        engine = "heuristic", seed_s = "0", size_s = "0", verify_s, share_s = "true",
-                       classes_s = "1000", edges_s = "captured", exclude_s,
+                       classes_s = "0", edges_s = "captured", exclude_s,
                        threads_s = std::to_string(default_build_threads()), repairs_s = "6",
                        depthwise_s = "auto", breakdown_s;
   bool bisect = false, se_fold = false;
@@ -113,13 +114,13 @@ int run(int argc, char** argv) {
   const int batch = int(to_int(batch_s, "batch"));
   if (batch < 1) throw UserError("--batch must be at least 1");
 
-  const Graph g = build_network(network, int(to_int(size_s, "input_size")),
-                                int(to_int(classes_s, "num_classes")));
+  const int input_size = int(to_int(size_s, "input_size"));
+  const int classes = int(to_int(classes_s, "num_classes"));
+  const Graph g = build_network(network, input_size, classes);
   const uint64_t seed = uint64_t(to_int(seed_s, "seed"));
-  const HostWeights w =
-      weights_path.empty()
-          ? random_weights(g, seed)
-          : load_weights(g, weights_path, find_network(network).training_only_prefixes);
+  const HostWeights w = weights_path.empty()
+                            ? network_random_weights(network, input_size, classes, seed)
+                            : network_file_weights(network, input_size, classes, weights_path);
   std::vector<float> input;
   if (!input_path.empty()) {
     const SafetensorsFile f = SafetensorsFile::load(input_path);
@@ -192,9 +193,21 @@ int run(int argc, char** argv) {
   for (const std::string& r : repairs)
     std::fprintf(stderr, "cnnbench_infer: banned %s\n", r.c_str());
   const std::vector<float> out = model.output();
-  const Dims od = model.output_dims();
+  // A classifier's logits [N, classes]; a network of several outputs (YOLOR's three heads) each
+  // as output{k}, NCHW [N, C, H, W].
+  std::vector<SafetensorOut> tensors;
+  if (model.output_count() == 1) {
+    const Dims od = model.output_dims();
+    tensors.push_back({"logits", {od.n, od.c}, out});
+  } else {
+    for (size_t k = 0; k < model.output_count(); ++k) {
+      const Dims od = model.output_dims(k);
+      tensors.push_back(
+          {"output" + std::to_string(k), {od.n, od.c, od.h, od.w}, k == 0 ? out : model.output(k)});
+    }
+  }
   save_safetensors(
-      output_path, {{"logits", {od.n, od.c}, out}},
+      output_path, tensors,
       {{"network", network}, {"precision", precision}, {"mode", eager ? "eager" : "graph"}});
   int worst_failures = 0;
   if (!verify_s.empty()) {

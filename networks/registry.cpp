@@ -31,6 +31,12 @@ Graph resnet50_of(int size, int classes) {
 Graph resnet152_of(int size, int classes) {
   return build_resnet("resnet152", {3, 8, 36, 3}, size, classes);
 }
+Graph yolor_inference(int size, int classes) {
+  return yolor_csp_x(size, classes, true);
+}
+Graph yolor_reference(int size, int classes) {
+  return yolor_csp_x(size, classes, false);
+}
 
 // "ResNet-50" -> "resnet50".
 std::string normalized(const std::string& s) {
@@ -81,6 +87,18 @@ const std::vector<NetworkInfo>& network_registry() {
       {"efficientnet_b5", {}, "torchvision efficientnet_b5", {456, 32}, &efficientnet_of<5>, {}},
       {"efficientnet_b6", {}, "torchvision efficientnet_b6", {528, 32}, &efficientnet_of<6>, {}},
       {"efficientnet_b7", {}, "torchvision efficientnet_b7", {600, 32}, &efficientnet_of<7>, {}},
+      // Inference only, 80 classes, square inputs that are multiples of 32; the implicit layers
+      // folded into the heads' 1x1 convs. Output 0 is the stride-8 head, outputs 1 and 2 the
+      // stride-16 and stride-32 ones (raw: before the YOLO decode).
+      {"yolor_csp_x",
+       {"yolor", "yolor-csp-x"},
+       "WongKinYiu/yolor cfg/yolor_csp_x.cfg (implicits folded into the heads)",
+       {640, 64, 80, false},
+       &yolor_inference,
+       {},
+       nullptr,
+       &yolor_reference,
+       &fold_yolor_implicits},
   };
   return registry;
 }
@@ -99,9 +117,10 @@ const NetworkInfo& find_network(const std::string& name) {
 }
 
 namespace {
-const NetworkInfo& checked(const std::string& name, int& input_size, int num_classes) {
+const NetworkInfo& checked(const std::string& name, int& input_size, int& num_classes) {
   const NetworkInfo& info = find_network(name);
   if (input_size == 0) input_size = info.limits.default_input_size;
+  if (num_classes == 0) num_classes = info.limits.default_classes;
   if (input_size < info.limits.min_input_size)
     throw UserError("input size " + std::to_string(input_size) + " is too small for " + info.name +
                     ": the minimum is " + std::to_string(info.limits.min_input_size));
@@ -118,7 +137,26 @@ Graph build_network(const std::string& name, int input_size, int num_classes) {
 
 Graph build_training_network(const std::string& name, int input_size, int num_classes) {
   const NetworkInfo& info = checked(name, input_size, num_classes);
+  if (!info.limits.trains)
+    throw UserError(info.name + " is inference only: it has no training step");
   return (info.build_training ? info.build_training : info.build)(input_size, num_classes);
+}
+
+HostWeights network_random_weights(const std::string& name, int input_size, int num_classes,
+                                   uint64_t seed) {
+  const NetworkInfo& info = checked(name, input_size, num_classes);
+  if (info.fold)
+    return info.fold(random_weights(info.build_reference(input_size, num_classes), seed));
+  return random_weights(info.build(input_size, num_classes), seed);
+}
+
+HostWeights network_file_weights(const std::string& name, int input_size, int num_classes,
+                                 const std::string& path) {
+  const NetworkInfo& info = checked(name, input_size, num_classes);
+  if (info.fold)
+    return info.fold(load_weights(info.build_reference(input_size, num_classes), path,
+                                  info.training_only_prefixes));
+  return load_weights(info.build(input_size, num_classes), path, info.training_only_prefixes);
 }
 
 ConfigSchema config_schema() {
@@ -138,7 +176,7 @@ std::string network_table() {
                 "GMACs", "definition");
   out += line;
   for (const NetworkInfo& n : network_registry()) {
-    const Graph g = n.build(n.limits.default_input_size, 1000);
+    const Graph g = n.build(n.limits.default_input_size, n.limits.default_classes);
     std::snprintf(line, sizeof line, "%-16s %6d %14lld %9.3f  %s\n", n.name.c_str(),
                   n.limits.default_input_size, static_cast<long long>(g.num_parameters()),
                   double(g.macs()) / 1e9, n.description.c_str());

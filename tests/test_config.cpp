@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -19,7 +20,8 @@ using testing::Not;
 
 ConfigSchema schema() {
   ConfigSchema s;
-  s.networks = {{"resnet50", {224, 32}}, {"resnet152", {224, 32}}};
+  s.networks = {
+      {"resnet50", {224, 32}}, {"resnet152", {224, 32}}, {"yolor_csp_x", {640, 64, 80, false}}};
   return s;
 }
 
@@ -294,6 +296,20 @@ TEST(Config, TrainBadValues) {
   EXPECT_FALSE(parse("optimizer: sgd\nlr: 0.1\n" + entry("")).benchmarks[0].trains());
 }
 
+// The detector's sweep: the article's 1280 in every precision, and 640; 80 classes.
+TEST(Config, YolorConfigOfTheRepository) {
+  const std::string dir = std::string(CNNBENCH_TEST_DATA) + "/../../configs/";
+  const SweepConfig y = parse_config_file(dir + "yolor.yaml", config_schema());
+  std::set<std::string> precisions_at_1280;
+  for (const BenchmarkEntry& b : y.benchmarks) {
+    EXPECT_EQ(b.network, "yolor_csp_x");
+    EXPECT_EQ(b.num_classes, 80);
+    EXPECT_FALSE(b.trains());
+    if (b.input_size == 1280) precisions_at_1280.insert(b.precisions.begin(), b.precisions.end());
+  }
+  EXPECT_EQ(precisions_at_1280, (std::set<std::string>{"fp32", "tf32", "fp16", "bf16"}));
+}
+
 // The training configs of the repository parse against the real registry.
 TEST(Config, TrainingConfigsOfTheRepository) {
   const std::string dir = std::string(CNNBENCH_TEST_DATA) + "/../../configs/";
@@ -327,11 +343,13 @@ TEST(Config, TrainingConfigsOfTheRepository) {
   }
 }
 
-// The zoo's speed sweep times every registered network in fp16 at the batches issue 3 compares.
+// The zoo's speed sweep times every registered classifier in fp16 at the batches issue 3
+// compares (the detector, of three outputs, has configs/yolor.yaml).
 TEST(Config, ZooSpeedConfigCoversEveryNetwork) {
   const std::string dir = std::string(CNNBENCH_TEST_DATA) + "/../../configs/";
   const SweepConfig z = parse_config_file(dir + "zoo_speed.yaml", config_schema());
   for (const NetworkInfo& n : network_registry()) {
+    if (!build_network(n.name).extra_outputs().empty()) continue;
     bool found = false;
     for (const BenchmarkEntry& b : z.benchmarks) {
       if (b.network != n.name) continue;
@@ -383,6 +401,33 @@ TEST(Config, TheMxnetTrainingConfigParses) {
     EXPECT_EQ(e.train.optimizer, "sgd");
   }
   EXPECT_EQ(c.benchmarks[0].batches.back(), 256);  // AlexNet: the seed's batch column x 8
+}
+
+// A detector: its class count is its own (80) where the entry leaves it out, and it is inference
+// only: an entry (or the sweep's default modes) asking it to train is refused, by name.
+TEST(Config, InferenceOnlyNetworkAndItsClassCount) {
+  const SweepConfig c = parse(R"(
+benchmarks:
+  - {network: yolor_csp_x, precisions: [fp16], batches: [1, 8], modes: [graph]}
+  - {network: resnet50, precisions: [fp16], batches: [1]}
+)");
+  EXPECT_EQ(c.benchmarks[0].num_classes, 80);
+  EXPECT_EQ(c.benchmarks[0].input_size, 640);
+  EXPECT_EQ(c.benchmarks[1].num_classes, 1000);
+  std::string msg = error_of(R"(
+benchmarks:
+  - {network: yolor_csp_x, precisions: [fp16], batches: [1], modes: [graph, train]}
+)");
+  EXPECT_THAT(msg, HasSubstr("yolor_csp_x is inference only"));
+  EXPECT_THAT(msg, HasSubstr("line 3"));
+  msg = error_of(R"(
+modes: [train]
+optimizer: sgd
+lr: 0.1
+benchmarks:
+  - {network: yolor_csp_x, precisions: [fp16], batches: [1]}
+)");
+  EXPECT_THAT(msg, HasSubstr("yolor_csp_x is inference only"));
 }
 
 }  // namespace

@@ -216,7 +216,7 @@ TEST(Zoo, DefaultSizesAndShapes) {
   // The class count is the classifier's width.
   EXPECT_EQ(build_network("vgg16", 224, 10).node(build_network("vgg16", 224, 10).output()).out.c,
             10);
-  EXPECT_THROW(build_network("vgg16", 224, 0), UserError);
+  EXPECT_THROW(build_network("vgg16", 224, -1), UserError);  // 0: the default
 }
 
 // torchvision's (and MXNet's) Dropout modules are nodes of their own: no parameters, so the
@@ -282,6 +282,17 @@ TEST(Zoo, NamesAndAliases) {
   EXPECT_EQ(find_network("efficientnet-b4").name, "efficientnet_b4");
   EXPECT_EQ(find_network("Inception-v3").name, "inception_v3");
   EXPECT_EQ(find_network("alexnet-mxnet").name, "alexnet_lrn");
+  // The detector: 640 and 80 classes by default, inference only, three outputs.
+  EXPECT_EQ(find_network("YOLOR").name, "yolor_csp_x");
+  {
+    const Graph y = build_network("yolor_csp_x");
+    EXPECT_EQ(y.node(y.input_id()).out.h, 640);
+    EXPECT_EQ(y.extra_outputs().size(), 2u);
+    EXPECT_EQ(y.node(y.output()).out.c, 255);
+    EXPECT_EQ(y.node(y.output()).out.h, 80);
+    EXPECT_THROW(build_training_network("yolor_csp_x"), UserError);
+    EXPECT_THROW(build_network("yolor_csp_x", 650), UserError);
+  }
   EXPECT_THROW(find_network("vgg17"), UserError);
   const std::string table = network_table();
   for (const NetworkInfo& n : network_registry()) {

@@ -34,7 +34,7 @@ std::vector<SavedRef> values(std::vector<int> ids) {
 std::vector<Graph> training_zoo() {
   std::vector<Graph> out;
   for (const NetworkInfo& info : network_registry())
-    out.push_back(build_training_network(info.name));
+    if (info.limits.trains) out.push_back(build_training_network(info.name));
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include "networks/registry.h"
 #include "networks/resnet.h"
 #include "networks/weights.h"
+#include "networks/zoo.h"
 
 using namespace cnnbench;
 
@@ -84,4 +85,42 @@ TEST(Weights, LoadsAFileAndNamesEachProblem) {
   EXPECT_NE(msg.find("[64, 3, 7, 7]"), std::string::npos) << msg;
 
   EXPECT_NE(error_of(g, dir + "/nope.safetensors").find("nope.safetensors"), std::string::npos);
+}
+
+// YOLOR's weights come as the reference names them (with the implicit layers); the registered
+// graph is the folded inference form. Loading a file, or drawing random weights, goes through the
+// fold: the result is fold_yolor_implicits of the reference's tensors, and it is exactly what the
+// folded graph's parameters ask for.
+TEST(Weights, YolorFileIsTheReferencesFoldedOnLoad) {
+  const Graph ref = yolor_csp_x(64), folded = build_network("yolor", 64);
+  const HostWeights w = random_weights(ref, 3);
+  const std::string dir = testing::TempDir();
+  const std::string path = dir + "/yolor_reference.safetensors";
+  save_safetensors(path, as_file(ref, w));
+  const HostWeights loaded = network_file_weights("YOLOR-CSP-X", 64, 0, path);
+  EXPECT_EQ(loaded, fold_yolor_implicits(w));
+  EXPECT_EQ(loaded.count("module_list.192.implicit"), 0u);
+  EXPECT_NE(loaded.at("module_list.201.Conv2d.weight"), w.at("module_list.201.Conv2d.weight"));
+  size_t wanted = 0;
+  for (const ParamSpec& p : folded.params()) {
+    if (p.integer) continue;
+    ++wanted;
+    ASSERT_EQ(loaded.count(p.name), 1u) << p.name;
+    size_t n = 1;
+    for (int64_t d : p.shape) n *= size_t(d);
+    EXPECT_EQ(loaded.at(p.name).size(), n) << p.name;
+  }
+  EXPECT_EQ(loaded.size(), wanted);
+  EXPECT_EQ(network_random_weights("yolor_csp_x", 64, 0, 3), fold_yolor_implicits(w));
+  // A file of the folded form is not the reference's: the first missing implicit is named.
+  save_safetensors(dir + "/yolor_folded.safetensors", as_file(folded, loaded));
+  try {
+    network_file_weights("yolor_csp_x", 64, 0, dir + "/yolor_folded.safetensors");
+    ADD_FAILURE() << "a file without the implicits loaded";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(".implicit'"), std::string::npos) << e.what();
+  }
+  // Another network's weights are drawn for its own graph, unfolded.
+  EXPECT_EQ(network_random_weights("alexnet", 0, 0, 2),
+            random_weights(build_network("alexnet"), 2));
 }
