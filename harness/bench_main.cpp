@@ -53,6 +53,8 @@ const char* kUsage =
   --max_batch   also search, per (network, precision, mode), the largest batch that fits: one row
                        each (largest_batch, first_failed), beside the throughput rows
   --max_batch_cap=N    the search's largest batch (default 4096)
+  --detect_capacity=N  mode detect: the most candidates (box, class) over conf 0.25 an image may
+                       have before NMS (default 65536); an image with more fails its row
   --profile=N          per benchmark, after its warm-up, exactly N forwards between
                        cudaProfilerStart and cudaProfilerStop, each in an NVTX range "profile" of
                        the "cnnbench" domain (ncu --profile-from-start off; nsys
@@ -92,6 +94,7 @@ struct Job {
   bool max_batch = false;   // the largest-batch search of (network, precision, mode)
   int search_start = 1;     // its first batch
   std::string search_name;  // its benchmark's name, for its attempt lines
+  bool detect = false;      // mode detect: the network's replay, then decode + NMS (graph too)
 };
 
 // A training step captured once in a CUDA graph on its own stream, replayed for timing.
@@ -136,6 +139,7 @@ struct Options {
   int build_threads = default_build_threads();
   MemoryLimit memory_limit;
   int max_batch_cap = 4096;
+  int detect_capacity = 65536;  // mode detect: the most NMS candidates an image may have
   bool se_fold = false;
   DepthwiseChoice depthwise = DepthwiseChoice::Auto;
   int profile_forwards = 0;  // --profile=N: N forwards under cudaProfilerStart/Stop per benchmark
@@ -531,6 +535,82 @@ void run_max_batch(benchmark::State& state, const Job& job, int cap) {
 
 volatile std::sig_atomic_t g_interrupted = 0;
 
+// Mode detect (issue 6): frames to final boxes. Each timed batch is the network's CUDA-graph
+// replay, then the heads' decode and confidence filtering with class-aware NMS (DetectPost, a
+// CUDA graph of its own), back to back on one stream; img_per_s counts frames through both. The
+// post-processing alone is timed too (post_ms, a batch), and the last batch's candidates and
+// detections per frame are reported: NMS's cost depends on them. An image with more candidates
+// than --detect_capacity fails the row (its detections would be incomplete).
+void run_detect(benchmark::State& state, const Job& job) {
+  Prepared& p = g_session->get(job);
+  const cudaStream_t s = p.runner->stream();
+  if (!p.detect) {
+    NmsOptions o;  // conf 0.25 (the article's), IoU 0.5, at most 300 boxes
+    p.detect = std::make_unique<DetectPost>(*p.model, yolor_heads(), job.num_classes, o,
+                                            g_options->detect_capacity);
+    p.runner->launch(true);
+    p.detect->launch(s);  // captured here
+    CNN_CHECK_CUDA(cudaStreamSynchronize(s));
+    p.peak.sample();
+  }
+  cudaEvent_t start = nullptr, stop = nullptr;
+  CNN_CHECK_CUDA(cudaEventCreate(&start));
+  CNN_CHECK_CUDA(cudaEventCreate(&stop));
+  auto timed = [&](int count, bool network) {
+    CNN_CHECK_CUDA(cudaEventRecord(start, s));
+    for (int i = 0; i < count; ++i) {
+      if (network) p.runner->launch(true);
+      p.detect->launch(s);
+    }
+    CNN_CHECK_CUDA(cudaEventRecord(stop, s));
+    CNN_CHECK_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    CNN_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    return double(ms);
+  };
+  try {
+    const int chunk = std::max(1, int(std::ceil(2.0 / std::max(p.single_forward_ms, 1e-3))));
+    timed(chunk, true);  // warm
+    const double post_ms = timed(chunk, false) / chunk;
+    state.counters["prepare_s"] = p.prepare_s;
+    Measurement m;
+    m.batch = job.batch;
+    m.replays_per_timing = chunk;
+    while (state.KeepRunningBatch(chunk)) {
+      const double ms = timed(chunk, true);
+      state.SetIterationTime(ms * 1e-3);
+      m.total_ms += ms;
+      m.forwards += chunk;
+    }
+    const DetectPost::Result r = p.detect->download(s);
+    p.peak.sample();
+    const Model& model = *p.model;
+    m.flops_per_image = model.flops_per_image();
+    m.weights_bytes = model.arena().bytes(MemKind::Weights);
+    m.activations_bytes = model.arena().bytes(MemKind::Activations);
+    m.workspace_bytes = model.arena().bytes(MemKind::Workspace) + p.detect->device_bytes();
+    m.device_peak_bytes = p.peak.peak();
+    m.device_before_bytes = p.device_before;
+    for (const auto& kv : counters_for(m)) state.counters[kv.first] = kv.second;
+    double candidates = 0, detections = 0;
+    for (size_t n = 0; n < r.detections.size(); ++n)
+      candidates += r.candidates[n], detections += double(r.detections[n].size());
+    state.counters["post_ms"] = post_ms;
+    state.counters["candidates_per_image"] = candidates / job.batch;
+    state.counters["detections_per_image"] = detections / job.batch;
+    state.counters["network_ms"] = m.total_ms / double(m.forwards) - post_ms;
+    if (r.overflow)
+      throw UserError("an image had " + std::to_string(r.overflow) +
+                      " candidates over conf 0.25, more than --detect_capacity=" +
+                      std::to_string(g_options->detect_capacity));
+  } catch (...) {
+    cudaEventDestroy(start), cudaEventDestroy(stop);
+    throw;
+  }
+  CNN_CHECK_CUDA(cudaEventDestroy(start));
+  CNN_CHECK_CUDA(cudaEventDestroy(stop));
+}
+
 void run_benchmark(benchmark::State& state, Job job) {
   if (g_interrupted) {
     state.SkipWithError("not run: interrupted (SIGINT)");
@@ -539,8 +619,8 @@ void run_benchmark(benchmark::State& state, Job job) {
   // A job that failed once fails its later repetitions the same way, at once.
   static std::map<std::string, std::string> failed;
   const std::string id = job.network + "/" + precision_name(job.precision) + "/" +
-                         (job.train ? "train/" : "") + std::to_string(job.batch) + "/" +
-                         std::to_string(job.input_size);
+                         (job.train ? "train/" : "") + (job.detect ? "detect/" : "") +
+                         std::to_string(job.batch) + "/" + std::to_string(job.input_size);
   if (failed.count(id)) {
     state.SkipWithError(failed[id].c_str());
     return;
@@ -552,6 +632,16 @@ void run_benchmark(benchmark::State& state, Job job) {
       g_session->drop();
       g_session->quiet = false;
       state.SkipWithError(e.what());
+    }
+    return;
+  }
+  if (job.detect) {
+    try {
+      run_detect(state, job);
+    } catch (const std::exception& e) {
+      g_session->drop();
+      failed[id] = e.what();
+      state.SkipWithError(failed[id].c_str());
     }
     return;
   }
@@ -714,6 +804,9 @@ int run(int argc_in, char** argv_in) {
       memory_limit = v;
     } else if (take_flag(i, argc, argv, "gpus", &v)) {
       gpus_path = v;
+    } else if (take_flag(i, argc, argv, "detect_capacity", &v)) {
+      opt.detect_capacity = int(parse_count(v, "detect_capacity"));
+      if (opt.detect_capacity < 1) throw UserError("--detect_capacity must be at least 1");
     } else if (take_flag(i, argc, argv, "max_batch_cap", &v)) {
       opt.max_batch_cap = int(parse_count(v, "max_batch_cap"));
       if (opt.max_batch_cap < 1) throw UserError("--max_batch_cap must be at least 1");
@@ -851,6 +944,8 @@ int run(int argc_in, char** argv_in) {
           for (const std::string& mode : modes) {
             Job job{e.network,     parse_precision(prec), batch,           e.input_size,
                     e.num_classes, mode == "graph",       mode == "train", e.train};
+            job.detect = mode == "detect";
+            job.graph = job.graph || job.detect;
             std::string name =
                 e.network + "/" + prec + "/" + mode + "/batch:" + std::to_string(batch);
             name += tail(e);

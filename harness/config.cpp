@@ -207,6 +207,10 @@ class Parser {
     if (k.count("num_classes"))
       e.num_classes = int(integer(k["num_classes"], "'num_classes' is", 1));
     e.modes = k.count("modes") ? words(k["modes"], "modes", schema_.modes, "mode") : modes;
+    if (!limits.detects && std::find(e.modes.begin(), e.modes.end(), "detect") != e.modes.end())
+      fail(k.count("modes") ? k["modes"] : k["network"],
+           e.network + " is not a detector: its modes (" + join(e.modes) +
+               ") may not hold 'detect'");
     if (!limits.trains && e.trains())
       fail(
           k.count("modes") ? k["modes"] : k["network"],

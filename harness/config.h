@@ -41,6 +41,7 @@ struct NetworkLimits {
   int min_input_size = 32;
   int default_classes = 1000;  // the width of its classifier or detection heads' classes
   bool trains = true;          // false: inference only (no `train` mode)
+  bool detects = false;        // a YOLO detector: the `detect` mode (network + decode + NMS)
 };
 
 // What the config may name: filled by the caller from the network registry so that the parser
@@ -50,7 +51,7 @@ struct ConfigSchema {
   // Accepted spellings, lower case without '-', '_' or ' ', to the canonical name.
   std::map<std::string, std::string> aliases;
   std::vector<std::string> precisions{"fp32", "tf32", "fp16", "bf16"};
-  std::vector<std::string> modes{"graph", "eager", "train"};
+  std::vector<std::string> modes{"graph", "eager", "train", "detect"};
 };
 
 // The training step of a `train` mode.

@@ -31,6 +31,7 @@ class Runner {
   size_t edges_made_full() const { return edges_made_full_; }
   std::string census() const;   // graph_census of the captured graph
   void launch(bool use_graph);  // enqueue one forward
+  cudaStream_t stream() const { return ctx_.stream; }
   // --profile: exactly `count` forwards between cudaProfilerStart and cudaProfilerStop (for
   // `ncu --profile-from-start off`, `nsys --capture-range=cudaProfilerApi`), each in an NVTX
   // range "profile"; waits for them and returns how many ran.

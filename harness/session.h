@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/detect_post.h"
 #include "harness/device.h"
 #include "harness/runner.h"
 #include "networks/compile.h"
@@ -25,7 +26,8 @@ struct Prepared {
   uint64_t device_before = 0;    // the device's used memory before the model was built
   double single_forward_ms = 0;  // measured during warm-up (graph replay)
   double prepare_s = 0;          // wall time to build (autotune included), capture and warm it up
-  std::vector<std::string> repairs;  // engines banned because the whole graph departed from eager
+  std::vector<std::string> repairs;    // engines banned because the whole graph departed from eager
+  std::unique_ptr<DetectPost> detect;  // a detector's decode + NMS (mode detect), freed first
 };
 
 // Builds a model with `make` and captures its CUDA graph. Where the replay departs from the eager

@@ -223,6 +223,11 @@ YoloNmsPlan plan_yolo_nms(int batch, int64_t rows_per_image, int classes, int ca
   return p;
 }
 
+const int* yolo_nms_counts(const YoloNmsPlan& plan, const void* workspace) {
+  return reinterpret_cast<const int*>(static_cast<const char*>(workspace) +
+                                      nms_layout(plan.batch, plan.capacity).counts);
+}
+
 void launch_yolo_nms(const YoloNmsPlan& plan, const float* rows, const NmsOptions& o,
                      void* workspace, Detection* out, int* out_count, int* overflow,
                      cudaStream_t s) {

@@ -44,5 +44,8 @@ YoloNmsPlan plan_yolo_nms(int batch, int64_t rows_per_image, int classes, int ca
 void launch_yolo_nms(const YoloNmsPlan& plan, const float* rows, const NmsOptions& o,
                      void* workspace, Detection* out, int* out_count, int* overflow,
                      cudaStream_t s);
+// After launch_yolo_nms: each image's candidate count (device ints, [batch], in the workspace;
+// beyond the capacity where the image overflowed).
+const int* yolo_nms_counts(const YoloNmsPlan& plan, const void* workspace);
 
 }  // namespace cnnbench

@@ -37,6 +37,9 @@ Graph yolor_inference(int size, int classes) {
 Graph yolor_reference(int size, int classes) {
   return yolor_csp_x(size, classes, false);
 }
+void yolor_prior(HostWeights& w) {
+  yolor_head_prior(w, 80);
+}
 
 // "ResNet-50" -> "resnet50".
 std::string normalized(const std::string& s) {
@@ -93,12 +96,13 @@ const std::vector<NetworkInfo>& network_registry() {
       {"yolor_csp_x",
        {"yolor", "yolor-csp-x"},
        "WongKinYiu/yolor cfg/yolor_csp_x.cfg (implicits folded into the heads)",
-       {640, 64, 80, false},
+       {640, 64, 80, false, true},
        &yolor_inference,
        {},
        nullptr,
        &yolor_reference,
-       &fold_yolor_implicits},
+       &fold_yolor_implicits,
+       &yolor_prior},
   };
   return registry;
 }
@@ -145,9 +149,11 @@ Graph build_training_network(const std::string& name, int input_size, int num_cl
 HostWeights network_random_weights(const std::string& name, int input_size, int num_classes,
                                    uint64_t seed) {
   const NetworkInfo& info = checked(name, input_size, num_classes);
-  if (info.fold)
-    return info.fold(random_weights(info.build_reference(input_size, num_classes), seed));
-  return random_weights(info.build(input_size, num_classes), seed);
+  const Graph g =
+      (info.build_reference ? info.build_reference : info.build)(input_size, num_classes);
+  HostWeights w = random_weights(g, seed);
+  if (info.random_prior) info.random_prior(w);
+  return info.fold ? info.fold(w) : w;
 }
 
 HostWeights network_file_weights(const std::string& name, int input_size, int num_classes,

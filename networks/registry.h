@@ -26,6 +26,9 @@ struct NetworkInfo {
   // weights file holds and random weights are drawn for, and the fold from its weights to ours.
   Graph (*build_reference)(int input_size, int num_classes) = nullptr;
   HostWeights (*fold)(const HostWeights& reference) = nullptr;
+  // Applied to random weights only (before the fold): what the reference's own initialisation
+  // adds to them (YOLOR's head prior, yolor_head_prior).
+  void (*random_prior)(HostWeights& w) = nullptr;
 };
 
 const std::vector<NetworkInfo>& network_registry();

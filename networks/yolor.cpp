@@ -4,6 +4,7 @@
 // stages, the SPP-CSP neck, two FPN and two PAN steps, the implicit layers and the three heads;
 // ../shared/reference/networks.md section 8 and NOTES.md), then turned into the graph block by
 // block, so every parameter carries its block's index as the reference names it.
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -254,6 +255,23 @@ HostWeights fold_yolor_implicits(const HostWeights& w) {
     out.erase(control);
   }
   return out;
+}
+
+void yolor_head_prior(HostWeights& w, int num_classes) {
+  const int strides[3] = {8, 16, 32};
+  const int no = 5 + num_classes;
+  for (int h = 0; h < 3; ++h) {
+    const std::string name = "module_list." + std::to_string(201 + 6 * h) + ".Conv2d.bias";
+    auto it = w.find(name);
+    if (it == w.end() || it->second.size() != size_t(3 * no))
+      throw UserError("yolor_head_prior: no " + std::to_string(3 * no) + "-wide tensor " + name);
+    const double cells = 640.0 / strides[h];
+    for (int a = 0; a < 3; ++a) {
+      it->second[size_t(a * no + 4)] += float(std::log(8.0 / (cells * cells)));
+      for (int c = 0; c < num_classes; ++c)
+        it->second[size_t(a * no + 5 + c)] += float(std::log(0.6 / (num_classes - 0.99)));
+    }
+  }
 }
 
 int yolor_layer_count(const std::string& kind) {

@@ -36,6 +36,12 @@ Graph yolor_csp_x(int input_size = 640, int num_classes = 80, bool fold_implicit
 // and control (times m after it) folded in, W' = m W, b' = m (W a + b), in double; the implicit
 // tensors (module_list.192 ... 197) left out. UserError where a tensor is missing.
 HostWeights fold_yolor_implicits(const HostWeights& w);
+// The prior of a YOLO head's biases (focal loss paper, section 3.3, as the Darknet-cfg builders of
+// the YOLO family initialise them): objectness + log(8 / (640 / stride)^2) (8 objects in a 640
+// image), each class + log(0.6 / (classes - 0.99)), added to the reference's head convs (blocks
+// 201, 207, 213) in place. With it, random weights give a few candidates over conf 0.25 an image,
+// as a trained detector does, rather than most of the 100,800 rows of a 1280 input.
+void yolor_head_prior(HostWeights& w, int num_classes = 80);
 // How many of the cfg's blocks have this type ("convolutional", "route", "shortcut", "maxpool",
 // "upsample", "implicit_add", "implicit_mul", "shift_channels", "control_channels", "yolo").
 int yolor_layer_count(const std::string& kind);

@@ -20,8 +20,9 @@ using testing::Not;
 
 ConfigSchema schema() {
   ConfigSchema s;
-  s.networks = {
-      {"resnet50", {224, 32}}, {"resnet152", {224, 32}}, {"yolor_csp_x", {640, 64, 80, false}}};
+  s.networks = {{"resnet50", {224, 32}},
+                {"resnet152", {224, 32}},
+                {"yolor_csp_x", {640, 64, 80, false, true}}};
   return s;
 }
 
@@ -428,6 +429,19 @@ benchmarks:
   - {network: yolor_csp_x, precisions: [fp16], batches: [1]}
 )");
   EXPECT_THAT(msg, HasSubstr("yolor_csp_x is inference only"));
+  // Mode detect: a detector's only.
+  EXPECT_EQ(parse(R"(
+benchmarks:
+  - {network: yolor_csp_x, precisions: [fp16], batches: [1], modes: [graph, detect]}
+)")
+                .benchmarks[0]
+                .modes,
+            (std::vector<std::string>{"graph", "detect"}));
+  EXPECT_THAT(error_of(R"(
+benchmarks:
+  - {network: resnet50, precisions: [fp16], batches: [1], modes: [detect]}
+)"),
+              HasSubstr("resnet50 is not a detector"));
 }
 
 }  // namespace

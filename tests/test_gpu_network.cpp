@@ -11,8 +11,10 @@
 
 #include "gpu_util.h"
 #include "harness/arena.h"
+#include "harness/detect_post.h"
 #include "harness/runner.h"
 #include "harness/session.h"
+#include "kernels/storage.h"
 #include "networks/registry.h"
 #include "networks/resnet.h"
 #include "networks/zoo.h"
@@ -299,6 +301,68 @@ TEST(GpuNetwork, YolorFoldedMatchesCpuInterpreter) {
       EXPECT_LT(err, 10 * tolerance(p)) << precision_name(p) << " head " << k;
     }
   }
+}
+
+// Mode detect's post-processing on YOLOR at 64 px, batch 2, fp32: DetectPost's rows equal the
+// host decode of the model's own head outputs (to float rounding), and its NMS, replayed as a CUDA
+// graph after the network's, keeps exactly nms_reference's detections on those rows. Once with
+// plain random weights (most rows pass conf 0.25: thousands of candidates) and once with the
+// registry's weights (the head prior: a few candidates an image, as a trained detector gives).
+TEST(GpuNetwork, YolorDetectPostMatchesTheHostReference) {
+  const Graph g = build_network("yolor_csp_x", 64);
+  std::mt19937 rng(23);
+  const int batch = 2, classes = 80, no = 5 + classes;
+  const std::vector<float> x = random_vector(size_t(batch) * 3 * 64 * 64, rng);
+  GpuContext ctx;
+  int64_t total[2] = {0, 0};  // candidates of both images, without and with the prior
+  for (const bool prior : {false, true}) {
+    SCOPED_TRACE(prior ? "with the head prior" : "plain random weights");
+    const HostWeights w = prior ? network_random_weights("yolor_csp_x", 64, 0, 24)
+                                : fold_yolor_implicits(random_weights(yolor_csp_x(64), 24));
+    CompileOptions opt;
+    opt.precision = Precision::FP32;
+    opt.batch = batch;
+    Model m(ctx, g, w, opt);
+    m.set_input(x);
+    Runner r(m, ctx);
+    NmsOptions o;
+    DetectPost post(m, yolor_heads(), classes, o, 1 << 16);
+    for (int rep = 0; rep < 2; ++rep) {  // the second from the captured post graph, replayed
+      r.launch(true);
+      post.launch(r.stream());
+    }
+    const DetectPost::Result got = post.download(r.stream());
+    ASSERT_EQ(got.overflow, 0);
+    const int64_t rows = post.rows_per_image();
+    ASSERT_EQ(rows, 3 * (8 * 8 + 4 * 4 + 2 * 2));
+    const std::vector<float> rows_d = download(post.rows(), size_t(batch * rows * no), DType::F32);
+    for (int n = 0; n < batch; ++n) {
+      std::vector<float> want;
+      for (size_t k = 0; k < 3; ++k) {
+        const Dims d = m.output_dims(k);
+        const std::vector<float> all = nchw_to_nhwc(m.output(k), d);
+        const size_t per = size_t(d.c) * d.h * d.w;
+        yolo_decode_reference(all.data() + n * per, d.h, d.w, yolor_heads()[k], classes, want);
+      }
+      const std::vector<float> mine(rows_d.begin() + n * rows * no,
+                                    rows_d.begin() + (n + 1) * rows * no);
+      EXPECT_LT(rel_l2(mine, std::vector<double>(want.begin(), want.end())), 1e-6) << n;
+      const std::vector<Detection> keep = nms_reference(mine, classes, o);
+      ASSERT_EQ(got.detections[n].size(), keep.size()) << "image " << n;
+      for (size_t i = 0; i < keep.size(); ++i) {
+        EXPECT_EQ(got.detections[n][i].cls, keep[i].cls);
+        EXPECT_EQ(got.detections[n][i].score, keep[i].score);
+        EXPECT_EQ(got.detections[n][i].x1, keep[i].x1);
+        EXPECT_EQ(got.detections[n][i].y2, keep[i].y2);
+      }
+      std::printf("  yolor 64 px %s, image %d: %d candidates, %zu kept\n",
+                  prior ? "prior" : "plain", n, got.candidates[n], keep.size());
+      total[prior] += got.candidates[n];
+    }
+  }
+  // The prior is what keeps a random detector's NMS realistic: far fewer candidates.
+  EXPECT_GT(total[false], 0);
+  EXPECT_LT(total[true] * 10, total[false]);
 }
 
 // --profile's loop: exactly the forwards asked, in graph and eager mode, between

@@ -111,7 +111,16 @@ TEST(Weights, YolorFileIsTheReferencesFoldedOnLoad) {
     EXPECT_EQ(loaded.at(p.name).size(), n) << p.name;
   }
   EXPECT_EQ(loaded.size(), wanted);
-  EXPECT_EQ(network_random_weights("yolor_csp_x", 64, 0, 3), fold_yolor_implicits(w));
+  // Random weights: the reference's, with the head prior, folded.
+  HostWeights prior = w;
+  yolor_head_prior(prior);
+  EXPECT_EQ(network_random_weights("yolor_csp_x", 64, 0, 3), fold_yolor_implicits(prior));
+  const float obj_shift =
+      prior.at("module_list.201.Conv2d.bias")[4] - w.at("module_list.201.Conv2d.bias")[4];
+  EXPECT_NEAR(obj_shift, std::log(8.0 / (80.0 * 80.0)), 1e-5);  // stride 8: 80 x 80 cells
+  const float cls_shift = prior.at("module_list.213.Conv2d.bias")[85 + 5 + 7] -
+                          w.at("module_list.213.Conv2d.bias")[85 + 5 + 7];
+  EXPECT_NEAR(cls_shift, std::log(0.6 / 79.01), 1e-5);
   // A file of the folded form is not the reference's: the first missing implicit is named.
   save_safetensors(dir + "/yolor_folded.safetensors", as_file(folded, loaded));
   try {
