@@ -24,6 +24,7 @@
 #include "harness/resume.h"
 #include "harness/session.h"
 #include "kernels/depthwise.h"
+#include "kernels/storage.h"
 #include "networks/train_model.h"
 
 namespace cnnbench {
@@ -95,6 +96,7 @@ struct Job {
   int search_start = 1;     // its first batch
   std::string search_name;  // its benchmark's name, for its attempt lines
   bool detect = false;      // mode detect: the network's replay, then decode + NMS (graph too)
+  int video_frames = 0;     // mode video (detect too): this many frames from the host
 };
 
 // A training step captured once in a CUDA graph on its own stream, replayed for timing.
@@ -541,10 +543,10 @@ volatile std::sig_atomic_t g_interrupted = 0;
 // post-processing alone is timed too (post_ms, a batch), and the last batch's candidates and
 // detections per frame are reported: NMS's cost depends on them. An image with more candidates
 // than --detect_capacity fails the row (its detections would be incomplete).
-void run_detect(benchmark::State& state, const Job& job) {
+Prepared& prepare_detect(const Job& job) {
   Prepared& p = g_session->get(job);
-  const cudaStream_t s = p.runner->stream();
   if (!p.detect) {
+    const cudaStream_t s = p.runner->stream();
     NmsOptions o;  // conf 0.25 (the article's), IoU 0.5, at most 300 boxes
     p.detect = std::make_unique<DetectPost>(*p.model, yolor_heads(), job.num_classes, o,
                                             g_options->detect_capacity);
@@ -553,6 +555,19 @@ void run_detect(benchmark::State& state, const Job& job) {
     CNN_CHECK_CUDA(cudaStreamSynchronize(s));
     p.peak.sample();
   }
+  return p;
+}
+
+void throw_if_overflow(const DetectPost::Result& r) {
+  if (r.overflow)
+    throw UserError("an image had " + std::to_string(r.overflow) +
+                    " candidates over conf 0.25, more than --detect_capacity=" +
+                    std::to_string(g_options->detect_capacity));
+}
+
+void run_detect(benchmark::State& state, const Job& job) {
+  Prepared& p = prepare_detect(job);
+  const cudaStream_t s = p.runner->stream();
   cudaEvent_t start = nullptr, stop = nullptr;
   CNN_CHECK_CUDA(cudaEventCreate(&start));
   CNN_CHECK_CUDA(cudaEventCreate(&stop));
@@ -599,16 +614,100 @@ void run_detect(benchmark::State& state, const Job& job) {
     state.counters["candidates_per_image"] = candidates / job.batch;
     state.counters["detections_per_image"] = detections / job.batch;
     state.counters["network_ms"] = m.total_ms / double(m.forwards) - post_ms;
-    if (r.overflow)
-      throw UserError("an image had " + std::to_string(r.overflow) +
-                      " candidates over conf 0.25, more than --detect_capacity=" +
-                      std::to_string(g_options->detect_capacity));
+    throw_if_overflow(r);
   } catch (...) {
     cudaEventDestroy(start), cudaEventDestroy(stop);
     throw;
   }
   CNN_CHECK_CUDA(cudaEventDestroy(start));
   CNN_CHECK_CUDA(cudaEventDestroy(stop));
+}
+
+// Mode video (issue 6; the article's YOLOR metric): video_frames frames, uint8 RGB as a decoder
+// hands them over, through everything a detection pipeline does on the GPU, at the job's batch:
+// the frames' copy from pinned host memory, their conversion into the network's input (x / 255),
+// the network's CUDA-graph replay, the decode and NMS, and the boxes' copy back. One pass is one
+// iteration; its time, from the first copy to the last boxes on the host, is the time to
+// completion, and frames_per_s = video_frames / that. A last partial batch runs whole and counts
+// only its frames. The frames are synthetic (a pool of two batches' worth, cycled: the content
+// does not change the work, the copies are real). Decoding the video and letterboxing on the
+// host, as YOLOR's detect.py does on the CPU, are not in it.
+void run_video(benchmark::State& state, const Job& job) {
+  Prepared& p = prepare_detect(job);
+  const cudaStream_t s = p.runner->stream();
+  Model& model = *p.model;
+  const Dims in = model.input_dims();
+  const size_t frame_bytes = size_t(in.h) * in.w * in.c;
+  const size_t batch_bytes = frame_bytes * job.batch;
+  const int max_det = NmsOptions{}.max_det;
+  uint8_t* host_frames = nullptr;
+  uint8_t* dev_frames = nullptr;
+  void* host_boxes = nullptr;
+  const size_t boxes_bytes = size_t(job.batch) * max_det * sizeof(Detection);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  auto release = [&] {
+    cudaFreeHost(host_frames), cudaFree(dev_frames), cudaFreeHost(host_boxes);
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+  };
+  try {
+    CNN_CHECK_CUDA(cudaMallocHost(&host_frames, 2 * batch_bytes));
+    CNN_CHECK_CUDA(cudaMalloc(&dev_frames, batch_bytes));
+    CNN_CHECK_CUDA(cudaMallocHost(&host_boxes, boxes_bytes));
+    CNN_CHECK_CUDA(cudaEventCreate(&start));
+    CNN_CHECK_CUDA(cudaEventCreate(&stop));
+    uint64_t z = 0x9E3779B97F4A7C15ull;  // the pool: noise, as a decoder's output would be bytes
+    for (size_t i = 0; i < 2 * batch_bytes; ++i) {
+      z ^= z << 13, z ^= z >> 7, z ^= z << 17;
+      host_frames[i] = uint8_t(z >> 56);
+    }
+    const DType t = storage_type(job.precision);
+    Dims batch_dims = in;
+    const int batches = (job.video_frames + job.batch - 1) / job.batch;
+    auto one_batch = [&](int b) {
+      CNN_CHECK_CUDA(cudaMemcpyAsync(dev_frames, host_frames + (b % 2) * batch_bytes, batch_bytes,
+                                     cudaMemcpyHostToDevice, s));
+      frames_to_input(dev_frames, batch_dims, t, model.input_ptr(), s);
+      p.runner->launch(true);
+      p.detect->launch(s);
+      CNN_CHECK_CUDA(cudaMemcpyAsync(host_boxes, p.detect->detections_ptr(), boxes_bytes,
+                                     cudaMemcpyDeviceToHost, s));
+    };
+    one_batch(0);  // warm
+    CNN_CHECK_CUDA(cudaStreamSynchronize(s));
+    state.counters["prepare_s"] = p.prepare_s;
+    double total_s = 0;
+    int passes = 0;
+    for (auto _ : state) {
+      CNN_CHECK_CUDA(cudaEventRecord(start, s));
+      for (int b = 0; b < batches; ++b) one_batch(b);
+      CNN_CHECK_CUDA(cudaEventRecord(stop, s));
+      CNN_CHECK_CUDA(cudaEventSynchronize(stop));
+      float ms = 0;
+      CNN_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+      state.SetIterationTime(ms * 1e-3);
+      total_s += ms * 1e-3, ++passes;
+    }
+    const DetectPost::Result r = p.detect->download(s);
+    p.peak.sample();
+    const double pass_s = total_s / std::max(passes, 1);
+    state.counters["frames"] = job.video_frames;
+    state.counters["time_to_completion_s"] = pass_s;
+    state.counters["frames_per_s"] = job.video_frames / pass_s;
+    state.counters["img_per_s"] = job.video_frames / pass_s;
+    state.counters["batches_run"] = batches;
+    state.counters["device_peak_mib"] = double(p.peak.peak()) / (1 << 20);
+    double candidates = 0, detections = 0;
+    for (size_t n = 0; n < r.detections.size(); ++n)
+      candidates += r.candidates[n], detections += double(r.detections[n].size());
+    state.counters["candidates_per_image"] = candidates / job.batch;
+    state.counters["detections_per_image"] = detections / job.batch;
+    throw_if_overflow(r);
+  } catch (...) {
+    release();
+    throw;
+  }
+  release();
 }
 
 void run_benchmark(benchmark::State& state, Job job) {
@@ -620,7 +719,8 @@ void run_benchmark(benchmark::State& state, Job job) {
   static std::map<std::string, std::string> failed;
   const std::string id = job.network + "/" + precision_name(job.precision) + "/" +
                          (job.train ? "train/" : "") + (job.detect ? "detect/" : "") +
-                         std::to_string(job.batch) + "/" + std::to_string(job.input_size);
+                         (job.video_frames ? "video/" : "") + std::to_string(job.batch) + "/" +
+                         std::to_string(job.input_size);
   if (failed.count(id)) {
     state.SkipWithError(failed[id].c_str());
     return;
@@ -637,7 +737,10 @@ void run_benchmark(benchmark::State& state, Job job) {
   }
   if (job.detect) {
     try {
-      run_detect(state, job);
+      if (job.video_frames)
+        run_video(state, job);
+      else
+        run_detect(state, job);
     } catch (const std::exception& e) {
       g_session->drop();
       failed[id] = e.what();
@@ -944,14 +1047,17 @@ int run(int argc_in, char** argv_in) {
           for (const std::string& mode : modes) {
             Job job{e.network,     parse_precision(prec), batch,           e.input_size,
                     e.num_classes, mode == "graph",       mode == "train", e.train};
-            job.detect = mode == "detect";
+            job.detect = mode == "detect" || mode == "video";
             job.graph = job.graph || job.detect;
+            if (mode == "video") job.video_frames = e.video_frames;
             std::string name =
                 e.network + "/" + prec + "/" + mode + "/batch:" + std::to_string(batch);
             name += tail(e);
+            if (mode == "video") name += "/frames:" + std::to_string(e.video_frames);
             if (already(name)) continue;
             auto* b = benchmark::RegisterBenchmark(name.c_str(), run_benchmark, job);
             b->UseManualTime()->Unit(benchmark::kMillisecond);
+            if (mode == "video") b->Iterations(1);  // one pass over the video a repetition
           }
       // One largest-batch search per (precision, mode), after the entry's throughput rows.
       if (max_batch)

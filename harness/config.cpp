@@ -27,8 +27,8 @@ std::vector<std::string> with_train_keys(std::vector<std::string> keys) {
 const std::vector<std::string> kTopKeys =
     with_train_keys({"seed", "repetitions", "min_time_s", "warmup_ms", "engine", "autotune_top_k",
                      "modes", "benchmarks"});
-const std::vector<std::string> kEntryKeys =
-    with_train_keys({"network", "precisions", "batches", "input_size", "num_classes", "modes"});
+const std::vector<std::string> kEntryKeys = with_train_keys(
+    {"network", "precisions", "batches", "input_size", "num_classes", "modes", "video_frames"});
 const std::vector<std::string> kOptimizers{"sgd", "adam"};
 const std::vector<std::string> kEngines{"heuristic", "autotune"};
 
@@ -207,10 +207,18 @@ class Parser {
     if (k.count("num_classes"))
       e.num_classes = int(integer(k["num_classes"], "'num_classes' is", 1));
     e.modes = k.count("modes") ? words(k["modes"], "modes", schema_.modes, "mode") : modes;
-    if (!limits.detects && std::find(e.modes.begin(), e.modes.end(), "detect") != e.modes.end())
+    const bool video = std::find(e.modes.begin(), e.modes.end(), "video") != e.modes.end();
+    if (!limits.detects &&
+        (video || std::find(e.modes.begin(), e.modes.end(), "detect") != e.modes.end()))
       fail(k.count("modes") ? k["modes"] : k["network"],
            e.network + " is not a detector: its modes (" + join(e.modes) +
-               ") may not hold 'detect'");
+               ") may not hold 'detect' or 'video'");
+    if (k.count("video_frames")) {
+      if (!video)
+        fail(k["video_frames"], "'video_frames' is set " + what + ", but its modes (" +
+                                    join(e.modes) + ") have no 'video'");
+      e.video_frames = int(integer(k["video_frames"], "'video_frames' is", 1));
+    }
     if (!limits.trains && e.trains())
       fail(
           k.count("modes") ? k["modes"] : k["network"],

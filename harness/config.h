@@ -13,6 +13,12 @@
 //       batches: [1, 2, 4, 8, 16, 32, 64, 128, 256]
 //       input_size: 224          # optional; the network's default otherwise
 //       num_classes: 1000        # optional; the classifier's width
+//       video_frames: 1000       # mode video only: frames per run (a detector's; see below)
+//
+// A detector (yolor_csp_x) also takes mode `detect` (frames to final boxes: the network, then
+// the heads' decode, confidence filtering and class-aware NMS) and mode `video` (video_frames
+// uint8 frames from pinned host memory through copy, conversion, network, NMS and the boxes'
+// copy back, at each batch: frames/s and the time to completion).
 //
 // With `train` among the modes, the training step's settings (at the top level as defaults, or in
 // the entry):
@@ -41,7 +47,7 @@ struct NetworkLimits {
   int min_input_size = 32;
   int default_classes = 1000;  // the width of its classifier or detection heads' classes
   bool trains = true;          // false: inference only (no `train` mode)
-  bool detects = false;        // a YOLO detector: the `detect` mode (network + decode + NMS)
+  bool detects = false;  // a YOLO detector: modes `detect` (network + decode + NMS) and `video`
 };
 
 // What the config may name: filled by the caller from the network registry so that the parser
@@ -51,7 +57,7 @@ struct ConfigSchema {
   // Accepted spellings, lower case without '-', '_' or ' ', to the canonical name.
   std::map<std::string, std::string> aliases;
   std::vector<std::string> precisions{"fp32", "tf32", "fp16", "bf16"};
-  std::vector<std::string> modes{"graph", "eager", "train", "detect"};
+  std::vector<std::string> modes{"graph", "eager", "train", "detect", "video"};
 };
 
 // The training step of a `train` mode.
@@ -70,7 +76,8 @@ struct BenchmarkEntry {
   int input_size = 0;      // resolved: the network default when the config leaves it out
   int num_classes = 1000;  // resolved: the network default when the config leaves it out
   std::vector<std::string> modes;
-  TrainSettings train;  // set where modes holds "train"
+  TrainSettings train;      // set where modes holds "train"
+  int video_frames = 1000;  // mode video: the frames of the "video", run through at each batch
   bool trains() const;
 };
 

@@ -34,6 +34,8 @@ class DetectPost {
   };
   Result download(cudaStream_t s) const;  // synchronizes s
   const float* rows() const { return rows_; }
+  // The detections on the device: [batch][max_det] (the first counts of each image are valid).
+  const Detection* detections_ptr() const { return out_; }
   int64_t rows_per_image() const { return rows_per_image_; }
   size_t device_bytes() const { return bytes_; }
 

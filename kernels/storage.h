@@ -28,6 +28,10 @@ void upload_nchw_as_nhwc(void* dst, const std::vector<float>& nchw, const Dims& 
 // of images without the host's passes over it (kernels/synthetic.cu).
 void fill_uniform_nhwc(void* dst, uint64_t state, const Dims& d, DType t, float lo, float hi,
                        cudaStream_t s);
+// Video frames as a decoder hands them over, uint8 RGB in HWC order one after another (d.n
+// frames of d.h x d.w, d.c = 3), written into a network's NHWC input of type t as x / 255
+// (YOLOR's detect.py: img /= 255.0), on stream s.
+void frames_to_input(const uint8_t* frames, const Dims& d, DType t, void* dst, cudaStream_t s);
 // ||got - ref|| / ||ref||, infinite where got holds a non-finite value.
 double relative_l2(const std::vector<float>& got, const std::vector<float>& ref);
 // Whether a plan's CUDA-graph replay reproduced its direct run (the engines' replay check): inf

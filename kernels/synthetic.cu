@@ -41,7 +41,24 @@ __global__ void fill_uniform_nhwc_kernel(T* dst, uint64_t state, int c, int h, i
   }
 }
 
+template <typename T>
+__global__ void frames_to_input_kernel(const uint8_t* frames, T* dst, int64_t total) {
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < total;
+       j += int64_t(gridDim.x) * blockDim.x)
+    store_f(dst, j, __fdiv_rn(float(frames[j]), 255.f));
+}
+
 }  // namespace
+
+void frames_to_input(const uint8_t* frames, const Dims& d, DType t, void* dst, cudaStream_t s) {
+  const int64_t total = d.numel();
+  if (total == 0) return;
+  const int threads = 256;
+  const int blocks = int(std::min<int64_t>((total + threads - 1) / threads, 65536));
+  CNN_DISPATCH_DTYPE(
+      t, frames_to_input_kernel<T><<<blocks, threads, 0, s>>>(frames, static_cast<T*>(dst), total));
+  CNN_CHECK_CUDA(cudaGetLastError());
+}
 
 void fill_uniform_nhwc(void* dst, uint64_t state, const Dims& d, DType t, float lo, float hi,
                        cudaStream_t s) {

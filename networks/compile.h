@@ -74,6 +74,8 @@ class Model {
 
   // Host float NCHW in, as PyTorch holds it; converted to NHWC in the storage type.
   void set_input(const std::vector<float>& nchw);
+  // The input's device buffer, NHWC in the storage type (what a captured forward reads).
+  void* input_ptr() { return arena_.ptr(input_buf_); }
   // The output as host float, [N, classes] (NCHW order for a spatial output).
   std::vector<float> output() const { return output(0); }
   // Output k: 0 the graph's output(), then its extra_outputs() in order (a detector's heads).

@@ -442,6 +442,29 @@ benchmarks:
   - {network: resnet50, precisions: [fp16], batches: [1], modes: [detect]}
 )"),
               HasSubstr("resnet50 is not a detector"));
+  // Mode video: its frame count, only where the entry has that mode.
+  const SweepConfig v = parse(R"(
+benchmarks:
+  - {network: yolor_csp_x, precisions: [fp16], batches: [8], modes: [video], video_frames: 240}
+  - {network: yolor_csp_x, precisions: [fp16], batches: [8], modes: [video]}
+)");
+  EXPECT_EQ(v.benchmarks[0].video_frames, 240);
+  EXPECT_EQ(v.benchmarks[1].video_frames, 1000);
+  EXPECT_THAT(error_of(R"(
+benchmarks:
+  - {network: yolor_csp_x, precisions: [fp16], batches: [8], modes: [detect], video_frames: 9}
+)"),
+              HasSubstr("'video_frames' is set in benchmarks entry 1, but its modes (detect)"));
+  EXPECT_THAT(error_of(R"(
+benchmarks:
+  - {network: yolor_csp_x, precisions: [fp16], batches: [8], modes: [video], video_frames: 0}
+)"),
+              HasSubstr("'video_frames' is '0', but it must be an integer >= 1"));
+  EXPECT_THAT(error_of(R"(
+benchmarks:
+  - {network: resnet50, precisions: [fp16], batches: [1], modes: [video]}
+)"),
+              HasSubstr("resnet50 is not a detector"));
 }
 
 }  // namespace

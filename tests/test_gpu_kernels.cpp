@@ -429,6 +429,27 @@ TEST(GpuKernels, SyntheticInputOnTheDeviceEqualsTheHostsBitForBit) {
       }
 }
 
+// Mode video's frame conversion: uint8 HWC frames into the NHWC input as x / 255, equal to the
+// host's float division rounded to the storage type, for every byte value.
+TEST(GpuKernels, FramesToInputIsXOver255InTheStorageType) {
+  const Dims d{2, 3, 16, 24};  // 2 frames of 16 x 24, RGB
+  const size_t n = size_t(d.numel());
+  std::vector<uint8_t> frames(n);
+  for (size_t i = 0; i < n; ++i) frames[i] = uint8_t((i * 37 + i / 7) % 256);
+  uint8_t* dev = nullptr;
+  CNN_CHECK_CUDA(cudaMalloc(&dev, n));
+  CNN_CHECK_CUDA(cudaMemcpy(dev, frames.data(), n, cudaMemcpyHostToDevice));
+  for (const DType t : {DType::F32, DType::F16, DType::BF16}) {
+    DeviceBuffer out(n, t);
+    frames_to_input(dev, d, t, out.get(), nullptr);
+    CNN_CHECK_CUDA(cudaDeviceSynchronize());
+    std::vector<float> want(n);
+    for (size_t i = 0; i < n; ++i) want[i] = float(frames[i]) / 255.f;
+    EXPECT_EQ(out.download(), from_storage(to_storage(want, t), t)) << dtype_name(t);
+  }
+  cudaFree(dev);
+}
+
 // YOLO's decode on the GPU against the host reference (kernels/detect.h), for YOLOR-CSP-X's three
 // heads written into one output at their row offsets, two images, every storage type (the host
 // decodes the values as the device holds them).
