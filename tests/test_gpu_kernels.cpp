@@ -19,6 +19,7 @@
 #include "kernels/pool.h"
 #include "kernels/se.h"
 #include "kernels/storage.h"
+#include "kernels/stylegan.h"
 #include "kernels/upsample.h"
 #include "networks/weights.h"
 
@@ -427,6 +428,103 @@ TEST(GpuKernels, SyntheticInputOnTheDeviceEqualsTheHostsBitForBit) {
         CNN_CHECK_CUDA(cudaMemcpy(b.data(), device_way.get(), bytes, cudaMemcpyDeviceToHost));
         EXPECT_EQ(a, b) << d.str() << " " << dtype_name(t) << " seed " << seed;
       }
+}
+
+// StyleGAN's upfirdn2d kernel against the host reference (kernels/stylegan.h): NVlabs'
+// upsample2d with the [1, 3, 3, 1] filter, a padded filter2d and a down-sampling by 2, in every
+// storage type, the last into a channel slice of a wider buffer.
+TEST(GpuKernels, Upfirdn2dMatchesTheHostReference) {
+  std::mt19937 rng(31);
+  const int n = 2, c = 5, h = 7, w = 6;
+  const std::vector<float> x = random_vector(size_t(n) * c * h * w, rng);
+  const std::vector<float> f = fir_2d(stylegan2_fir_1d());
+  DeviceBuffer f_d(f, DType::F32);
+  FirSpec down;
+  down.down = 2, down.fh = down.fw = 4, down.pad_x0 = down.pad_y0 = 1;
+  down.pad_x1 = down.pad_y1 = 2;
+  FirSpec padded;
+  padded.fh = padded.fw = 4, padded.pad_x0 = padded.pad_y0 = 2, padded.pad_x1 = padded.pad_y1 = 1;
+  for (const DType t : {DType::F32, DType::F16, DType::BF16})
+    for (const FirSpec& s : {upsample2d_spec(4), padded, down}) {
+      const Dims in{n, c, h, w};
+      // The host works on what the device holds: the input rounded to t.
+      const std::vector<float> xr = from_storage(to_storage(x, t), t);
+      const std::vector<float> want = upfirdn2d_reference(xr, n, c, h, w, f, s);
+      const Dims out{n, c, s.out_h(h), s.out_w(w)};
+      const int ld = s.down == 2 ? c + 3 : 0;  // into channels [0, c) of a c + 3 wide buffer
+      DeviceBuffer x_d(nchw_to_nhwc(xr, in), t);
+      DeviceBuffer y_d(size_t(out.n) * out.h * out.w * (ld ? ld : c), t);
+      launch_upfirdn2d(x_d.get(), in, t, static_cast<const float*>(f_d.get()), s, y_d.get(), ld,
+                       nullptr);
+      CNN_CHECK_CUDA(cudaDeviceSynchronize());
+      std::vector<float> got = y_d.download();
+      if (ld) {  // keep the slice
+        std::vector<float> slice;
+        for (size_t p = 0; p < got.size() / ld; ++p)
+          slice.insert(slice.end(), got.begin() + p * ld, got.begin() + p * ld + c);
+        got = slice;
+      }
+      const std::vector<float> got_nchw = nhwc_to_nchw(got, out);
+      const double tol = t == DType::F32 ? 1e-6 : t == DType::F16 ? 2e-3 : 1e-2;
+      EXPECT_LT(relative_l2(got_nchw, want), tol)
+          << dtype_name(t) << " up " << s.up << " down " << s.down;
+    }
+}
+
+// bias_act with the synthesis layer's noise and clamp, and the modulation's per-(image, channel)
+// scale and demodulation coefficients, against the host references.
+TEST(GpuKernels, StyleganBiasActScaleAndDemodMatchTheHostReference) {
+  std::mt19937 rng(32);
+  const int n = 2, c = 6, h = 4, w = 5, k = 3, r = 3;
+  const std::vector<float> x = random_vector(size_t(n) * c * h * w, rng);
+  std::vector<float> x_big = x;
+  for (float& v : x_big) v *= 400.f;  // some beyond the clamp
+  const std::vector<float> bias = random_vector(size_t(c), rng);
+  const std::vector<float> noise = random_vector(size_t(h) * w, rng);
+  DeviceBuffer bias_d(bias, DType::F32), noise_d(noise, DType::F32);
+  BiasActSpec s;
+  s.clamp = 256.f;
+  s.noise_strength = 0.3f;
+  const Dims d{n, c, h, w};
+  for (const DType t : {DType::F32, DType::F16}) {
+    const std::vector<float> xr = from_storage(to_storage(x_big, t), t);
+    DeviceBuffer x_d(nchw_to_nhwc(xr, d), t);
+    launch_bias_act(x_d.get(), d, t, static_cast<const float*>(bias_d.get()),
+                    static_cast<const float*>(noise_d.get()), s, nullptr);
+    CNN_CHECK_CUDA(cudaDeviceSynchronize());
+    const std::vector<float> got = nhwc_to_nchw(x_d.download(), d);
+    const std::vector<float> want = bias_act_reference(xr, n, c, h, w, bias, noise, s);
+    EXPECT_LT(relative_l2(got, want), t == DType::F32 ? 1e-6 : 2e-3) << dtype_name(t);
+    float most = 0;
+    for (float v : got) most = std::max(most, std::fabs(v));
+    EXPECT_LE(most, 256.f);
+  }
+  const std::vector<float> styles = random_vector(size_t(n) * c, rng);
+  DeviceBuffer styles_d(styles, DType::F32);
+  DeviceBuffer x_d(nchw_to_nhwc(x, d), DType::F32);
+  launch_channel_scale(x_d.get(), d, DType::F32, static_cast<const float*>(styles_d.get()),
+                       nullptr);
+  CNN_CHECK_CUDA(cudaDeviceSynchronize());
+  const std::vector<float> scaled = nhwc_to_nchw(x_d.download(), d);
+  for (int ni = 0; ni < n; ++ni)
+    for (int ci = 0; ci < c; ++ci)
+      for (int p = 0; p < h * w; ++p) {
+        const size_t i = (size_t(ni) * c + ci) * h * w + p;
+        EXPECT_EQ(scaled[i], x[i] * styles[size_t(ni) * c + ci]);
+      }
+  const std::vector<float> wt = random_vector(size_t(k) * c * r * r, rng);
+  std::vector<float> wsq(size_t(k) * c, 0.f);
+  for (int ki = 0; ki < k; ++ki)
+    for (int ci = 0; ci < c; ++ci)
+      for (int q = 0; q < r * r; ++q) {
+        const float v = wt[(size_t(ki) * c + ci) * r * r + q];
+        wsq[size_t(ki) * c + ci] += v * v;
+      }
+  DeviceBuffer wsq_d(wsq, DType::F32), dem_d(size_t(n) * k, DType::F32);
+  launch_demod(static_cast<const float*>(styles_d.get()), static_cast<const float*>(wsq_d.get()), n,
+               c, k, static_cast<float*>(dem_d.get()), nullptr);
+  CNN_CHECK_CUDA(cudaDeviceSynchronize());
+  EXPECT_LT(relative_l2(dem_d.download(), demod_reference(wt, k, c, r, r, styles, n)), 1e-6);
 }
 
 // Mode video's frame conversion: uint8 HWC frames into the NHWC input as x / 255, equal to the
