@@ -12,6 +12,8 @@
 #include "kernels/matmul.h"
 #include "kernels/pointwise.h"
 #include "kernels/pool.h"
+#include "kernels/storage.h"
+#include "kernels/stylegan.h"
 
 using namespace cnnbench;
 using namespace cnnbench::test;
@@ -308,5 +310,60 @@ TEST(GpuOps, DepthwiseOpMatchesConvOp) {
                         s.x.str().c_str(), l.k, l.stride, r.engine.c_str(), r.engine_notes.c_str());
           }
         }
+    }
+}
+
+// StyleGAN2's modulated conv in the scale-conv-scale form cnnbench runs (modulated_conv2d with
+// fused_modconv=False): the input scaled by each image's styles, cuDNN's conv with the shared
+// weight, then each image's demodulation coefficients; against the explicit per-sample conv, whose
+// weight is W * styles (* d) for each image (kernels/stylegan_ref.h). With and without
+// demodulation (ToRGB's), in every precision.
+TEST(GpuOps, StyleganModulatedConvEqualsThePerSampleConv) {
+  std::mt19937 rng(41);
+  const int n = 3, c = 16, h = 6, w = 6, k = 8, r = 3;
+  const std::vector<float> x = random_vector(size_t(n) * c * h * w, rng);
+  const std::vector<float> wt = random_vector(size_t(k) * c * r * r, rng);
+  std::vector<float> styles = random_vector(size_t(n) * c, rng);
+  for (float& v : styles) v += 1.f;  // the affine's bias init: styles around 1
+  std::vector<float> wsq(size_t(k) * c, 0.f);
+  for (size_t i = 0; i < wt.size(); ++i) wsq[i / (r * r)] += wt[i] * wt[i];
+  GpuContext ctx;
+  for (Precision p : kAll)
+    for (const bool demodulate : {true, false}) {
+      const DType t = storage_type(p);
+      const std::vector<float> xr = rounded(x, t), wr = rounded(wt, t);
+      ConvSpec s;
+      s.name = "test.modconv";
+      s.x = {n, c, h, w};
+      s.y = {n, k, h, w};
+      s.kernel = r, s.stride = 1, s.pad = r / 2;
+      s.precision = p;
+      DeviceBuffer dx(nchw_to_nhwc(xr, s.x), t), dw(nchw_to_nhwc(wr, {k, c, r, r}), t);
+      DeviceBuffer db(std::vector<float>(size_t(k), 0.f), t), dy(size_t(s.y.numel()), t);
+      DeviceBuffer dstyles(styles, DType::F32), dwsq(wsq, DType::F32);
+      DeviceBuffer dd(size_t(n) * k, DType::F32);
+      ConvOp op(s, {dx.get(), dw.get(), db.get(), nullptr, dy.get()});
+      TuneScratch scratch;
+      scratch.bytes = size_t(64) << 20;
+      DeviceBuffer ws(scratch.bytes, DType::F32);
+      scratch.ptr = ws.get();
+      op.prepare(ctx, EngineMode::Heuristic, 1, scratch);
+      op.bind_workspace(ws.get(), scratch.bytes);
+      launch_channel_scale(dx.get(), s.x, t, static_cast<const float*>(dstyles.get()), ctx.stream);
+      op.run(ctx.stream);
+      if (demodulate) {
+        launch_demod(static_cast<const float*>(dstyles.get()),
+                     static_cast<const float*>(dwsq.get()), n, c, k, static_cast<float*>(dd.get()),
+                     ctx.stream);
+        launch_channel_scale(dy.get(), s.y, t, static_cast<const float*>(dd.get()), ctx.stream);
+      }
+      CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+      const std::vector<float> got = nhwc_to_nchw(dy.download(), s.y);
+      const std::vector<float> want =
+          modconv_reference(xr, n, c, h, w, wr, k, r, styles, demodulate);
+      const double err = relative_l2(got, want);
+      std::printf("  modconv %s %s: rel_l2 %.2e (%s)\n", precision_name(p),
+                  demodulate ? "demodulated" : "plain", err, op.record().engine.c_str());
+      EXPECT_LT(err, 2 * tolerance(p)) << precision_name(p) << (demodulate ? " demod" : "");
     }
 }
