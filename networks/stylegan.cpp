@@ -7,6 +7,7 @@
 #include <string>
 
 #include "harness/check.h"
+#include "kernels/stylegan_ref.h"
 #include "networks/zoo.h"
 
 namespace cnnbench {
@@ -39,6 +40,133 @@ Graph stylegan2_generator(int resolution, int channel_base, int mapping_layers) 
   }
   g.set_output(img);
   return g;
+}
+
+namespace {
+
+const std::vector<float>& tensor(const HostWeights& w, const std::string& name) {
+  auto it = w.find(name);
+  if (it == w.end()) throw UserError("stylegan2 reference: no tensor " + name);
+  return it->second;
+}
+
+// y [n][out] = x [n][in] @ (W [out][in] * wg)^T + b * bg.
+std::vector<float> fc(const std::vector<float>& x, int n, int in, const std::vector<float>& W,
+                      const std::vector<float>& b, int out, double wg, double bg) {
+  std::vector<float> y(size_t(n) * out);
+  for (int i = 0; i < n; ++i)
+    for (int o = 0; o < out; ++o) {
+      double acc = 0;
+      for (int k = 0; k < in; ++k) acc += double(x[size_t(i) * in + k]) * W[size_t(o) * in + k];
+      y[size_t(i) * out + o] = float(acc * wg + double(b[o]) * bg);
+    }
+  return y;
+}
+
+// The modulated conv of one synthesis layer (demodulated) or ToRGB (not), with its up-sampling.
+std::vector<float> modulated(const HostWeights& wt, const std::string& m,
+                             const std::vector<float>& x, int n, int c, int h,
+                             const std::vector<float>& ws, int k, int r, int up, bool demodulate,
+                             double style_gain) {
+  std::vector<float> styles = fc(ws, n, 512, tensor(wt, m + ".affine.weight"),
+                                 tensor(wt, m + ".affine.bias"), c, 1.0 / std::sqrt(512.0), 1.0);
+  for (float& s : styles) s = float(s * style_gain);
+  const std::vector<float>& W = tensor(wt, m + ".weight");
+  if (up == 1) return modconv_reference(x, n, c, h, h, W, k, r, styles, demodulate);
+  // conv2d_resample's generic path: upfirdn2d (up 2, padding 3 and 2 for the 4-tap filter and
+  // the conv's padding 1, gain 4), then a valid conv with the weight flipped (a true
+  // convolution): the same as modconv_reference at padding (r - 1) / 2 on the up-sampled input
+  // cropped by one pixel on each side, so it is written out here.
+  FirSpec s;
+  s.up = 2, s.fh = s.fw = 4, s.gain = 4.f;
+  s.pad_x0 = s.pad_y0 = 3, s.pad_x1 = s.pad_y1 = 2;
+  std::vector<float> xs(x.size());
+  const int hw = h * h;
+  for (int i = 0; i < n; ++i)
+    for (int ci = 0; ci < c; ++ci)
+      for (int p = 0; p < hw; ++p)
+        xs[(size_t(i) * c + ci) * hw + p] =
+            float(double(x[(size_t(i) * c + ci) * hw + p]) * styles[size_t(i) * c + ci]);
+  const std::vector<float> u = upfirdn2d_reference(xs, n, c, h, h, fir_2d(stylegan2_fir_1d()), s);
+  const int uh = s.out_h(h), oh = uh - r + 1;  // 2h + 2, then 2h
+  const std::vector<float> d = demodulate ? demod_reference(W, k, c, r, r, styles, n)
+                                          : std::vector<float>(size_t(n) * k, 1.f);
+  std::vector<float> y(size_t(n) * k * oh * oh);
+  for (int i = 0; i < n; ++i)
+    for (int ki = 0; ki < k; ++ki)
+      for (int oy = 0; oy < oh; ++oy)
+        for (int ox = 0; ox < oh; ++ox) {
+          double acc = 0;
+          for (int ci = 0; ci < c; ++ci)
+            for (int a = 0; a < r; ++a)
+              for (int b = 0; b < r; ++b)
+                acc += double(u[((size_t(i) * c + ci) * uh + oy + a) * uh + ox + b]) *
+                       W[((size_t(ki) * c + ci) * r + (r - 1 - a)) * r + (r - 1 - b)];
+          y[((size_t(i) * k + ki) * oh + oy) * oh + ox] = float(acc * d[size_t(i) * k + ki]);
+        }
+  return y;
+}
+
+}  // namespace
+
+std::vector<float> stylegan2_generate_reference(const HostWeights& wt, int resolution,
+                                                int channel_base, int mapping_layers,
+                                                const std::vector<float>& z, int n,
+                                                float conv_clamp) {
+  if (z.size() != size_t(n) * 512) throw UserError("stylegan2 reference: z must be [n][512]");
+  // Mapping: normalize_2nd_moment, then the FC layers.
+  std::vector<float> x(z.size());
+  for (int i = 0; i < n; ++i) {
+    double ms = 0;
+    for (int k = 0; k < 512; ++k) ms += double(z[size_t(i) * 512 + k]) * z[size_t(i) * 512 + k];
+    const double r = 1.0 / std::sqrt(ms / 512 + 1e-8);
+    for (int k = 0; k < 512; ++k) x[size_t(i) * 512 + k] = float(z[size_t(i) * 512 + k] * r);
+  }
+  BiasActSpec lrelu;  // slope 0.2, gain sqrt(2), no clamp
+  for (int l = 0; l < mapping_layers; ++l) {
+    const std::string m = "mapping.fc" + std::to_string(l);
+    x = fc(x, n, 512, tensor(wt, m + ".weight"), tensor(wt, m + ".bias"), 512,
+           0.01 / std::sqrt(512.0), 0.01);
+    x = bias_act_reference(x, n, 512, 1, 1, {}, {}, lrelu);
+  }
+  const std::vector<float> ws = x;
+  auto channels = [&](int res) { return std::min(channel_base / res, 512); };
+  BiasActSpec act;
+  act.clamp = conv_clamp;
+  BiasActSpec rgb_act;
+  rgb_act.slope = 1.f, rgb_act.gain = 1.f, rgb_act.clamp = conv_clamp;
+  std::vector<float> img;
+  for (int res = 4; res <= resolution; res *= 2) {
+    const std::string b = "synthesis.b" + std::to_string(res);
+    const int c = channels(res);
+    auto layer = [&](const std::string& m, const std::vector<float>& in, int cin, int hin, int up) {
+      std::vector<float> y = modulated(wt, m, in, n, cin, hin, ws, c, 3, up, true, 1.0);
+      BiasActSpec s = act;
+      s.noise_strength = tensor(wt, m + ".noise_strength").at(0);
+      return bias_act_reference(y, n, c, res, res, tensor(wt, m + ".bias"),
+                                tensor(wt, m + ".noise_const"), s);
+    };
+    if (res == 4) {
+      const std::vector<float>& k = tensor(wt, b + ".const");
+      x.clear();
+      for (int i = 0; i < n; ++i) x.insert(x.end(), k.begin(), k.end());
+      x = layer(b + ".conv1", x, c, 4, 1);
+    } else {
+      const int cin = channels(res / 2);
+      x = layer(b + ".conv0", x, cin, res / 2, 2);
+      x = layer(b + ".conv1", x, c, res, 1);
+    }
+    std::vector<float> y =
+        modulated(wt, b + ".torgb", x, n, c, res, ws, 3, 1, 1, false, 1.0 / std::sqrt(double(c)));
+    y = bias_act_reference(y, n, 3, res, res, tensor(wt, b + ".torgb.bias"), {}, rgb_act);
+    if (!img.empty()) {
+      const std::vector<float> upi = upfirdn2d_reference(
+          img, n, 3, res / 2, res / 2, fir_2d(stylegan2_fir_1d()), upsample2d_spec(4));
+      for (size_t i = 0; i < y.size(); ++i) y[i] += upi[i];
+    }
+    img = y;
+  }
+  return img;
 }
 
 std::vector<Sg3Layer> stylegan3_schedule(int resolution, int channel_base, int channel_max,

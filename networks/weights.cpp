@@ -73,6 +73,10 @@ HostWeights random_weights(const Graph& g, uint64_t seed) {
       w[p.name] = random_uniform(seed, p.name, count, lo, hi);
     }
   }
+  // Buffers of no node (StyleGAN's noise_const, resample_filter, w_avg): U(-1, 1).
+  for (const ParamSpec& p : g.params())
+    if (!p.integer && !w.count(p.name))
+      w[p.name] = random_uniform(seed, p.name, size_t(p.numel()), -1.f, 1.f);
   return w;
 }
 

@@ -50,6 +50,20 @@ int yolor_layer_count(const std::string& kind);
 // is z as [512, 1, 1]; the output the image [3, resolution, resolution]. Not in the registry: no
 // inference of its ops exists yet.
 Graph stylegan2_generator(int resolution, int channel_base = 32768, int mapping_layers = 8);
+// The same generator run on the host from the op references (kernels/stylegan_ref.h), on weights
+// named as stylegan2_generator's (NVlabs'): z [n][512] -> images [n][3][resolution][resolution].
+// NVlabs' semantics: the mapping's FC layers with lr multiplier 0.01 (W * 0.01 / sqrt(512),
+// b * 0.01) and lrelu x sqrt(2); each synthesis layer's styles from its affine (W / sqrt(512),
+// bias as stored), the modulated conv with demodulation (up = 2: upfirdn2d's up-sampling with the
+// [1, 3, 3, 1] filter, padding 3 and 2, gain 4, then a true convolution: conv2d_resample's generic
+// path), the constant noise times its strength, bias, lrelu x sqrt(2), clamp to conv_clamp; ToRGB
+// with styles / sqrt(channels), no demodulation, linear, clamped; the skip images up-sampled by
+// upfirdn2d (padding 2 and 1, gain 4) and summed. No truncation, no style mixing. conv_clamp <= 0:
+// none. For tests and cross-checks: slow (double accumulation, direct convolutions).
+std::vector<float> stylegan2_generate_reference(const HostWeights& w, int resolution,
+                                                int channel_base, int mapping_layers,
+                                                const std::vector<float>& z, int n,
+                                                float conv_clamp = 256.f);
 // StyleGAN3's layer schedule (SynthesisNetwork: cutoffs, stopbands, sampling rates, sizes and
 // channels of L0 ... L{num_layers}, the last the 3-channel ToRGB) and its generator: -T (kernel 3,
 // channel_base 32768, channel_max 512) or, with r_config, -R (kernel 1, both doubled, radial down

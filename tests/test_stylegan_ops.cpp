@@ -3,9 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
+#include <string>
 
+#include "harness/safetensors.h"
 #include "kernels/stylegan_ref.h"
+#include "networks/weights.h"
+#include "networks/zoo.h"
 
 using namespace cnnbench;
 
@@ -147,4 +152,73 @@ TEST(StyleganOps, DemodulationNormalizesEachOutputChannel) {
     EXPECT_NEAR(a[i], b[i], 1e-4 * (1 + std::fabs(a[i])));
     EXPECT_NEAR(tripled[i], 3 * plain[i], 1e-4 * (1 + std::fabs(tripled[i])));
   }
+}
+
+// The host generator (stylegan2_generate_reference) at 16 px with narrow channels: finite,
+// deterministic, and blind to the scale of every demodulated conv weight (conv0 with its
+// up-sampling included), as demodulation promises; ToRGB's weight is not demodulated, so scaling
+// it does change the image.
+TEST(StyleganOps, HostGeneratorIsDemodulated) {
+  const int res = 16, cbase = 256, maps = 2, n = 2;
+  HostWeights w = random_weights(stylegan2_generator(res, cbase, maps), 9);
+  std::mt19937 rng(10);
+  const std::vector<float> z = random_vec(size_t(n) * 512, rng);
+  const std::vector<float> a = stylegan2_generate_reference(w, res, cbase, maps, z, n);
+  ASSERT_EQ(a.size(), size_t(n) * 3 * res * res);
+  double energy = 0;
+  for (float v : a) {
+    ASSERT_TRUE(std::isfinite(v));
+    energy += double(v) * v;
+  }
+  EXPECT_GT(energy, 0.0);
+  EXPECT_EQ(a, stylegan2_generate_reference(w, res, cbase, maps, z, n));
+  HostWeights scaled = w;
+  for (auto& [name, t] : scaled)
+    if (name.find(".conv") != std::string::npos && name.size() > 7 &&
+        name.compare(name.size() - 7, 7, ".weight") == 0 &&
+        name.find("affine") == std::string::npos)
+      for (float& v : t) v *= 3.f;
+  const std::vector<float> b = stylegan2_generate_reference(scaled, res, cbase, maps, z, n);
+  double diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+  EXPECT_LT(std::sqrt(diff / energy), 1e-5);
+  for (float& v : scaled.at("synthesis.b16.torgb.weight")) v *= 2.f;
+  const std::vector<float> c = stylegan2_generate_reference(scaled, res, cbase, maps, z, n);
+  diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff += (double(a[i]) - c[i]) * (double(a[i]) - c[i]);
+  EXPECT_GT(std::sqrt(diff / energy), 1e-2);
+}
+
+// Against PyTorch: CNNBENCH_SG2_CASE="DIR:RESOLUTION:CHANNEL_BASE:MAPPING_LAYERS" names a case of
+// `tools/stylegan_reference.py write-case` (weights.safetensors, input.safetensors with z as
+// [n, 512, 1, 1], reference.safetensors with the image as output0). Skipped without it.
+TEST(StyleganOps, HostGeneratorMatchesATorchCase) {
+  const char* spec = std::getenv("CNNBENCH_SG2_CASE");
+  if (!spec) GTEST_SKIP() << "CNNBENCH_SG2_CASE is not set";
+  std::string s(spec);
+  std::vector<std::string> parts;
+  for (size_t at = 0;;) {
+    const size_t colon = s.find(':', at);
+    parts.push_back(s.substr(at, colon - at));
+    if (colon == std::string::npos) break;
+    at = colon + 1;
+  }
+  ASSERT_EQ(parts.size(), 4u) << spec;
+  const int res = std::stoi(parts[1]), cbase = std::stoi(parts[2]), maps = std::stoi(parts[3]);
+  const HostWeights w =
+      load_weights(stylegan2_generator(res, cbase, maps), parts[0] + "/weights.safetensors");
+  const SafetensorsFile in = SafetensorsFile::load(parts[0] + "/input.safetensors");
+  const std::vector<float> z = in.to_float("input");
+  const int n = int(z.size() / 512);
+  const std::vector<float> ref =
+      SafetensorsFile::load(parts[0] + "/reference.safetensors").to_float("output0");
+  const std::vector<float> got = stylegan2_generate_reference(w, res, cbase, maps, z, n);
+  ASSERT_EQ(got.size(), ref.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    num += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]), den += double(ref[i]) * ref[i];
+  const double err = std::sqrt(num / den);
+  std::printf("  stylegan2 %d px, channel_base %d, %d mapping layers, batch %d: rel_l2 %.3e\n", res,
+              cbase, maps, n, err);
+  EXPECT_LT(err, 1e-4);
 }
