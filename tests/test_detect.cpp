@@ -4,9 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
+#include "harness/safetensors.h"
+#include "interpreter.h"
 #include "kernels/detect.h"
+#include "networks/registry.h"
 
 using namespace cnnbench;
 
@@ -118,4 +124,36 @@ TEST(Detect, NmsThresholdsAndMultiLabel) {
   ASSERT_EQ(top.size(), 3u);
   EXPECT_FLOAT_EQ(top[0].score, 0.5f + 0.04f * 9);
   EXPECT_FLOAT_EQ(top[2].score, 0.5f + 0.04f * 7);
+}
+
+// Against PyTorch: CNNBENCH_YOLOR_CASE=DIR names a case of `tools/yolor_reference.py write-case`
+// (weights.safetensors as the reference names them, input.safetensors, reference.safetensors with
+// the three heads as output0..2). The registered (folded) graph, on the folded file weights, run
+// by the tests' interpreter in double, must give the heads within 1e-4 relative L2. Skipped
+// without it (a case at 64 px takes the interpreter about a minute).
+TEST(Detect, YolorInterpreterMatchesATorchCase) {
+  const char* dir = std::getenv("CNNBENCH_YOLOR_CASE");
+  if (!dir) GTEST_SKIP() << "CNNBENCH_YOLOR_CASE is not set";
+  const SafetensorsFile in = SafetensorsFile::load(std::string(dir) + "/input.safetensors");
+  const std::vector<int64_t> shape = in.info("input").shape;
+  ASSERT_EQ(shape.size(), 4u);
+  const int batch = int(shape[0]), size = int(shape[2]);
+  const Graph g = build_network("yolor_csp_x", size);
+  const HostWeights w =
+      network_file_weights("yolor_csp_x", size, 0, std::string(dir) + "/weights.safetensors");
+  const std::vector<std::vector<double>> values =
+      test::interpret_values(g, w, in.to_float("input"), batch);
+  const SafetensorsFile ref = SafetensorsFile::load(std::string(dir) + "/reference.safetensors");
+  const std::vector<int> heads{g.output(), g.extra_outputs().at(0), g.extra_outputs().at(1)};
+  for (size_t k = 0; k < heads.size(); ++k) {
+    const std::vector<float> want = ref.to_float("output" + std::to_string(k));
+    const std::vector<double>& got = values[heads[k]];
+    ASSERT_EQ(got.size(), want.size()) << "head " << k;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      num += (got[i] - want[i]) * (got[i] - want[i]), den += double(want[i]) * want[i];
+    const double err = std::sqrt(num / den);
+    std::printf("  yolor_csp_x %d px, batch %d, head %zu: rel_l2 %.3e\n", size, batch, k, err);
+    EXPECT_LT(err, 1e-4) << "head " << k;
+  }
 }
