@@ -1,8 +1,9 @@
 // cnnbench_infer: one forward of a network on given weights and input, for cross-checks against
 // PyTorch. Input and output are .safetensors files: "input" float32 [N, 3, H, W] (NCHW, as
 // PyTorch holds it) in, "logits" float32 [N, classes] out (a network of several outputs, YOLOR's
-// heads: "output0", "output1", ... float32 [N, C, H, W]). The forward runs through the same
-// compiled model and CUDA-graph replay as the benchmark (or op by op with --eager).
+// heads, or of a spatial output: "output0", "output1", ... float32 [N, C, H, W]). The forward runs
+// through the same compiled model and CUDA-graph replay as the benchmark (or op by op with
+// --eager).
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -196,10 +197,10 @@ int run(int argc, char** argv) {
   // A classifier's logits [N, classes]; a network of several outputs (YOLOR's three heads) each
   // as output{k}, NCHW [N, C, H, W].
   std::vector<SafetensorOut> tensors;
-  if (model.output_count() == 1) {
+  if (model.output_count() == 1 && model.output_dims().h * model.output_dims().w == 1) {
     const Dims od = model.output_dims();
     tensors.push_back({"logits", {od.n, od.c}, out});
-  } else {
+  } else {  // several outputs, or a spatial one (a generator's image)
     for (size_t k = 0; k < model.output_count(); ++k) {
       const Dims od = model.output_dims(k);
       tensors.push_back(
