@@ -49,7 +49,7 @@ __global__ void upfirdn2d_kernel(const T* x, int n, int c, int h, int w, const f
 }
 
 template <typename T>
-__global__ void bias_act_kernel(T* x, int64_t total, int c, int hw, const float* bias,
+__global__ void bias_act_kernel(const T* x, T* y, int64_t total, int c, int hw, const float* bias,
                                 const float* noise, BiasActSpec s) {
   for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < total;
        j += int64_t(gridDim.x) * blockDim.x) {
@@ -59,16 +59,52 @@ __global__ void bias_act_kernel(T* x, int64_t total, int c, int hw, const float*
     if (bias) v += bias[ci];
     v = (v >= 0.f ? v : v * s.slope) * s.gain;
     if (s.clamp > 0.f) v = fminf(fmaxf(v, -s.clamp), s.clamp);
-    store_f(x, j, v);
+    store_f(y, j, v);
   }
 }
 
 template <typename T>
-__global__ void channel_scale_kernel(T* x, int64_t total, int c, int64_t per_image,
+__global__ void channel_scale_kernel(const T* x, T* y, int64_t total, int c, int64_t per_image,
                                      const float* scale) {
   for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < total;
        j += int64_t(gridDim.x) * blockDim.x)
-    store_f(x, j, load_f(x, j) * scale[(j / per_image) * c + j % c]);
+    store_f(y, j, load_f(x, j) * scale[(j / per_image) * c + j % c]);
+}
+
+// One block per vector: the mean square over its c channels, then the scale.
+template <typename T>
+__global__ void normalize_2nd_moment_kernel(const T* x, T* y, int c) {
+  const int64_t base = int64_t(blockIdx.x) * c;
+  __shared__ float part[32];
+  float sum = 0.f;
+  for (int i = threadIdx.x; i < c; i += blockDim.x) {
+    const float v = load_f(x, base + i);
+    sum += v * v;
+  }
+  for (int o = 16; o > 0; o /= 2) sum += __shfl_down_sync(0xffffffffu, sum, o);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.f;
+    for (int k = 0; k < int(blockDim.x) / 32; ++k) total += part[k];
+    part[0] = rsqrtf(total / c + 1e-8f);
+  }
+  __syncthreads();
+  const float r = part[0];
+  for (int i = threadIdx.x; i < c; i += blockDim.x) store_f(y, base + i, load_f(x, base + i) * r);
+}
+
+template <typename T>
+__global__ void affine_kernel(const T* w, int n, int wdim, const float* a, const float* b, float wg,
+                              float bg, float sg, int c, float* styles) {
+  const int64_t total = int64_t(n) * c;
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < total;
+       j += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t ni = j / c, ci = j % c;
+    float acc = 0.f;
+    for (int k = 0; k < wdim; ++k) acc += load_f(w, ni * wdim + k) * a[ci * wdim + k];
+    styles[j] = (acc * wg + (b ? b[ci] * bg : 0.f)) * sg;
+  }
 }
 
 __global__ void demod_kernel(const float* styles, const float* wsq, int n, int c, int k, float* d) {
@@ -98,20 +134,41 @@ void launch_upfirdn2d(const void* x, const Dims& in, DType t, const float* f, co
   CNN_CHECK_CUDA(cudaGetLastError());
 }
 
-void launch_bias_act(void* x, const Dims& d, DType t, const float* bias, const float* noise,
-                     const BiasActSpec& s, cudaStream_t st) {
+void launch_bias_act(const void* x, void* y, const Dims& d, DType t, const float* bias,
+                     const float* noise, const BiasActSpec& s, cudaStream_t st) {
   const int64_t total = d.numel();
   if (total == 0) return;
-  CNN_DISPATCH_DTYPE(t, bias_act_kernel<T><<<blocks_for(total, 256), 256, 0, st>>>(
-                            static_cast<T*>(x), total, d.c, d.h * d.w, bias, noise, s));
+  CNN_DISPATCH_DTYPE(
+      t, bias_act_kernel<T><<<blocks_for(total, 256), 256, 0, st>>>(
+             static_cast<const T*>(x), static_cast<T*>(y), total, d.c, d.h * d.w, bias, noise, s));
   CNN_CHECK_CUDA(cudaGetLastError());
 }
 
-void launch_channel_scale(void* x, const Dims& d, DType t, const float* scale, cudaStream_t st) {
+void launch_channel_scale(const void* x, void* y, const Dims& d, DType t, const float* scale,
+                          cudaStream_t st) {
   const int64_t total = d.numel();
   if (total == 0) return;
   CNN_DISPATCH_DTYPE(t, channel_scale_kernel<T><<<blocks_for(total, 256), 256, 0, st>>>(
-                            static_cast<T*>(x), total, d.c, int64_t(d.h) * d.w * d.c, scale));
+                            static_cast<const T*>(x), static_cast<T*>(y), total, d.c,
+                            int64_t(d.h) * d.w * d.c, scale));
+  CNN_CHECK_CUDA(cudaGetLastError());
+}
+
+void launch_normalize_2nd_moment(const void* x, void* y, int n, int c, DType t, cudaStream_t st) {
+  if (n == 0) return;
+  CNN_DISPATCH_DTYPE(t, normalize_2nd_moment_kernel<T>
+                     <<<n, 256, 0, st>>>(static_cast<const T*>(x), static_cast<T*>(y), c));
+  CNN_CHECK_CUDA(cudaGetLastError());
+}
+
+void launch_affine(const void* w, DType t, int n, int wdim, const float* a, const float* b,
+                   float weight_gain, float bias_gain, float style_gain, int c, float* styles,
+                   cudaStream_t st) {
+  const int64_t total = int64_t(n) * c;
+  if (total == 0) return;
+  CNN_DISPATCH_DTYPE(t, affine_kernel<T><<<blocks_for(total, 128), 128, 0, st>>>(
+                            static_cast<const T*>(w), n, wdim, a, b, weight_gain, bias_gain,
+                            style_gain, c, styles));
   CNN_CHECK_CUDA(cudaGetLastError());
 }
 

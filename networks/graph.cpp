@@ -281,6 +281,12 @@ int Graph::modconv(int x, int w, const std::string& module, int out_channels, in
   return push(n);
 }
 
+void Graph::set_stylegan_gains(int id, float weight_gain, float bias_gain, float style_gain,
+                               float clamp) {
+  Node& n = nodes_.at(size_t(id));
+  n.weight_gain = weight_gain, n.bias_gain = bias_gain, n.style_gain = style_gain, n.clamp = clamp;
+}
+
 int Graph::fir_upsample(int x) {
   Node n;
   n.kind = OpKind::FirUpsample;

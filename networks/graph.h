@@ -84,6 +84,12 @@ struct Node {
   double dropout_p = 0;    // Dropout: the probability of zeroing an element
   int up = 1;              // ModConv: 2 for the up-sampling conv
   bool demodulate = true;  // ModConv: false for ToRGB (linear, styles scaled by 1/sqrt(C_in))
+  // StyleGAN's equalized learning rate: Linear's (and a ModConv's affine's) weight and bias
+  // multiply by these where they are used (the mapping: 0.01 / sqrt(512) and 0.01; an affine:
+  // 1 / sqrt(w_dim) and 1); a ModConv's styles by style_gain (ToRGB: 1 / sqrt(C_in)); a ModConv's
+  // activation (lrelu x sqrt(2) where it demodulates, linear for ToRGB) clamps to +-clamp (0:
+  // none; NVlabs' conv_clamp, 256).
+  float weight_gain = 1.f, bias_gain = 1.f, style_gain = 1.f, clamp = 0.f;
   // Parameters by role, indices into Graph::params(): conv and linear [weight, bias?]; BatchNorm
   // [weight (gamma), bias (beta), running mean, running var, num_batches_tracked (torch only)].
   std::vector<int> params;
@@ -109,6 +115,9 @@ class Graph {
   int global_avgpool(int x, const std::string& name = "");
   int flatten(int x);
   int linear(int x, const std::string& name, int out_features, bool bias = true);
+  // The node's equalized-learning-rate factors, style gain and clamp (see Node), after building.
+  void set_stylegan_gains(int id, float weight_gain, float bias_gain, float style_gain = 1.f,
+                          float clamp = 0.f);
   int concat(const std::vector<int>& xs, const std::string& name = "");
   int silu(int x);
   int sigmoid(int x);

@@ -19,8 +19,12 @@ Graph stylegan2_generator(int resolution, int channel_base, int mapping_layers) 
   const int z_dim = 512, w_dim = 512, channel_max = 512;
   Graph g("stylegan2_" + std::to_string(resolution));
   int x = g.normalize_2nd_moment(g.input(z_dim, 1, 1));
-  for (int i = 0; i < mapping_layers; ++i)
-    x = g.leaky_relu(g.linear(x, "mapping.fc" + std::to_string(i), w_dim));
+  // FullyConnectedLayer(lr_multiplier 0.01): W * 0.01 / sqrt(512), b * 0.01.
+  for (int i = 0; i < mapping_layers; ++i) {
+    const int fc = g.linear(x, "mapping.fc" + std::to_string(i), w_dim);
+    g.set_stylegan_gains(fc, float(0.01 / std::sqrt(double(z_dim))), 0.01f);
+    x = g.leaky_relu(fc);
+  }
   const int w = x;  // broadcast to every layer (no truncation, no style mixing)
   g.add_buffer("mapping.w_avg", {w_dim});
   auto channels = [&](int res) { return std::min(channel_base / res, channel_max); };
@@ -28,14 +32,20 @@ Graph stylegan2_generator(int resolution, int channel_base, int mapping_layers) 
   for (int res = 4; res <= resolution; res *= 2) {
     const std::string m = "synthesis.b" + std::to_string(res);
     const int c = channels(res);
+    // Affines: W / sqrt(w_dim), b as stored; ToRGB's styles / sqrt(C_in); conv_clamp 256.
+    const float affine = float(1.0 / std::sqrt(double(w_dim))), clamp = 256.f;
     if (res == 4) {
       x = g.learned_const(w, m, c, 4);
     } else {
       x = g.modconv(x, w, m + ".conv0", c, 3, 2, true, true);
+      g.set_stylegan_gains(x, affine, 1.f, 1.f, clamp);
     }
+    const int in_c = c;
     x = g.modconv(x, w, m + ".conv1", c, 3, 1, true, true);
+    g.set_stylegan_gains(x, affine, 1.f, 1.f, clamp);
     g.add_buffer(m + ".resample_filter", {4, 4});
     const int rgb = g.modconv(x, w, m + ".torgb", 3, 1, 1, false, false);
+    g.set_stylegan_gains(rgb, affine, 1.f, float(1.0 / std::sqrt(double(in_c))), clamp);
     img = img < 0 ? rgb : g.add(g.fir_upsample(img), rgb);
   }
   g.set_output(img);

@@ -489,7 +489,7 @@ TEST(GpuKernels, StyleganBiasActScaleAndDemodMatchTheHostReference) {
   for (const DType t : {DType::F32, DType::F16}) {
     const std::vector<float> xr = from_storage(to_storage(x_big, t), t);
     DeviceBuffer x_d(nchw_to_nhwc(xr, d), t);
-    launch_bias_act(x_d.get(), d, t, static_cast<const float*>(bias_d.get()),
+    launch_bias_act(x_d.get(), x_d.get(), d, t, static_cast<const float*>(bias_d.get()),
                     static_cast<const float*>(noise_d.get()), s, nullptr);
     CNN_CHECK_CUDA(cudaDeviceSynchronize());
     const std::vector<float> got = nhwc_to_nchw(x_d.download(), d);
@@ -502,10 +502,12 @@ TEST(GpuKernels, StyleganBiasActScaleAndDemodMatchTheHostReference) {
   const std::vector<float> styles = random_vector(size_t(n) * c, rng);
   DeviceBuffer styles_d(styles, DType::F32);
   DeviceBuffer x_d(nchw_to_nhwc(x, d), DType::F32);
-  launch_channel_scale(x_d.get(), d, DType::F32, static_cast<const float*>(styles_d.get()),
-                       nullptr);
+  DeviceBuffer scaled_d(x.size(), DType::F32);  // out of place: x stays
+  launch_channel_scale(x_d.get(), scaled_d.get(), d, DType::F32,
+                       static_cast<const float*>(styles_d.get()), nullptr);
   CNN_CHECK_CUDA(cudaDeviceSynchronize());
-  const std::vector<float> scaled = nhwc_to_nchw(x_d.download(), d);
+  const std::vector<float> scaled = nhwc_to_nchw(scaled_d.download(), d);
+  EXPECT_EQ(nhwc_to_nchw(x_d.download(), d), x);
   for (int ni = 0; ni < n; ++ni)
     for (int ci = 0; ci < c; ++ci)
       for (int p = 0; p < h * w; ++p) {

@@ -349,13 +349,15 @@ TEST(GpuOps, StyleganModulatedConvEqualsThePerSampleConv) {
       scratch.ptr = ws.get();
       op.prepare(ctx, EngineMode::Heuristic, 1, scratch);
       op.bind_workspace(ws.get(), scratch.bytes);
-      launch_channel_scale(dx.get(), s.x, t, static_cast<const float*>(dstyles.get()), ctx.stream);
+      launch_channel_scale(dx.get(), dx.get(), s.x, t, static_cast<const float*>(dstyles.get()),
+                           ctx.stream);
       op.run(ctx.stream);
       if (demodulate) {
         launch_demod(static_cast<const float*>(dstyles.get()),
                      static_cast<const float*>(dwsq.get()), n, c, k, static_cast<float*>(dd.get()),
                      ctx.stream);
-        launch_channel_scale(dy.get(), s.y, t, static_cast<const float*>(dd.get()), ctx.stream);
+        launch_channel_scale(dy.get(), dy.get(), s.y, t, static_cast<const float*>(dd.get()),
+                             ctx.stream);
       }
       CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
       const std::vector<float> got = nhwc_to_nchw(dy.download(), s.y);
