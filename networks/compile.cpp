@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 
 #include "harness/check.h"
@@ -19,6 +20,7 @@
 #include "kernels/pool.h"
 #include "kernels/se.h"
 #include "kernels/storage.h"
+#include "kernels/stylegan.h"
 #include "kernels/upsample.h"
 #include "networks/schedule.h"
 
@@ -54,6 +56,115 @@ class UpsampleOp : public Op {
   int factor_, ld_y_;
   const void* x_;
   void* y_;
+};
+
+// A kernel of our own with nothing to choose (StyleGAN's normalize_2nd_moment, lrelu, constant
+// input and FIR up-sampling): run() is the launch.
+class KernelOp : public Op {
+ public:
+  KernelOp(const std::string& name, const std::string& op, const Dims& out, DType t, void* y,
+           std::function<void(cudaStream_t)> launch)
+      : launch_(std::move(launch)) {
+    record_.name = name;
+    record_.op = op;
+    record_.shape = out.str();
+    record_.engine = "cnnbench kernel";
+    out_ = y;
+    out_bytes_ = size_t(out.numel()) * dtype_size(t);
+  }
+  void run(cudaStream_t stream) override { launch_(stream); }
+
+ private:
+  std::function<void(cudaStream_t)> launch_;
+};
+
+// StyleGAN2's modulated conv (SynthesisLayer or ToRGB) in the scale-conv-scale form: the styles
+// from w (the affine), x times the styles into a buffer of its own (x is read again: by ToRGB or
+// the next block), for up = 2 upfirdn2d's up-sampling (pads 3 and 2, gain 4) into another, the
+// conv with the shared weight (cuDNN; for up = 2 a valid conv of the flipped weight), the
+// demodulation coefficients and their scale, then noise, bias, lrelu x sqrt(2) (or linear for
+// ToRGB) and the clamp.
+class ModConvOp : public Op {
+ public:
+  struct Buffers {
+    const void* x;        // [N, C, H, W]
+    const void* w;        // [N, wdim]
+    void* xs;             // x * styles
+    void* up;             // the up-sampled xs (up = 2), else null
+    float* styles;        // [N, C]
+    float* d;             // [N, K]
+    const void* weight;   // KRSC in the storage type, flipped for up = 2
+    const float* wsq;     // [K][C]: the sum of the weight's squares over R x S
+    const float* affine;  // [C][wdim]
+    const float* affine_b;
+    const float* bias;   // [K]
+    const float* noise;  // [H_out][W_out] or null
+    const float* fir;    // [4][4] for up = 2
+    const void* zeros;   // [K] in the storage type: the conv's own bias (its graph has one)
+    void* y;
+  };
+  ModConvOp(const std::string& name, DType t, const ConvSpec& conv, const Dims& x_dims, int wdim,
+            int up, bool demodulate, float weight_gain, float bias_gain, float style_gain,
+            const BiasActSpec& act, const Buffers& b)
+      : t_(t),
+        x_dims_(x_dims),
+        wdim_(wdim),
+        up_(up),
+        demodulate_(demodulate),
+        weight_gain_(weight_gain),
+        bias_gain_(bias_gain),
+        style_gain_(style_gain),
+        act_(act),
+        b_(b),
+        conv_(conv, ConvBuffers{up > 1 ? b.up : b.xs, b.weight, b.zeros, nullptr, b.y}) {
+    record_.name = name;
+    record_.op = std::string("modconv") + (up > 1 ? " up2" : "") + (demodulate ? "" : " torgb");
+    record_.shape =
+        "in " + x_dims.str() + " -> out " + conv.y.str() + " k" + std::to_string(conv.kernel);
+    out_ = b.y;
+    out_bytes_ = size_t(conv.y.numel()) * dtype_size(t);
+    y_dims_ = conv.y;
+  }
+  void prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) override {
+    modulate(ctx.stream);  // the conv is prepared on the data it will see
+    conv_.prepare(ctx, mode, top_k, scratch);
+    record_.engine = conv_.record().engine;
+    record_.engine_notes = conv_.record().engine_notes;
+    record_.workspace_bytes = conv_.record().workspace_bytes;
+  }
+  size_t workspace_bytes() const override { return conv_.workspace_bytes(); }
+  void bind_workspace(void* w, size_t bytes) override { conv_.bind_workspace(w, bytes); }
+  void run(cudaStream_t s) override {
+    modulate(s);
+    conv_.run(s);
+    if (demodulate_) {
+      launch_demod(b_.styles, b_.wsq, x_dims_.n, x_dims_.c, y_dims_.c, b_.d, s);
+      launch_channel_scale(b_.y, b_.y, y_dims_, t_, b_.d, s);
+    }
+    launch_bias_act(b_.y, b_.y, y_dims_, t_, b_.bias, b_.noise, act_, s);
+  }
+  std::string ban_engine(GpuContext& ctx) override { return conv_.ban_engine(ctx); }
+
+ private:
+  void modulate(cudaStream_t s) {
+    launch_affine(b_.w, t_, x_dims_.n, wdim_, b_.affine, b_.affine_b, weight_gain_, bias_gain_,
+                  style_gain_, x_dims_.c, b_.styles, s);
+    launch_channel_scale(b_.x, b_.xs, x_dims_, t_, b_.styles, s);
+    if (up_ > 1) {
+      FirSpec f;
+      f.up = 2, f.fh = f.fw = 4, f.gain = 4.f;
+      f.pad_x0 = f.pad_y0 = 3, f.pad_x1 = f.pad_y1 = 2;
+      launch_upfirdn2d(b_.xs, x_dims_, t_, b_.fir, f, b_.up, 0, s);
+    }
+  }
+  DType t_;
+  Dims x_dims_, y_dims_;
+  int wdim_, up_;
+  bool demodulate_;
+  float weight_gain_, bias_gain_, style_gain_;
+  BiasActSpec act_;
+  Buffers b_;
+  ConvOp conv_;
 };
 
 class PoolOp : public Op {
@@ -370,6 +481,17 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
   std::vector<int> wbuf(groups.size(), -1), bbuf(groups.size(), -1), sbuf(groups.size(), -1);
   std::vector<int> w2buf(groups.size(), -1), b2buf(groups.size(), -1),
       se_scratch(groups.size(), -1), gate_buf(groups.size(), -1), fold_buf(groups.size(), -1);
+  // StyleGAN's modulated convs: their temporaries (x * styles, its up-sampling; activations that
+  // live for the op's own step), styles and coefficients, and the uploads of the affine, the
+  // weight's squares, the noise and the FIR filter.
+  struct ModConvBufs {
+    int xs = -1, up = -1, styles = -1, d = -1, wsq = -1, affine = -1, affine_b = -1, noise = -1,
+        fir = -1, zeros = -1;
+    float noise_strength = 0;
+  };
+  std::vector<ModConvBufs> mc(groups.size());
+  std::vector<int> step_of(groups.size(), -1);
+  for (size_t k = 0; k < order.size(); ++k) step_of[order[k]] = int(k);
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const OpGroup& grp = groups[gi];
     const Node& n = nodes[grp.head];
@@ -401,8 +523,59 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
       // A flatten of C x H x W in NHWC storage reads (h, w, c); PyTorch's columns are (c, h, w).
       const Dims pre = nodes[alias_source(g, n.inputs[0])].out;
       if (pre.h * pre.w > 1) w = nchw_to_nhwc(w, {n.out.c, pre.c, pre.h, pre.w});
+      if (n.weight_gain != 1.f)  // StyleGAN's equalized learning rate
+        for (float& v : w) v = float(double(v) * n.weight_gain);
       wbuf[gi] = add_weights(w);
-      if (n.bias) bbuf[gi] = add_weights(tensor_of(weights, g, n, 1));
+      if (n.bias) {
+        std::vector<float> b = tensor_of(weights, g, n, 1);
+        for (float& v : b) v = float(double(v) * n.bias_gain);
+        bbuf[gi] = add_weights(b);
+      }
+    } else if (grp.kind == OpKind::Const) {
+      const int C = n.out.c;
+      wbuf[gi] = add_weights(nchw_to_nhwc(tensor_of(weights, g, n, 0), {1, C, n.out.h, n.out.w}));
+    } else if (grp.kind == OpKind::FirUpsample) {
+      wbuf[gi] = add_f32(fir_2d(stylegan2_fir_1d()));
+    } else if (grp.kind == OpKind::ModConv) {
+      const Dims in = nodes[n.inputs[0]].out;
+      const int K = n.out.c, C = in.c, R = n.kernel;
+      std::vector<float> w = tensor_of(weights, g, n, 0);
+      // A demodulated weight's scale cancels: divided by sqrt(C R R), as NVlabs rescales it for
+      // fp16, so the conv's output stays in fp16's range.
+      if (n.demodulate)
+        for (float& v : w) v = float(double(v) / std::sqrt(double(C) * R * R));
+      std::vector<float> wsq(size_t(K) * C, 0.f);
+      for (size_t i = 0; i < w.size(); ++i) wsq[i / (R * R)] += w[i] * w[i];
+      if (n.up > 1) {  // conv2d_resample: a true convolution after the up-sampling
+        std::vector<float> f(w.size());
+        for (int kc = 0; kc < K * C; ++kc)
+          for (int a = 0; a < R; ++a)
+            for (int b = 0; b < R; ++b)
+              f[(size_t(kc) * R + a) * R + b] = w[(size_t(kc) * R + (R - 1 - a)) * R + (R - 1 - b)];
+        w = f;
+        mc[gi].fir = add_f32(fir_2d(stylegan2_fir_1d()));
+      }
+      wbuf[gi] = add_weights(nchw_to_nhwc(w, {K, C, R, R}));
+      bbuf[gi] = add_f32(tensor_of(weights, g, n, 1));
+      mc[gi].wsq = add_f32(wsq);
+      mc[gi].zeros = add_weights(std::vector<float>(size_t(K), 0.f));
+      mc[gi].affine = add_f32(tensor_of(weights, g, n, 2));
+      mc[gi].affine_b = add_f32(tensor_of(weights, g, n, 3));
+      if (n.params.size() > 4) {
+        mc[gi].noise_strength = tensor_of(weights, g, n, 4).at(0);
+        auto it = weights.find(n.name + ".noise_const");
+        if (it == weights.end())
+          throw UserError("weights have no tensor '" + n.name + ".noise_const'");
+        mc[gi].noise = add_f32(it->second);
+      }
+      const int step = step_of[gi];
+      mc[gi].xs = arena_.add_activation(size_t(batched(in, N).numel()) * esize, step, step);
+      if (n.up > 1) {
+        const Dims u{N, C, in.h * 2 + 2, in.w * 2 + 2};
+        mc[gi].up = arena_.add_activation(size_t(u.numel()) * esize, step, step);
+      }
+      mc[gi].styles = arena_.add_weights(size_t(N) * C * sizeof(float));
+      mc[gi].d = arena_.add_weights(size_t(N) * K * sizeof(float));
     } else if (grp.kind == OpKind::BatchNorm) {
       const BnFold f = fold_bn(weights, g, n);
       sbuf[gi] = add_weights(std::vector<float>(f.scale.begin(), f.scale.end()));
@@ -582,6 +755,74 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
                                                     ptr(n.inputs[0]), nullptr, nullptr, nullptr,
                                                     act_of(grp.kind), y));
         break;
+      case OpKind::Normalize2ndMoment: {
+        const void* x = ptr(n.inputs[0]);
+        const int c = out.c * out.h * out.w;
+        ops_.push_back(std::make_unique<KernelOp>(
+            name, "normalize_2nd_moment", out, t, y,
+            [=](cudaStream_t s) { launch_normalize_2nd_moment(x, y, N, c, t, s); }));
+        break;
+      }
+      case OpKind::LeakyReLU: {
+        const void* x = ptr(n.inputs[0]);
+        ops_.push_back(std::make_unique<KernelOp>(name, "lrelu", out, t, y, [=](cudaStream_t s) {
+          launch_bias_act(x, y, out, t, nullptr, nullptr, {}, s);
+        }));
+        break;
+      }
+      case OpKind::Const: {
+        const void* k = wptr(wbuf[gi]);
+        const size_t bytes = size_t(out.c) * out.h * out.w * esize;
+        ops_.push_back(std::make_unique<KernelOp>(name, "const", out, t, y, [=](cudaStream_t s) {
+          for (int i = 0; i < N; ++i)
+            CNN_CHECK_CUDA(cudaMemcpyAsync(static_cast<char*>(y) + i * bytes, k, bytes,
+                                           cudaMemcpyDeviceToDevice, s));
+        }));
+        break;
+      }
+      case OpKind::FirUpsample: {
+        const void* x = ptr(n.inputs[0]);
+        const Dims in = batched(nodes[n.inputs[0]].out, N);
+        const float* f = fptr(wbuf[gi]);
+        ops_.push_back(std::make_unique<KernelOp>(
+            name, "upfirdn2d up2", out, t, y,
+            [=](cudaStream_t s) { launch_upfirdn2d(x, in, t, f, upsample2d_spec(4), y, 0, s); }));
+        break;
+      }
+      case OpKind::ModConv: {
+        const Dims in = batched(nodes[n.inputs[0]].out, N);
+        ConvSpec s;
+        s.name = name + ".conv";
+        s.x = n.up > 1 ? Dims{N, in.c, in.h * 2 + 2, in.w * 2 + 2} : in;
+        s.y = out;
+        s.kernel = s.kernel_w = n.kernel;
+        s.pad = s.pad_w = n.up > 1 ? 0 : n.kernel / 2;
+        s.precision = opt.precision;
+        ModConvOp::Buffers b{};
+        b.x = ptr(n.inputs[0]);
+        b.w = ptr(n.inputs[1]);
+        b.xs = arena_.ptr(mc[gi].xs);
+        b.up = mc[gi].up >= 0 ? arena_.ptr(mc[gi].up) : nullptr;
+        b.styles = static_cast<float*>(arena_.ptr(mc[gi].styles));
+        b.d = static_cast<float*>(arena_.ptr(mc[gi].d));
+        b.weight = wptr(wbuf[gi]);
+        b.wsq = fptr(mc[gi].wsq);
+        b.affine = fptr(mc[gi].affine);
+        b.affine_b = fptr(mc[gi].affine_b);
+        b.bias = fptr(bbuf[gi]);
+        b.noise = mc[gi].noise >= 0 ? fptr(mc[gi].noise) : nullptr;
+        b.fir = mc[gi].fir >= 0 ? fptr(mc[gi].fir) : nullptr;
+        b.zeros = wptr(mc[gi].zeros);
+        b.y = y;
+        BiasActSpec act;
+        if (!n.demodulate) act.slope = 1.f, act.gain = 1.f;  // ToRGB: linear
+        act.clamp = n.clamp;
+        act.noise_strength = mc[gi].noise_strength;
+        ops_.push_back(std::make_unique<ModConvOp>(name, t, s, in, nodes[n.inputs[1]].out.c, n.up,
+                                                   n.demodulate, n.weight_gain, n.bias_gain,
+                                                   n.style_gain, act, b));
+        break;
+      }
       default:
         throw std::logic_error(std::string("compile: no op for ") + op_kind_name(grp.kind));
     }

@@ -222,3 +222,30 @@ TEST(StyleganOps, HostGeneratorMatchesATorchCase) {
               cbase, maps, n, err);
   EXPECT_LT(err, 1e-4);
 }
+
+// The graph carries the gains the host generator applies (what compile() reads from the nodes).
+TEST(StyleganOps, GraphCarriesTheEqualizedLrGainsAndClamp) {
+  const Graph g = stylegan2_generator(16, 256, 2);
+  int fcs = 0, rgbs = 0, convs = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.kind == OpKind::Linear) {
+      ++fcs;
+      EXPECT_FLOAT_EQ(n.weight_gain, float(0.01 / std::sqrt(512.0)));
+      EXPECT_FLOAT_EQ(n.bias_gain, 0.01f);
+    }
+    if (n.kind != OpKind::ModConv) continue;
+    EXPECT_FLOAT_EQ(n.weight_gain, float(1 / std::sqrt(512.0))) << n.name;
+    EXPECT_FLOAT_EQ(n.clamp, 256.f) << n.name;
+    const int in_c = g.node(n.inputs[0]).out.c;
+    if (n.demodulate) {
+      ++convs;
+      EXPECT_FLOAT_EQ(n.style_gain, 1.f) << n.name;
+    } else {
+      ++rgbs;
+      EXPECT_FLOAT_EQ(n.style_gain, float(1 / std::sqrt(double(in_c)))) << n.name;
+    }
+  }
+  EXPECT_EQ(fcs, 2);
+  EXPECT_EQ(rgbs, 3);   // b4, b8, b16
+  EXPECT_EQ(convs, 5);  // b4.conv1, then conv0 and conv1 of b8 and b16
+}
