@@ -37,6 +37,14 @@ Graph yolor_inference(int size, int classes) {
 Graph yolor_reference(int size, int classes) {
   return yolor_csp_x(size, classes, false);
 }
+// StyleGAN2's generators: the input size is the resolution; there are no classes (1).
+template <int kChannelBase>
+Graph stylegan2_of(int size, int classes) {
+  if (classes != 1)
+    throw UserError("stylegan2: the generator is unconditional; num_classes must be 1, not " +
+                    std::to_string(classes));
+  return stylegan2_generator(size, kChannelBase, 8);
+}
 void yolor_prior(HostWeights& w) {
   yolor_head_prior(w, 80);
 }
@@ -103,6 +111,20 @@ const std::vector<NetworkInfo>& network_registry() {
        &yolor_reference,
        &fold_yolor_implicits,
        &yolor_prior},
+      // Generation: z (512 x 1 x 1) in, the image out; the input size is the resolution (a power
+      // of two). Inference only; weights as NVlabs' state_dict names them.
+      {"stylegan2_f",
+       {"stylegan2", "stylegan2-config-f"},
+       "NVlabs stylegan2-ada-pytorch, config-f (channel_base 32768, 8 mapping layers)",
+       {1024, 4, 1, false, false},
+       &stylegan2_of<32768>,
+       {}},
+      {"stylegan2_paper256",
+       {},
+       "NVlabs stylegan2-ada-pytorch, paper256 (channel_base 16384, 8 mapping layers)",
+       {256, 4, 1, false, false},
+       &stylegan2_of<16384>,
+       {}},
   };
   return registry;
 }
@@ -178,12 +200,12 @@ ConfigSchema config_schema() {
 std::string network_table() {
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof line, "%-16s %6s %14s %9s  %s\n", "network", "input", "parameters",
+  std::snprintf(line, sizeof line, "%-19s %6s %14s %9s  %s\n", "network", "input", "parameters",
                 "GMACs", "definition");
   out += line;
   for (const NetworkInfo& n : network_registry()) {
     const Graph g = n.build(n.limits.default_input_size, n.limits.default_classes);
-    std::snprintf(line, sizeof line, "%-16s %6d %14lld %9.3f  %s\n", n.name.c_str(),
+    std::snprintf(line, sizeof line, "%-19s %6d %14lld %9.3f  %s\n", n.name.c_str(),
                   n.limits.default_input_size, static_cast<long long>(g.num_parameters()),
                   double(g.macs()) / 1e9, n.description.c_str());
     out += line;
