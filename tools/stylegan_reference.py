@@ -91,15 +91,16 @@ Usage: python3 tools/stylegan_reference.py summary --config f
            --out results/pytorch_stylegan2.json
 """
 import argparse
-import datetime
 import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# The safetensors reader and the comparison of named outputs (stdlib only) are yolor_reference's.
-from yolor_reference import (MODE_NAMES, MissingDependency, RawTensor,  # noqa: E402,F401
-                             compare_outputs, list_stats, numel, raw_stats, read_safetensors)
+# The safetensors reading, the comparison of named outputs (stdlib only) and the bench's timing
+# of a row are yolor_reference's.
+from yolor_reference import (MODE_NAMES, MissingDependency, bench_dtype,  # noqa: E402
+                             bench_environment, compare_outputs, numel, print_comparison,
+                             raw_stats, read_pair, timed_row)
 
 NETWORK = "stylegan2"
 Z_DIM = 512
@@ -781,14 +782,9 @@ def write_case(args):
 
 def compare(args):
     """The compare subcommand. Returns the exit status."""
-    loaded = {}
-    for what, path in (("reference", args.reference), ("ours", args.ours)):
-        try:
-            tensors, _ = read_safetensors(path)
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            print(f"error: cannot read {what} {path}: {e}", file=sys.stderr)
-            return 2
-        loaded[what] = {k: (t.shape, t) for k, t in tensors.items()}
+    loaded = read_pair(args.reference, args.ours)
+    if loaded is None:
+        return 2
     ref = loaded["reference"]
     problems, ours = [], {}
     if OUTPUT_NAME not in ref:
@@ -808,14 +804,7 @@ def compare(args):
         return 2
     status, rows, problems = compare_outputs(ref, ours, args.tolerance, names=(OUTPUT_NAME,),
                                              stats=raw_stats)
-    for p in problems:
-        print(f"error: {p}", file=sys.stderr)
-    for r in rows:
-        print(f"{r['name']} {r['shape']}: rel_l2 {r['rel_l2']:.3e}, max_abs {r['max_abs']:.3e}  "
-              f"{'ok' if r['ok'] else 'FAIL'}")
-    verdict = {0: "pass", 1: "FAIL", 2: "error"}[status]
-    print(f"{verdict} (tolerance {args.tolerance:g} on the relative L2 error)")
-    return status
+    return print_comparison(status, rows, problems, args.tolerance)
 
 
 def bench(args):
@@ -835,12 +824,7 @@ def bench(args):
     for m in modes:
         if m not in ("eager", "graph"):
             raise ValueError(f"unknown mode {m!r}; valid: eager, graph")
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32,
-             "tf32": torch.float32}[args.precision]
-    tf32 = args.precision == "tf32"
-    torch.backends.cudnn.allow_tf32 = tf32
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.benchmark = True
+    dtype = bench_dtype(torch, args.precision)
     device = torch.device("cuda")
     name = model_name(args.config, resolution)
 
@@ -850,9 +834,7 @@ def bench(args):
     model = model.eval().to(device=device, memory_format=torch.channels_last)
     model.configure(dtype=dtype, channels_last=True)
     params = param_count(resolution, channel_base, mapping_layers)
-    doc = {"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-           "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(device),
-           "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+    doc = {**bench_environment(torch, device),
            "settings": {"dtype": str(dtype).replace("torch.", ""), "precision": args.precision,
                         "memory_format": "channels_last", "cudnn_benchmark": True,
                         "reps": args.reps, "rep_s": args.rep_s, "warmup_iters": args.warmup_iters,
@@ -885,32 +867,12 @@ def bench(args):
 
 def bench_row(torch, ptb, model, name, mode, batch, resolution, args, device):
     """One row, as pytorch_baseline.run_row's; an error (out of memory) becomes an "error" row."""
-    import gc
-    import statistics
-
-    gc.collect()
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats(device)
     row = {"model": name, "mode": MODE_NAMES[args.precision][mode],
            "precision": args.precision, "batch": batch, "input_size": resolution,
            "resolution": resolution}
-    step = z = None
-    try:
-        z = torch.randn(batch, Z_DIM, device=device)  # the mapping runs in fp32 (NVlabs)
-        step = ptb.make_step(model, z, mode)
-        reps, k = ptb.measure(step, args.reps, args.warmup_iters, args.warmup_s, args.rep_s)
-        ms = statistics.median(reps)
-        row.update(ms=ms, ms_min=min(reps), ms_max=max(reps), img_s=batch / ms * 1e3,
-                   peak_mib=torch.cuda.max_memory_allocated(device) / 2**20, reps=reps,
-                   iters_per_rep=k)
-    except RuntimeError as e:  # torch.cuda.OutOfMemoryError is a RuntimeError too
-        row["error"] = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
-        print(f"  {name} {mode} batch {batch}: error: {row['error']}", file=sys.stderr)
-    finally:
-        del step, z  # frees the CUDA graph and its memory pool before the next row
-        gc.collect()
-        torch.cuda.synchronize()
-    return row
+    # z: the mapping runs in fp32 (NVlabs).
+    return timed_row(torch, ptb, model, row, lambda: torch.randn(batch, Z_DIM, device=device),
+                     mode, args, device)
 
 
 # --------------------------------------------------------------------------------------------

@@ -562,6 +562,78 @@ def require_torch(cuda=False):
     return torch
 
 
+def read_pair(reference, ours):
+    """Both files' tensors as {"reference"|"ours": {name: (shape, tensor)}}, or None after one
+    line on stderr naming the file that cannot be read (the compare subcommands' exit 2)."""
+    loaded = {}
+    for what, path in (("reference", reference), ("ours", ours)):
+        try:
+            tensors, _ = read_safetensors(path)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"error: cannot read {what} {path}: {e}", file=sys.stderr)
+            return None
+        loaded[what] = {k: (t.shape, t) for k, t in tensors.items()}
+    return loaded
+
+
+def print_comparison(status, rows, problems, tolerance):
+    """compare_outputs' result as the compare subcommands print it; returns the status."""
+    for p in problems:
+        print(f"error: {p}", file=sys.stderr)
+    for r in rows:
+        print(f"{r['name']} {r['shape']}: rel_l2 {r['rel_l2']:.3e}, max_abs {r['max_abs']:.3e}  "
+              f"{'ok' if r['ok'] else 'FAIL'}")
+    verdict = {0: "pass", 1: "FAIL", 2: "error"}[status]
+    print(f"{verdict} (tolerance {tolerance:g} on the relative L2 error)")
+    return status
+
+
+def bench_dtype(torch, precision):
+    """The bench subcommands' settings: cudnn.benchmark on, TF32 only for tf32; the dtype."""
+    tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = True
+    return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32,
+            "tf32": torch.float32}[precision]
+
+
+def bench_environment(torch, device):
+    """What produced a bench document's rows: torch, cuDNN, CUDA, the GPU and the date."""
+    return {"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+            "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(device),
+            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}
+
+
+def timed_row(torch, ptb, model, row, make_input, mode, args, device):
+    """Fills `row` as pytorch_baseline.run_row does (median/min/max ms, img_s, peak memory) for
+    `model` on make_input()'s batch; an error (out of memory) becomes its "error"."""
+    import gc
+    import statistics
+
+    gc.collect()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    step = x = None
+    try:
+        x = make_input()
+        step = ptb.make_step(model, x, mode)
+        reps, k = ptb.measure(step, args.reps, args.warmup_iters, args.warmup_s, args.rep_s)
+        ms = statistics.median(reps)
+        row.update(ms=ms, ms_min=min(reps), ms_max=max(reps), img_s=row["batch"] / ms * 1e3,
+                   peak_mib=torch.cuda.max_memory_allocated(device) / 2**20, reps=reps,
+                   iters_per_rep=k)
+    except RuntimeError as e:  # torch.cuda.OutOfMemoryError is a RuntimeError too
+        row["error"] = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+        print(f"  {row['model']} {mode} batch {row['batch']}: error: {row['error']}",
+              file=sys.stderr)
+    finally:
+        del step, x  # frees the CUDA graph and its memory pool before the next row
+        gc.collect()
+        torch.cuda.synchronize()
+    return row
+
+
 def build_model(blocks=None):
     """An nn.Module of the block list (YOLOR models.py's layout): module_list[i] per block;
     conv blocks nn.Sequential(Conv2d[, BatchNorm2d, activation=SiLU]), implicit blocks a module
@@ -787,24 +859,12 @@ def write_case(args):
 
 def compare(args):
     """The compare subcommand. Returns the exit status."""
-    loaded = {}
-    for what, path in (("reference", args.reference), ("ours", args.ours)):
-        try:
-            tensors, _ = read_safetensors(path)
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            print(f"error: cannot read {what} {path}: {e}", file=sys.stderr)
-            return 2
-        loaded[what] = {k: (t.shape, t) for k, t in tensors.items()}
+    loaded = read_pair(args.reference, args.ours)
+    if loaded is None:
+        return 2
     status, rows, problems = compare_outputs(loaded["reference"], loaded["ours"], args.tolerance,
                                              stats=raw_stats)
-    for p in problems:
-        print(f"error: {p}", file=sys.stderr)
-    for r in rows:
-        print(f"{r['name']} {r['shape']}: rel_l2 {r['rel_l2']:.3e}, max_abs {r['max_abs']:.3e}  "
-              f"{'ok' if r['ok'] else 'FAIL'}")
-    verdict = {0: "pass", 1: "FAIL", 2: "error"}[status]
-    print(f"{verdict} (tolerance {args.tolerance:g} on the relative L2 error)")
-    return status
+    return print_comparison(status, rows, problems, args.tolerance)
 
 
 def bench(args):
@@ -823,21 +883,14 @@ def bench(args):
     for m in modes:
         if m not in ("eager", "graph"):
             raise ValueError(f"unknown mode {m!r}; valid: eager, graph")
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32,
-             "tf32": torch.float32}[args.precision]
-    tf32 = args.precision == "tf32"
-    torch.backends.cudnn.allow_tf32 = tf32
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.benchmark = True
+    dtype = bench_dtype(torch, args.precision)
     device = torch.device("cuda")
 
     blocks = yolor_csp_x_blocks()
     torch.manual_seed(0)  # weights: PyTorch's default init (speed does not depend on the values)
     model = build_model(blocks).eval().to(device=device, dtype=dtype,
                                           memory_format=torch.channels_last)
-    doc = {"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-           "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(device),
-           "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+    doc = {**bench_environment(torch, device),
            "settings": {"dtype": str(dtype).replace("torch.", ""), "precision": args.precision,
                         "memory_format": "channels_last", "cudnn_benchmark": True,
                         "reps": args.reps, "rep_s": args.rep_s, "warmup_iters": args.warmup_iters,
@@ -864,31 +917,14 @@ def bench(args):
 
 def bench_row(torch, ptb, model, mode, batch, dtype, args, device):
     """One row, as pytorch_baseline.run_row's; an error (out of memory) becomes an "error" row."""
-    import gc
-    import statistics
-
-    gc.collect()
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats(device)
     row = {"model": NETWORK, "mode": MODE_NAMES[args.precision][mode],
            "precision": args.precision, "batch": batch, "input_size": args.size}
-    step = x = None
-    try:
+
+    def make_input():
         x = torch.randn(batch, INPUT_CHANNELS, args.size, args.size, device=device, dtype=dtype)
-        x = x.contiguous(memory_format=torch.channels_last)
-        step = ptb.make_step(model, x, mode)
-        reps, k = ptb.measure(step, args.reps, args.warmup_iters, args.warmup_s, args.rep_s)
-        ms = statistics.median(reps)
-        row.update(ms=ms, ms_min=min(reps), ms_max=max(reps), img_s=batch / ms * 1e3,
-                   peak_mib=torch.cuda.max_memory_allocated(device) / 2**20, reps=reps,
-                   iters_per_rep=k)
-    except RuntimeError as e:  # torch.cuda.OutOfMemoryError is a RuntimeError too
-        row["error"] = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
-        print(f"  {NETWORK} {mode} batch {batch}: error: {row['error']}", file=sys.stderr)
-    finally:
-        del step, x  # frees the CUDA graph and its memory pool before the next row
-        torch.cuda.synchronize()
-    return row
+        return x.contiguous(memory_format=torch.channels_last)
+
+    return timed_row(torch, ptb, model, row, make_input, mode, args, device)
 
 
 # --------------------------------------------------------------------------------------------
