@@ -558,7 +558,14 @@ Prepared& prepare_detect(const Job& job) {
   return p;
 }
 
-void throw_if_overflow(const DetectPost::Result& r) {
+// The last batch's candidates and detections per image (NMS's cost depends on them); an image
+// over --detect_capacity fails the row, its detections being incomplete.
+void count_detections(benchmark::State& state, const DetectPost::Result& r) {
+  double candidates = 0, detections = 0;
+  for (size_t n = 0; n < r.detections.size(); ++n)
+    candidates += r.candidates[n], detections += double(r.detections[n].size());
+  state.counters["candidates_per_image"] = candidates / double(r.detections.size());
+  state.counters["detections_per_image"] = detections / double(r.detections.size());
   if (r.overflow)
     throw UserError("an image had " + std::to_string(r.overflow) +
                     " candidates over conf 0.25, more than --detect_capacity=" +
@@ -607,14 +614,9 @@ void run_detect(benchmark::State& state, const Job& job) {
     m.device_peak_bytes = p.peak.peak();
     m.device_before_bytes = p.device_before;
     for (const auto& kv : counters_for(m)) state.counters[kv.first] = kv.second;
-    double candidates = 0, detections = 0;
-    for (size_t n = 0; n < r.detections.size(); ++n)
-      candidates += r.candidates[n], detections += double(r.detections[n].size());
     state.counters["post_ms"] = post_ms;
-    state.counters["candidates_per_image"] = candidates / job.batch;
-    state.counters["detections_per_image"] = detections / job.batch;
     state.counters["network_ms"] = m.total_ms / double(m.forwards) - post_ms;
-    throw_if_overflow(r);
+    count_detections(state, r);
   } catch (...) {
     cudaEventDestroy(start), cudaEventDestroy(stop);
     throw;
@@ -662,12 +664,11 @@ void run_video(benchmark::State& state, const Job& job) {
       host_frames[i] = uint8_t(z >> 56);
     }
     const DType t = storage_type(job.precision);
-    Dims batch_dims = in;
     const int batches = (job.video_frames + job.batch - 1) / job.batch;
     auto one_batch = [&](int b) {
       CNN_CHECK_CUDA(cudaMemcpyAsync(dev_frames, host_frames + (b % 2) * batch_bytes, batch_bytes,
                                      cudaMemcpyHostToDevice, s));
-      frames_to_input(dev_frames, batch_dims, t, model.input_ptr(), s);
+      frames_to_input(dev_frames, in, t, model.input_ptr(), s);
       p.runner->launch(true);
       p.detect->launch(s);
       CNN_CHECK_CUDA(cudaMemcpyAsync(host_boxes, p.detect->detections_ptr(), boxes_bytes,
@@ -697,12 +698,7 @@ void run_video(benchmark::State& state, const Job& job) {
     state.counters["img_per_s"] = job.video_frames / pass_s;
     state.counters["batches_run"] = batches;
     state.counters["device_peak_mib"] = double(p.peak.peak()) / (1 << 20);
-    double candidates = 0, detections = 0;
-    for (size_t n = 0; n < r.detections.size(); ++n)
-      candidates += r.candidates[n], detections += double(r.detections[n].size());
-    state.counters["candidates_per_image"] = candidates / job.batch;
-    state.counters["detections_per_image"] = detections / job.batch;
-    throw_if_overflow(r);
+    count_detections(state, r);
   } catch (...) {
     release();
     throw;

@@ -490,6 +490,11 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
     float noise_strength = 0;
   };
   std::vector<ModConvBufs> mc(groups.size());
+  int fir_buf = -1;  // StyleGAN2's [1, 3, 3, 1] filter, one upload for every op that reads it
+  auto stylegan_fir = [&] {
+    if (fir_buf < 0) fir_buf = add_f32(fir_2d(stylegan2_fir_1d()));
+    return fir_buf;
+  };
   std::vector<int> step_of(groups.size(), -1);
   for (size_t k = 0; k < order.size(); ++k) step_of[order[k]] = int(k);
   for (size_t gi = 0; gi < groups.size(); ++gi) {
@@ -535,7 +540,7 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
       const int C = n.out.c;
       wbuf[gi] = add_weights(nchw_to_nhwc(tensor_of(weights, g, n, 0), {1, C, n.out.h, n.out.w}));
     } else if (grp.kind == OpKind::FirUpsample) {
-      wbuf[gi] = add_f32(fir_2d(stylegan2_fir_1d()));
+      wbuf[gi] = stylegan_fir();
     } else if (grp.kind == OpKind::ModConv) {
       const Dims in = nodes[n.inputs[0]].out;
       const int K = n.out.c, C = in.c, R = n.kernel;
@@ -553,7 +558,7 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
             for (int b = 0; b < R; ++b)
               f[(size_t(kc) * R + a) * R + b] = w[(size_t(kc) * R + (R - 1 - a)) * R + (R - 1 - b)];
         w = f;
-        mc[gi].fir = add_f32(fir_2d(stylegan2_fir_1d()));
+        mc[gi].fir = stylegan_fir();
       }
       wbuf[gi] = add_weights(nchw_to_nhwc(w, {K, C, R, R}));
       bbuf[gi] = add_f32(tensor_of(weights, g, n, 1));
