@@ -24,7 +24,7 @@ timeout 100 $PYTHON tools/stylegan_reference.py bench --config f --resolution 10
   --precision fp16 --modes eager,graph --out $O/s/pytorch.json >$O/s/pytorch.log 2>&1
 echo "S pytorch rc=$? $(date +%T)"; grep -E "img/s" $O/s/pytorch.log
 timeout $((590 - SECONDS)) $B/cnnbench --config=configs/stylegan2.yaml \
-  --benchmark_filter='stylegan2_f/fp16/graph/batch:(1|8|32)$' \
+  --benchmark_filter='stylegan2_f/fp16/graph/batch:(1|8|32)(/|$)' \
   --benchmark_out=$O/s/cnnbench.json >$O/s/cnnbench.log 2>&1
 echo "S cnnbench rc=$? $(date +%T)"; grep -E "_median|ERROR|error" $O/s/cnnbench.log | cut -c1-200 | head -12
 (cd $O && tar czf y.tgz --remove-files y && tar czf s.tgz --remove-files s)
