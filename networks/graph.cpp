@@ -296,11 +296,14 @@ int Graph::fir_upsample(int x) {
   return push(n);
 }
 
-int Graph::fourier_input(int w, const std::string& module, int channels, int size) {
+int Graph::fourier_input(int w, const std::string& module, int channels, int size,
+                         double sampling_rate, double bandwidth) {
   Node n;
   n.kind = OpKind::FourierInput;
   n.name = module;
   n.inputs = {w};
+  n.sg3.fs = sampling_rate;
+  n.sg3.up_cutoff = bandwidth;
   n.out = {1, channels, size, size};
   const int wdim = node(w).out.c;
   n.params = {param(module + ".weight", {channels, channels}, ParamRole::Weight),
@@ -313,8 +316,10 @@ int Graph::fourier_input(int w, const std::string& module, int channels, int siz
 }
 
 int Graph::filtered_modconv(int x, int w, const std::string& module, int out_channels, int kernel,
-                            int size, int up_taps, int down_taps, bool radial) {
+                            int size, const Sg3Spec& f) {
   const Dims in = node(x).out;
+  const int up_taps = f.up_taps, down_taps = f.down_taps;
+  const bool radial = f.radial;
   Node n;
   n.kind = OpKind::FilteredModConv;
   n.name = module;
@@ -323,6 +328,7 @@ int Graph::filtered_modconv(int x, int w, const std::string& module, int out_cha
   n.pad = n.pad_w = kernel - 1;
   n.bias = true;
   n.out = {1, out_channels, size, size};
+  n.sg3 = f;
   n.params = {param(module + ".weight", {out_channels, in.c, kernel, kernel}, ParamRole::Weight),
               param(module + ".bias", {out_channels}, ParamRole::Bias),
               param(module + ".affine.weight", {in.c, node(w).out.c}, ParamRole::Weight),

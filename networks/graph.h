@@ -67,6 +67,19 @@ struct ParamSpec {
   int64_t numel() const;
 };
 
+// StyleGAN3's alias-free layer (FilteredModConv) and input (FourierInput), networks.md 9.2:
+// filtered_lrelu's factors, filter lengths and padding (the same on both axes), and what the
+// filters are designed from (design_lowpass_filter: cutoff, transition width, sampling rate fs).
+// FourierInput: fs is its sampling rate and up_cutoff its bandwidth.
+struct Sg3Spec {
+  int up = 1, down = 1, up_taps = 1, down_taps = 1;
+  int pad_lo = 0, pad_hi = 0;
+  double fs = 0, up_cutoff = 0, up_width = 0, down_cutoff = 0, down_width = 0;
+  bool radial = false;    // the down filter is 2D (StyleGAN3-R's non-critical layers)
+  bool torgb = false;     // 1x1, not demodulated, linear (slope 1, gain 1)
+  float out_scale = 1.f;  // after the clamp: the synthesis' output_scale (0.25) on the ToRGB
+};
+
 struct Node {
   OpKind kind = OpKind::Input;
   std::string name;         // module path: "layer3.2.conv2"; empty for unnamed ops
@@ -90,6 +103,7 @@ struct Node {
   // activation (lrelu x sqrt(2) where it demodulates, linear for ToRGB) clamps to +-clamp (0:
   // none; NVlabs' conv_clamp, 256).
   float weight_gain = 1.f, bias_gain = 1.f, style_gain = 1.f, clamp = 0.f;
+  Sg3Spec sg3;  // FilteredModConv, FourierInput
   // Parameters by role, indices into Graph::params(): conv and linear [weight, bias?]; BatchNorm
   // [weight (gamma), bias (beta), running mean, running var, num_batches_tracked (torch only)].
   std::vector<int> params;
@@ -149,13 +163,14 @@ class Graph {
               bool demodulate, bool noise);
   int fir_upsample(int x);
   // StyleGAN3's SynthesisInput: `<module>.{weight, affine.weight, affine.bias}`, buffers freqs,
-  // phases, transform; channels x size x size.
-  int fourier_input(int w, const std::string& module, int channels, int size);
+  // phases, transform; channels x size x size at `sampling_rate`, frequencies up to `bandwidth`.
+  int fourier_input(int w, const std::string& module, int channels, int size, double sampling_rate,
+                    double bandwidth);
   // StyleGAN3's SynthesisLayer: `<module>.{weight, bias, affine.weight, affine.bias}`, buffers
-  // magnitude_ema and the FIR filters of `up_taps` / `down_taps` (none where 1; the down filter
-  // 2-D where radial); the output out_channels x size x size.
+  // magnitude_ema and the FIR filters of f.up_taps / f.down_taps (none where 1; the down filter
+  // 2-D where f.radial); the output out_channels x size x size.
   int filtered_modconv(int x, int w, const std::string& module, int out_channels, int kernel,
-                       int size, int up_taps, int down_taps, bool radial);
+                       int size, const Sg3Spec& f);
   // A state_dict buffer that no node reads in inference (mapping.w_avg, resample filters).
   void add_buffer(const std::string& name, std::vector<int64_t> shape);
   void set_output(int id) { output_ = id; }

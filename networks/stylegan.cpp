@@ -216,25 +216,49 @@ Graph stylegan3_generator(int resolution, bool r_config, int mapping_layers) {
   const int z_dim = 512, w_dim = 512;
   Graph g(std::string(r_config ? "stylegan3_r_" : "stylegan3_t_") + std::to_string(resolution));
   int x = g.normalize_2nd_moment(g.input(z_dim, 1, 1));
-  for (int i = 0; i < mapping_layers; ++i)
-    x = g.leaky_relu(g.linear(x, "mapping.fc" + std::to_string(i), w_dim));
-  const int w = x;
+  // FullyConnectedLayer(lr_multiplier 0.01, lrelu): W * 0.01 / sqrt(in), b * 0.01.
+  for (int i = 0; i < mapping_layers; ++i) {
+    const int fc = g.linear(x, "mapping.fc" + std::to_string(i), w_dim);
+    g.set_stylegan_gains(fc, float(0.01 / std::sqrt(double(i == 0 ? z_dim : w_dim))), 0.01f);
+    x = g.leaky_relu(fc);
+  }
+  const int w = x;  // broadcast to every layer (no truncation)
   g.add_buffer("mapping.w_avg", {w_dim});
   const std::vector<Sg3Layer> s =
       stylegan3_schedule(resolution, channel_base, channel_max, num_layers, num_critical);
-  x = g.fourier_input(w, "synthesis.input", s[0].channels, s[0].size);
+  // SynthesisInput's affine: FullyConnectedLayer(w_dim, 4): W / sqrt(w_dim).
+  const float affine = float(1.0 / std::sqrt(double(w_dim)));
+  x = g.fourier_input(w, "synthesis.input", s[0].channels, s[0].size, s[0].sampling_rate,
+                      s[0].cutoff);
+  g.set_stylegan_gains(x, affine, 1.f);
   for (int i = 0; i <= num_layers; ++i) {
     const Sg3Layer& in = s[std::max(i - 1, 0)];
-    const bool torgb = i == num_layers, critical = i >= num_layers - num_critical;
-    // SynthesisLayer: up-sample by the ratio of rates (x2 more for the lrelu but in ToRGB), FIR
-    // taps filter_size per factor where the factor exceeds 1.
-    const double tmp = std::max(in.sampling_rate, s[i].sampling_rate) * (torgb ? 1 : 2);
-    const int up = int(std::nearbyint(tmp / in.sampling_rate));
-    const int down = int(std::nearbyint(tmp / s[i].sampling_rate));
-    const int up_taps = up > 1 && !torgb ? filter_size * up : 1;
-    const int down_taps = down > 1 && !torgb ? filter_size * down : 1;
-    x = g.filtered_modconv(x, w, "synthesis." + s[i].name, s[i].channels, torgb ? 1 : kernel,
-                           s[i].size, up_taps, down_taps, r_config && !critical);
+    const Sg3Layer& out = s[i];
+    Sg3Spec f;
+    f.torgb = i == num_layers;
+    const bool critical = i >= num_layers - num_critical;
+    const int k = f.torgb ? 1 : kernel;
+    // SynthesisLayer.__init__: the lrelu runs at twice the larger rate (but in ToRGB); each
+    // factor's filter has filter_size taps per unit of the factor where the factor exceeds 1.
+    f.fs = std::max(in.sampling_rate, out.sampling_rate) * (f.torgb ? 1 : 2);
+    f.up = int(std::nearbyint(f.fs / in.sampling_rate));
+    f.down = int(std::nearbyint(f.fs / out.sampling_rate));
+    f.up_taps = f.up > 1 && !f.torgb ? filter_size * f.up : 1;
+    f.down_taps = f.down > 1 && !f.torgb ? filter_size * f.down : 1;
+    f.up_cutoff = in.cutoff, f.up_width = in.half_width * 2;
+    f.down_cutoff = out.cutoff, f.down_width = out.half_width * 2;
+    f.radial = r_config && !critical;
+    // The padding: the size wanted before down-sampling, less the conv's output (padding k - 1)
+    // up-sampled, plus what the filters take; the low side shifted by the symmetric convention.
+    const int pad_total =
+        (out.size - 1) * f.down + 1 - (in.size + k - 1) * f.up + f.up_taps + f.down_taps - 2;
+    f.pad_lo = (pad_total + f.up) >= 0 ? (pad_total + f.up) / 2 : -((-(pad_total + f.up) + 1) / 2);
+    f.pad_hi = pad_total - f.pad_lo;
+    f.out_scale = f.torgb ? 0.25f : 1.f;  // SynthesisNetwork.output_scale
+    x = g.filtered_modconv(x, w, "synthesis." + out.name, out.channels, k, out.size, f);
+    // Affine W / sqrt(w_dim); ToRGB's styles / sqrt(C_in k k); conv_clamp 256.
+    g.set_stylegan_gains(
+        x, affine, 1.f, f.torgb ? float(1.0 / std::sqrt(double(in.channels) * k * k)) : 1.f, 256.f);
   }
   g.set_output(x);
   return g;

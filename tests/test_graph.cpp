@@ -569,6 +569,41 @@ TEST(StyleGan, Generator3MatchesNvlabs) {
     radial = radial || (p.name.find("down_filter") != std::string::npos && p.shape.size() == 2);
   EXPECT_TRUE(radial);
   EXPECT_THROW(stylegan3_generator(100), UserError);
+
+  // filtered_lrelu's geometry: the conv's output (padding k - 1) up-sampled and padded, less the
+  // up filter's reach, then the down filter's, lands exactly on each layer's size.
+  for (int res : {256, 1024})
+    for (bool rc : {false, true}) {
+      const Graph sg = stylegan3_generator(res, rc);
+      for (const Node& n : sg.nodes()) {
+        if (n.kind != OpKind::FilteredModConv) continue;
+        const Node& in = sg.node(n.inputs[0]);
+        const Sg3Spec& f = n.sg3;
+        const int conv = in.out.h + n.kernel - 1;
+        const int tmp = conv * f.up + f.pad_lo + f.pad_hi - f.up_taps + 1;
+        EXPECT_EQ((tmp - f.down_taps) % f.down, 0) << n.name;
+        EXPECT_EQ((tmp - f.down_taps) / f.down + 1, n.out.h) << n.name;
+      }
+    }
+  std::map<std::string, Sg3Spec> spec;
+  for (const Node& n : g.nodes())
+    if (n.kind == OpKind::FilteredModConv) spec[n.name] = n.sg3;
+  // L0: 16 -> 16 at a rate of 32 for the lrelu; L9: 256 -> 512, so x4 then /2; ToRGB: nothing.
+  const Sg3Spec& l0 = spec.at("synthesis.L0_36_512");
+  EXPECT_EQ(l0.up, 2);
+  EXPECT_EQ(l0.down, 2);
+  EXPECT_EQ(l0.up_taps, 12);
+  EXPECT_EQ(l0.fs, 32);
+  const Sg3Spec& l9 = spec.at("synthesis.L9_532_128");
+  EXPECT_EQ(l9.up, 4);
+  EXPECT_EQ(l9.down, 2);
+  EXPECT_EQ(l9.up_taps, 24);
+  EXPECT_EQ(l9.down_taps, 12);
+  EXPECT_EQ(l9.fs, 1024);
+  const Sg3Spec& rgb = spec.at("synthesis.L14_1024_3");
+  EXPECT_TRUE(rgb.torgb);
+  EXPECT_EQ(rgb.up * rgb.down * rgb.up_taps * rgb.down_taps, 1);
+  EXPECT_EQ(rgb.out_scale, 0.25f);
 }
 
 // YOLOR's inference form: the implicits folded into the heads' 1x1 convs. The graph loses only
