@@ -206,12 +206,13 @@ std::vector<Sg3Layer> stylegan3_schedule(int resolution, int channel_base, int c
   return out;
 }
 
-Graph stylegan3_generator(int resolution, bool r_config, int mapping_layers) {
+Graph stylegan3_generator(int resolution, bool r_config, int mapping_layers, int cbase, int cmax) {
   if (resolution < 16 || (resolution & (resolution - 1)))
     throw UserError("stylegan3: the resolution must be a power of two from 16, not " +
                     std::to_string(resolution));
   // train.py: stylegan3-t cbase 32768, cmax 512, kernel 3; -r doubles both, kernel 1, radial.
-  const int channel_base = r_config ? 65536 : 32768, channel_max = r_config ? 1024 : 512;
+  const int channel_base = cbase > 0 ? cbase : r_config ? 65536 : 32768;
+  const int channel_max = cmax > 0 ? cmax : r_config ? 1024 : 512;
   const int kernel = r_config ? 1 : 3, num_layers = 14, num_critical = 2, filter_size = 6;
   const int z_dim = 512, w_dim = 512;
   Graph g(std::string(r_config ? "stylegan3_r_" : "stylegan3_t_") + std::to_string(resolution));

@@ -75,6 +75,8 @@ struct Sg3Layer {
 };
 std::vector<Sg3Layer> stylegan3_schedule(int resolution, int channel_base, int channel_max,
                                          int num_layers = 14, int num_critical = 2);
-Graph stylegan3_generator(int resolution, bool r_config = false, int mapping_layers = 2);
+// channel_base / channel_max 0: the config's (a smaller network for tests otherwise).
+Graph stylegan3_generator(int resolution, bool r_config = false, int mapping_layers = 2,
+                          int channel_base = 0, int channel_max = 0);
 
 }  // namespace cnnbench
