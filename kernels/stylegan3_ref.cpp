@@ -1,0 +1,1 @@
+#include "kernels/stylegan3_ref.h"

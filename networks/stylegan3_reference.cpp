@@ -1,0 +1,1 @@
+#include "networks/stylegan3_reference.h"
