@@ -14,6 +14,7 @@
 #include "harness/check.h"
 #include "kernels/conv.h"
 #include "kernels/depthwise.h"
+#include "kernels/fir_design.h"
 #include "kernels/lrn.h"
 #include "kernels/matmul.h"
 #include "kernels/pointwise.h"
@@ -21,6 +22,7 @@
 #include "kernels/se.h"
 #include "kernels/storage.h"
 #include "kernels/stylegan.h"
+#include "kernels/stylegan3.h"
 #include "kernels/upsample.h"
 #include "networks/schedule.h"
 
@@ -163,6 +165,150 @@ class ModConvOp : public Op {
   bool demodulate_;
   float weight_gain_, bias_gain_, style_gain_;
   BiasActSpec act_;
+  Buffers b_;
+  ConvOp conv_;
+};
+
+// StyleGAN3's SynthesisInput: the affine's rotation and translation per image, the transformed
+// frequencies, the Fourier features into a buffer of the op's own step, then the channels mixed
+// by the learned matrix (weight / sqrt(C), uploaded as a 1x1 conv's; cuDNN).
+class FourierInputOp : public Op {
+ public:
+  struct Buffers {
+    const void* w;  // [N, wdim]
+    const float *affine, *affine_b, *transform, *freqs, *phases;
+    float* t;        // [N, 4]
+    float* fp;       // [N, C, 4]
+    void* features;  // [N, size, size, C]
+    const void* weight;
+    const void* zeros;
+    void* y;
+  };
+  FourierInputOp(const std::string& name, DType t, const ConvSpec& conv, int wdim,
+                 float weight_gain, float sampling_rate, float bandwidth, const Buffers& b)
+      : t_(t),
+        dims_(conv.y),
+        wdim_(wdim),
+        weight_gain_(weight_gain),
+        sampling_rate_(sampling_rate),
+        bandwidth_(bandwidth),
+        b_(b),
+        conv_(conv, ConvBuffers{b.features, b.weight, b.zeros, nullptr, b.y}) {
+    record_.name = name;
+    record_.op = "fourier_input";
+    record_.shape = conv.y.str();
+    out_ = b.y;
+    out_bytes_ = size_t(conv.y.numel()) * dtype_size(t);
+  }
+  void prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) override {
+    features(ctx.stream);
+    conv_.prepare(ctx, mode, top_k, scratch);
+    record_.engine = conv_.record().engine;
+    record_.engine_notes = conv_.record().engine_notes;
+    record_.workspace_bytes = conv_.record().workspace_bytes;
+  }
+  size_t workspace_bytes() const override { return conv_.workspace_bytes(); }
+  void bind_workspace(void* w, size_t bytes) override { conv_.bind_workspace(w, bytes); }
+  void run(cudaStream_t s) override {
+    features(s);
+    conv_.run(s);
+  }
+  std::string ban_engine(GpuContext& ctx) override { return conv_.ban_engine(ctx); }
+
+ private:
+  void features(cudaStream_t s) {
+    launch_affine(b_.w, t_, dims_.n, wdim_, b_.affine, b_.affine_b, weight_gain_, 1.f, 1.f, 4, b_.t,
+                  s);
+    launch_fourier_prepare(b_.t, b_.transform, b_.freqs, b_.phases, dims_.n, dims_.c,
+                           sampling_rate_, bandwidth_, b_.fp, s);
+    launch_fourier_features(b_.fp, dims_.n, dims_.c, dims_.h, sampling_rate_, t_, b_.features, s);
+  }
+  DType t_;
+  Dims dims_;
+  int wdim_;
+  float weight_gain_, sampling_rate_, bandwidth_;
+  Buffers b_;
+  ConvOp conv_;
+};
+
+// StyleGAN3's SynthesisLayer: the styles (the affine; pre-normalised by their RMS over the whole
+// batch and the demodulation coefficients where it demodulates), x times the styles into a
+// temporary, cuDNN's conv (padding k - 1) with the weight pre-normalised per output channel and
+// times the input gain rsqrt(magnitude_ema), then filtered_lrelu as separable passes
+// (Fir1dPass): up-sampling along W then H (the first pass applies the demodulation and the
+// bias, the second the lrelu, gain and clamp), down-sampling along W then H; each pass into a
+// temporary of the op's own step but the last, into y.
+class FilteredModConvOp : public Op {
+ public:
+  struct Buffers {
+    const void* x;  // [N, C, H, W]
+    const void* w;  // [N, wdim]
+    void* xs;       // x * styles
+    void* conv;     // the conv's output, [N, K, H + k - 1, W + k - 1]
+    float* styles;  // [N, C]
+    float* d;       // [N, K]
+    const void* weight;
+    const float *wsq, *affine, *affine_b, *bias;
+    std::vector<const float*> taps;  // each pass's filter (null: the single tap 1)
+    std::vector<void*> tmp;          // each pass's output but the last's
+    const void* zeros;
+    void* y;
+  };
+  FilteredModConvOp(const std::string& name, DType t, const ConvSpec& conv, const Dims& x_dims,
+                    int wdim, bool demodulate, float weight_gain, float style_gain,
+                    std::vector<Fir1dPass> passes, const Buffers& b)
+      : t_(t),
+        x_dims_(x_dims),
+        conv_dims_(conv.y),
+        wdim_(wdim),
+        demodulate_(demodulate),
+        weight_gain_(weight_gain),
+        style_gain_(style_gain),
+        passes_(std::move(passes)),
+        b_(b),
+        conv_(conv, ConvBuffers{b.xs, b.weight, b.zeros, nullptr, b.conv}) {
+    record_.name = name;
+    record_.op = std::string("modconv+filtered_lrelu") + (demodulate ? "" : " torgb");
+    Dims y = conv.y;
+    for (const Fir1dPass& p : passes_) y = p.out_dims(y);
+    record_.shape = "in " + x_dims.str() + " -> conv " + conv.y.str() + " -> out " + y.str() +
+                    " k" + std::to_string(conv.kernel);
+    out_ = b.y;
+    out_bytes_ = size_t(y.numel()) * dtype_size(t);
+  }
+  void prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) override {
+    modulate(ctx.stream);
+    conv_.prepare(ctx, mode, top_k, scratch);
+    record_.engine = conv_.record().engine;
+    record_.engine_notes = conv_.record().engine_notes;
+    record_.workspace_bytes = conv_.record().workspace_bytes;
+  }
+  size_t workspace_bytes() const override { return conv_.workspace_bytes(); }
+  void bind_workspace(void* w, size_t bytes) override { conv_.bind_workspace(w, bytes); }
+  void run(cudaStream_t s) override {
+    modulate(s);
+    conv_.run(s);
+    launch_filtered_lrelu(b_.conv, conv_dims_, t_, passes_, b_.taps, demodulate_ ? b_.d : nullptr,
+                          b_.bias, b_.tmp, b_.y, s);
+  }
+  std::string ban_engine(GpuContext& ctx) override { return conv_.ban_engine(ctx); }
+
+ private:
+  void modulate(cudaStream_t s) {
+    launch_affine(b_.w, t_, x_dims_.n, wdim_, b_.affine, b_.affine_b, weight_gain_, 1.f,
+                  style_gain_, x_dims_.c, b_.styles, s);
+    if (demodulate_) {
+      launch_rms_normalize(b_.styles, x_dims_.n * x_dims_.c, s);
+      launch_demod(b_.styles, b_.wsq, x_dims_.n, x_dims_.c, conv_dims_.c, b_.d, s);
+    }
+    launch_channel_scale(b_.x, b_.xs, x_dims_, t_, b_.styles, s);
+  }
+  DType t_;
+  Dims x_dims_, conv_dims_;
+  int wdim_;
+  bool demodulate_;
+  float weight_gain_, style_gain_;
+  std::vector<Fir1dPass> passes_;
   Buffers b_;
   ConvOp conv_;
 };
@@ -490,6 +636,19 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
     float noise_strength = 0;
   };
   std::vector<ModConvBufs> mc(groups.size());
+  // StyleGAN3's input and layers: their buffers' uploads, scratch, temporaries and passes.
+  struct Sg3Bufs {
+    int affine = -1, affine_b = -1, transform = -1, freqs = -1, phases = -1, zeros = -1, t = -1,
+        fp = -1, features = -1, xs = -1, conv = -1, styles = -1, d = -1, wsq = -1;
+    std::vector<int> taps, tmp;
+    std::vector<Fir1dPass> passes;
+  };
+  std::vector<Sg3Bufs> sg(groups.size());
+  auto buffer_of = [&](const HostWeights& hw, const std::string& key) -> const std::vector<float>& {
+    auto it = hw.find(key);
+    if (it == hw.end()) throw UserError("weights have no tensor '" + key + "'");
+    return it->second;
+  };
   int fir_buf = -1;  // StyleGAN2's [1, 3, 3, 1] filter, one upload for every op that reads it
   auto stylegan_fir = [&] {
     if (fir_buf < 0) fir_buf = add_f32(fir_2d(stylegan2_fir_1d()));
@@ -581,6 +740,80 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
       }
       mc[gi].styles = arena_.add_weights(size_t(N) * C * sizeof(float));
       mc[gi].d = arena_.add_weights(size_t(N) * K * sizeof(float));
+    } else if (grp.kind == OpKind::FourierInput) {
+      const int C = n.out.c, step = step_of[gi];
+      std::vector<float> w = tensor_of(weights, g, n, 0);
+      for (float& v : w) v = float(double(v) / std::sqrt(double(C)));
+      wbuf[gi] = add_weights(w);  // [C][C] is the 1x1 conv's KRSC
+      sg[gi].affine = add_f32(tensor_of(weights, g, n, 1));
+      sg[gi].affine_b = add_f32(tensor_of(weights, g, n, 2));
+      sg[gi].transform = add_f32(buffer_of(weights, n.name + ".transform"));
+      sg[gi].freqs = add_f32(buffer_of(weights, n.name + ".freqs"));
+      sg[gi].phases = add_f32(buffer_of(weights, n.name + ".phases"));
+      sg[gi].zeros = add_weights(std::vector<float>(size_t(C), 0.f));
+      sg[gi].t = arena_.add_weights(size_t(N) * 4 * sizeof(float));
+      sg[gi].fp = arena_.add_weights(size_t(N) * C * 4 * sizeof(float));
+      sg[gi].features =
+          arena_.add_activation(size_t(batched(n.out, N).numel()) * esize, step, step);
+    } else if (grp.kind == OpKind::FilteredModConv) {
+      const Sg3Spec& f = n.sg3;
+      if (f.radial)
+        throw UserError(n.name + ": StyleGAN3-R's radial filters have no kernel here (only -T)");
+      const Dims in = nodes[n.inputs[0]].out;
+      const int K = n.out.c, C = in.c, R = n.kernel, step = step_of[gi];
+      std::vector<float> w = tensor_of(weights, g, n, 0);
+      const size_t per_k = size_t(C) * R * R;
+      if (!f.torgb)  // modulated_conv2d: w * rsqrt(mean(w^2)) per output channel
+        for (int k = 0; k < K; ++k) {
+          double ms = 0;
+          for (size_t i = 0; i < per_k; ++i) ms += double(w[k * per_k + i]) * w[k * per_k + i];
+          const double r = 1.0 / std::sqrt(ms / double(per_k));
+          for (size_t i = 0; i < per_k; ++i) w[k * per_k + i] = float(w[k * per_k + i] * r);
+        }
+      std::vector<float> wsq(size_t(K) * C, 0.f);
+      for (size_t i = 0; i < w.size(); ++i) wsq[i / (R * R)] += w[i] * w[i];
+      // The input gain rsqrt(magnitude_ema) scales the weight after the demodulation.
+      const double ema = buffer_of(weights, n.name + ".magnitude_ema").at(0);
+      if (!(ema > 0))
+        throw UserError(n.name + ".magnitude_ema is " + std::to_string(ema) +
+                        "; the input gain rsqrt(magnitude_ema) needs it positive");
+      for (float& v : w) v = float(double(v) / std::sqrt(ema));
+      wbuf[gi] = add_weights(nchw_to_nhwc(w, {K, C, R, R}));
+      bbuf[gi] = add_f32(tensor_of(weights, g, n, 1));
+      sg[gi].wsq = add_f32(wsq);
+      sg[gi].affine = add_f32(tensor_of(weights, g, n, 2));
+      sg[gi].affine_b = add_f32(tensor_of(weights, g, n, 3));
+      sg[gi].zeros = add_weights(std::vector<float>(size_t(K), 0.f));
+      sg[gi].styles = arena_.add_weights(size_t(N) * C * sizeof(float));
+      sg[gi].d = arena_.add_weights(size_t(N) * K * sizeof(float));
+      sg[gi].xs = arena_.add_activation(size_t(batched(in, N).numel()) * esize, step, step);
+      Dims d{N, K, in.h + R - 1, in.w + R - 1};
+      sg[gi].conv = arena_.add_activation(size_t(d.numel()) * esize, step, step);
+      // The filters, designed here (design_lowpass_filter; a weights file's up_filter and
+      // down_filter buffers are not read).
+      auto taps = [&](int n_taps, double cutoff, double width) {
+        if (n_taps <= 1) return -1;
+        const std::vector<double> t = design_lowpass_filter(n_taps, cutoff, width, f.fs);
+        return add_f32(std::vector<float>(t.begin(), t.end()));
+      };
+      const int fu = taps(f.up_taps, f.up_cutoff, f.up_width);
+      const int fd = taps(f.down_taps, f.down_cutoff, f.down_width);
+      FilteredLreluSpec fl;
+      fl.up = f.up, fl.down = f.down;
+      fl.pad_x0 = fl.pad_y0 = f.pad_lo, fl.pad_x1 = fl.pad_y1 = f.pad_hi;
+      fl.slope = f.torgb ? 1.f : 0.2f;
+      fl.gain = f.torgb ? 1.f : float(std::sqrt(2.0));
+      fl.clamp = n.clamp, fl.out_scale = f.out_scale;
+      sg[gi].passes = filtered_lrelu_passes(fl, f.up_taps, f.down_taps);
+      for (size_t i = 0; i < sg[gi].passes.size(); ++i) {
+        const Fir1dPass& p = sg[gi].passes[i];
+        sg[gi].taps.push_back(p.taps == 1 ? -1 : p.down > 1 ? fd : fu);
+        d = p.out_dims(d);
+        if (i + 1 < sg[gi].passes.size())
+          sg[gi].tmp.push_back(arena_.add_activation(size_t(d.numel()) * esize, step, step));
+      }
+      if (d.h != n.out.h || d.w != n.out.w)
+        throw std::logic_error("compile: " + n.name + "'s filtered_lrelu gives " + d.str());
     } else if (grp.kind == OpKind::BatchNorm) {
       const BnFold f = fold_bn(weights, g, n);
       sbuf[gi] = add_weights(std::vector<float>(f.scale.begin(), f.scale.end()));
@@ -826,6 +1059,60 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
         ops_.push_back(std::make_unique<ModConvOp>(name, t, s, in, nodes[n.inputs[1]].out.c, n.up,
                                                    n.demodulate, n.weight_gain, n.bias_gain,
                                                    n.style_gain, act, b));
+        break;
+      }
+      case OpKind::FourierInput: {
+        ConvSpec s;
+        s.name = name + ".mix";
+        s.x = out;
+        s.y = out;
+        s.precision = opt.precision;
+        FourierInputOp::Buffers b{};
+        b.w = ptr(n.inputs[0]);
+        b.affine = fptr(sg[gi].affine);
+        b.affine_b = fptr(sg[gi].affine_b);
+        b.transform = fptr(sg[gi].transform);
+        b.freqs = fptr(sg[gi].freqs);
+        b.phases = fptr(sg[gi].phases);
+        b.t = static_cast<float*>(arena_.ptr(sg[gi].t));
+        b.fp = static_cast<float*>(arena_.ptr(sg[gi].fp));
+        b.features = arena_.ptr(sg[gi].features);
+        b.weight = wptr(wbuf[gi]);
+        b.zeros = wptr(sg[gi].zeros);
+        b.y = y;
+        ops_.push_back(std::make_unique<FourierInputOp>(name, t, s, nodes[n.inputs[0]].out.c,
+                                                        n.weight_gain, float(n.sg3.fs),
+                                                        float(n.sg3.up_cutoff), b));
+        break;
+      }
+      case OpKind::FilteredModConv: {
+        const Dims in = batched(nodes[n.inputs[0]].out, N);
+        ConvSpec s;
+        s.name = name + ".conv";
+        s.x = in;
+        s.y = Dims{N, out.c, in.h + n.kernel - 1, in.w + n.kernel - 1};
+        s.kernel = s.kernel_w = n.kernel;
+        s.pad = s.pad_w = n.kernel - 1;
+        s.precision = opt.precision;
+        FilteredModConvOp::Buffers b{};
+        b.x = ptr(n.inputs[0]);
+        b.w = ptr(n.inputs[1]);
+        b.xs = arena_.ptr(sg[gi].xs);
+        b.conv = arena_.ptr(sg[gi].conv);
+        b.styles = static_cast<float*>(arena_.ptr(sg[gi].styles));
+        b.d = static_cast<float*>(arena_.ptr(sg[gi].d));
+        b.weight = wptr(wbuf[gi]);
+        b.wsq = fptr(sg[gi].wsq);
+        b.affine = fptr(sg[gi].affine);
+        b.affine_b = fptr(sg[gi].affine_b);
+        b.bias = fptr(bbuf[gi]);
+        for (int id : sg[gi].taps) b.taps.push_back(fptr(id));
+        for (int id : sg[gi].tmp) b.tmp.push_back(arena_.ptr(id));
+        b.zeros = wptr(sg[gi].zeros);
+        b.y = y;
+        ops_.push_back(std::make_unique<FilteredModConvOp>(name, t, s, in, nodes[n.inputs[1]].out.c,
+                                                           !n.sg3.torgb, n.weight_gain,
+                                                           n.style_gain, sg[gi].passes, b));
         break;
       }
       default:

@@ -491,6 +491,12 @@ int64_t Graph::node_macs(int id) const {
     const Dims in = node(n.inputs[0]).out;
     return int64_t(in.h) * in.w * n.out.c * in.c * n.kernel * n.kernel_w;
   }
+  if (n.kind == OpKind::FilteredModConv) {  // the conv's output is in + k - 1 (padding k - 1)
+    const Dims in = node(n.inputs[0]).out;
+    return int64_t(in.h + n.kernel - 1) * (in.w + n.kernel - 1) * n.out.c * in.c * n.kernel *
+           n.kernel;
+  }
+  if (n.kind == OpKind::FourierInput) return n.out.numel() * int64_t(n.out.c);  // the mixing
   return 0;
 }
 

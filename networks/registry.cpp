@@ -45,6 +45,13 @@ Graph stylegan2_of(int size, int classes) {
                     std::to_string(classes));
   return stylegan2_generator(size, kChannelBase, 8);
 }
+// StyleGAN3-T: the resolution is the input size, unconditional.
+Graph stylegan3_t_of(int size, int classes) {
+  if (classes != 1)
+    throw UserError("stylegan3: the generator is unconditional; num_classes must be 1, not " +
+                    std::to_string(classes));
+  return stylegan3_generator(size);
+}
 void yolor_prior(HostWeights& w) {
   yolor_head_prior(w, 80);
 }
@@ -125,6 +132,18 @@ const std::vector<NetworkInfo>& network_registry() {
        {256, 4, 1, false, false},
        &stylegan2_of<16384>,
        {}},
+      // The alias-free generator (mapping depth 2): 1024 by default; the article trains at 256.
+      {"stylegan3_t",
+       {"stylegan3", "stylegan3-t"},
+       "NVlabs stylegan3, config stylegan3-t (channel_base 32768, channel_max 512, 2 mapping "
+       "layers)",
+       {1024, 16, 1, false, false},
+       &stylegan3_t_of,
+       {},
+       nullptr,
+       nullptr,
+       nullptr,
+       &stylegan3_random_buffers},
   };
   return registry;
 }

@@ -265,4 +265,26 @@ Graph stylegan3_generator(int resolution, bool r_config, int mapping_layers, int
   return g;
 }
 
+void stylegan3_random_buffers(HostWeights& w) {
+  auto ends_with = [](const std::string& s, const std::string& t) {
+    return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+  };
+  for (auto& [name, v] : w) {
+    if (ends_with(name, ".magnitude_ema")) {
+      for (float& e : v) e = 1.25f + 0.75f * e;
+    } else if (name == "synthesis.input.transform") {
+      for (size_t i = 0; i < v.size(); ++i) v[i] = i % 4 == 0 ? 1.f : 0.f;
+    } else if (name == "synthesis.input.phases") {
+      for (float& e : v) e *= 0.5f;
+    } else if (name == "synthesis.input.freqs") {
+      const double bandwidth = 2;  // SynthesisNetwork's first_cutoff, whatever the resolution
+      for (size_t c = 0; c + 1 < v.size(); c += 2) {
+        const double r = std::max(std::hypot(double(v[c]), double(v[c + 1])), 1e-3);
+        const double s = bandwidth / (r * std::pow(std::exp(r * r), 0.25));
+        v[c] = float(v[c] * s), v[c + 1] = float(v[c + 1] * s);
+      }
+    }
+  }
+}
+
 }  // namespace cnnbench

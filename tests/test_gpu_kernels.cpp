@@ -14,12 +14,14 @@
 #include "gpu_util.h"
 #include "kernels/depthwise.h"
 #include "kernels/detect_gpu.h"
+#include "kernels/fir_design.h"
 #include "kernels/lrn.h"
 #include "kernels/pointwise.h"
 #include "kernels/pool.h"
 #include "kernels/se.h"
 #include "kernels/storage.h"
 #include "kernels/stylegan.h"
+#include "kernels/stylegan3.h"
 #include "kernels/upsample.h"
 #include "networks/weights.h"
 
@@ -688,4 +690,124 @@ TEST(GpuKernels, UpsampleNearestIntoASlice) {
             }
       EXPECT_EQ(wrong, 0) << dtype_name(t) << " factor " << f;
     }
+}
+
+// StyleGAN3's filtered_lrelu as separable passes (the demodulation and bias in the first, the
+// lrelu in the up-sampling's second, out_scale in the last) against the host reference, for the
+// geometries of the -T generator's layers: x2 then /2, x4 then /2 (the rate doubles), the
+// critically sampled x2 /2 with a crop, and ToRGB's elementwise pass.
+TEST(GpuKernels, FilteredLreluMatchesTheHostReference) {
+  std::mt19937 rng(41);
+  const int n = 2, c = 5, h = 9, w = 8;
+  const std::vector<float> x = random_vector(size_t(n) * c * h * w, rng);
+  const std::vector<float> bias = random_vector(size_t(c), rng);
+  std::vector<float> pre = random_vector(size_t(n) * c, rng);
+  for (float& v : pre) v = 0.5f + std::fabs(v);
+  struct Case {
+    FilteredLreluSpec s;
+    int up_taps, down_taps;
+    double cutoff, width, fs;
+  };
+  std::vector<Case> cases;
+  auto add = [&](int up, int down, int ut, int dt, int p0, int p1, float clamp, float scale) {
+    Case k{};
+    k.s.up = up, k.s.down = down;
+    k.s.pad_x0 = p0, k.s.pad_x1 = p1, k.s.pad_y0 = p0 + 1, k.s.pad_y1 = p1 - 1;
+    k.s.clamp = clamp, k.s.out_scale = scale;
+    k.up_taps = ut, k.down_taps = dt;
+    k.cutoff = 2, k.width = 3, k.fs = 16;
+    cases.push_back(k);
+  };
+  add(2, 2, 12, 12, 11, 10, 0.f, 1.f);
+  add(4, 2, 24, 12, 21, 20, 1.5f, 1.f);  // a clamp the activations reach
+  add(2, 2, 12, 12, -3, 15, 0.f, 0.25f);  // a crop on one side
+  Case rgb{};
+  rgb.s.slope = 1.f, rgb.s.gain = 1.f, rgb.s.clamp = 1.f, rgb.s.out_scale = 0.25f;
+  rgb.up_taps = rgb.down_taps = 1;
+  cases.push_back(rgb);
+  for (const Case& k : cases)
+    for (const DType t : {DType::F32, DType::F16}) {
+      const std::vector<double> fu64 = design_lowpass_filter(k.up_taps, k.cutoff, k.width, k.fs);
+      const std::vector<double> fd64 = design_lowpass_filter(k.down_taps, k.cutoff, k.width, k.fs);
+      const std::vector<float> fu(fu64.begin(), fu64.end()), fd(fd64.begin(), fd64.end());
+      const Dims in{n, c, h, w};
+      const std::vector<float> xr = from_storage(to_storage(x, t), t);
+      std::vector<float> scaled = xr;  // the host applies the pre-scale itself
+      for (size_t i = 0; i < scaled.size(); ++i) scaled[i] *= pre[i / (size_t(h) * w)];
+      const std::vector<float> want =
+          filtered_lrelu_reference(scaled, n, c, h, w, fu, fd, false, bias, k.s);
+      const std::vector<Fir1dPass> passes = filtered_lrelu_passes(k.s, k.up_taps, k.down_taps);
+      std::vector<std::unique_ptr<DeviceBuffer>> tmp;
+      std::vector<void*> tmp_ptr;
+      std::vector<const float*> taps;
+      DeviceBuffer fu_d(fu.empty() ? std::vector<float>{1.f} : fu, DType::F32);
+      DeviceBuffer fd_d(fd.empty() ? std::vector<float>{1.f} : fd, DType::F32);
+      Dims d = in;
+      for (size_t i = 0; i < passes.size(); ++i) {
+        const Fir1dPass& p = passes[i];
+        taps.push_back(p.taps == 1
+                           ? nullptr
+                           : static_cast<const float*>(p.down > 1 ? fd_d.get() : fu_d.get()));
+        d = p.out_dims(d);
+        tmp.push_back(std::make_unique<DeviceBuffer>(size_t(d.numel()), t));
+        tmp_ptr.push_back(tmp.back()->get());
+      }
+      const int oh = k.s.out_h(h, k.up_taps, k.down_taps),
+                ow = k.s.out_w(w, k.up_taps, k.down_taps);
+      ASSERT_EQ(d.h, oh);
+      ASSERT_EQ(d.w, ow);
+      ASSERT_EQ(want.size(), size_t(n) * c * oh * ow);
+      DeviceBuffer x_d(nchw_to_nhwc(xr, in), t), pre_d(pre, DType::F32), bias_d(bias, DType::F32);
+      launch_filtered_lrelu(x_d.get(), in, t, passes, taps, static_cast<const float*>(pre_d.get()),
+                            static_cast<const float*>(bias_d.get()), tmp_ptr, tmp.back()->get(),
+                            nullptr);
+      CNN_CHECK_CUDA(cudaDeviceSynchronize());
+      const std::vector<float> got = nhwc_to_nchw(tmp.back()->download(), d);
+      const double err = relative_l2(got, want);
+      EXPECT_LT(err, t == DType::F32 ? 1e-5 : 5e-3) << dtype_name(t) << " up " << k.s.up << " down "
+                                                    << k.s.down << " passes " << passes.size();
+    }
+}
+
+// SynthesisInput's features: the affine's rotation and translation per image, the transformed
+// frequencies and the sine grid (the mixing matrix sqrt(C) I, so the reference's mixing is the
+// identity) against the host reference.
+TEST(GpuKernels, FourierFeaturesMatchTheHostReference) {
+  std::mt19937 rng(43);
+  const int n = 3, c = 7, wdim = 16, size = 12;
+  const double sr = 16, bw = 2;
+  const std::vector<float> wv = random_vector(size_t(n) * wdim, rng);
+  const std::vector<float> aw = random_vector(size_t(4) * wdim, rng);
+  std::vector<float> ab = random_vector(4, rng);
+  ab[0] += 1.f;
+  std::vector<float> freqs = random_vector(size_t(c) * 2, rng);
+  for (float& f : freqs) f *= 3.f;  // some beyond the band limit: amplitudes below 1
+  const std::vector<float> phases = random_vector(size_t(c), rng);
+  const float th = 0.3f;
+  const std::vector<float> transform{std::cos(th), -std::sin(th), 0.2f, std::sin(th), std::cos(th),
+                                     -0.1f,        0.f,           0.f,  1.f};
+  std::vector<float> eye(size_t(c) * c, 0.f);
+  for (int i = 0; i < c; ++i) eye[size_t(i) * c + i] = float(std::sqrt(double(c)));
+  const float gain = float(1.0 / std::sqrt(double(wdim)));
+  const std::vector<float> want = fourier_input_reference(wv, n, wdim, aw, ab, gain, transform,
+                                                          freqs, phases, eye, c, size, sr, bw);
+  DeviceBuffer w_d(wv, DType::F32), aw_d(aw, DType::F32), ab_d(ab, DType::F32),
+      tr_d(transform, DType::F32), f_d(freqs, DType::F32), p_d(phases, DType::F32),
+      t_d(size_t(n) * 4, DType::F32), fp_d(size_t(n) * c * 4, DType::F32);
+  launch_affine(w_d.get(), DType::F32, n, wdim, static_cast<const float*>(aw_d.get()),
+                static_cast<const float*>(ab_d.get()), gain, 1.f, 1.f, 4,
+                static_cast<float*>(t_d.get()), nullptr);
+  launch_fourier_prepare(static_cast<const float*>(t_d.get()),
+                         static_cast<const float*>(tr_d.get()),
+                         static_cast<const float*>(f_d.get()), static_cast<const float*>(p_d.get()),
+                         n, c, float(sr), float(bw), static_cast<float*>(fp_d.get()), nullptr);
+  const Dims d{n, c, size, size};
+  for (const DType t : {DType::F32, DType::F16}) {
+    DeviceBuffer y_d(size_t(d.numel()), t);
+    launch_fourier_features(static_cast<const float*>(fp_d.get()), n, c, size, float(sr), t,
+                            y_d.get(), nullptr);
+    CNN_CHECK_CUDA(cudaDeviceSynchronize());
+    const std::vector<float> got = nhwc_to_nchw(y_d.download(), d);
+    EXPECT_LT(relative_l2(got, want), t == DType::F32 ? 1e-5 : 2e-3) << dtype_name(t);
+  }
 }

@@ -18,6 +18,7 @@
 #include "kernels/storage.h"
 #include "networks/registry.h"
 #include "networks/resnet.h"
+#include "networks/stylegan3_reference.h"
 #include "networks/zoo.h"
 
 using namespace cnnbench;
@@ -207,6 +208,37 @@ TEST(GpuNetwork, Stylegan2GeneratorMatchesTheHostReference) {
       r.sync();
       const double err = rel_l2(m.output(), want);
       std::printf("  stylegan2 %d px %s %s: rel_l2 %.2e, %zu ops\n", res, precision_name(p),
+                  graph ? "graph" : "eager", err, m.op_count());
+      EXPECT_LT(err, p == Precision::FP32 ? 1e-4 : 3e-2) << precision_name(p);
+    }
+  }
+}
+
+// StyleGAN3-T's compiled generator (the Fourier input, the modulated convs with their
+// pre-normalisation, demodulation and input gain, filtered_lrelu's passes, ToRGB and the output
+// scale) against the host reference, on a small -T (16 px, channel_base 256, channel_max 32).
+TEST(GpuNetwork, Stylegan3GeneratorMatchesTheHostReference) {
+  const int res = 16, n = 2;
+  const Graph g = stylegan3_generator(res, false, 2, 256, 32);
+  HostWeights w = random_weights(g, 9);
+  stylegan3_random_buffers(w);
+  std::mt19937 rng(11);
+  const std::vector<float> z = random_vector(size_t(n) * 512, rng);
+  const std::vector<float> ref = stylegan3_generate_reference(g, w, z, n);
+  const std::vector<double> want(ref.begin(), ref.end());
+  GpuContext ctx;
+  for (Precision p : {Precision::FP32, Precision::FP16}) {
+    CompileOptions opt;
+    opt.precision = p;
+    opt.batch = n;
+    Model m(ctx, g, w, opt);
+    m.set_input(z);
+    Runner r(m, ctx);
+    for (const bool graph : {false, true}) {
+      r.launch(graph);
+      r.sync();
+      const double err = rel_l2(m.output(), want);
+      std::printf("  stylegan3-t %d px %s %s: rel_l2 %.2e, %zu ops\n", res, precision_name(p),
                   graph ? "graph" : "eager", err, m.op_count());
       EXPECT_LT(err, p == Precision::FP32 ? 1e-4 : 3e-2) << precision_name(p);
     }
@@ -434,7 +466,8 @@ TEST_P(GpuZoo, FiniteDeterministicGraphEqualsEager) {
   {
     const NetworkInfo& info = find_network(GetParam());
     const Graph g = build_network(info.name);
-    const HostWeights w = random_weights(g, 17);
+    // The registry's weights: folded (YOLOR), with the buffers' initialisation (StyleGAN3).
+    const HostWeights w = network_random_weights(info.name, 0, 0, 17);
     for (Precision p : {Precision::FP32, Precision::TF32, Precision::FP16, Precision::BF16})
       for (int batch : {1, 2}) {
         SCOPED_TRACE(info.name + " " + precision_name(p) + " batch " + std::to_string(batch));

@@ -1,0 +1,207 @@
+// StyleGAN3's kernels (kernels/stylegan3.h): one thread per output element, float accumulation,
+// the storage type in and out.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "harness/check.h"
+#include "kernels/convert.cuh"
+#include "kernels/stylegan3.h"
+
+namespace cnnbench {
+
+namespace {
+
+int blocks_for(int64_t total, int threads) {
+  return int(std::min<int64_t>((total + threads - 1) / threads, 65536));
+}
+
+// x viewed as [outer][len][inner] -> y [outer][out_len][inner]; `rows` outer rows per image and
+// c channels (the innermost of inner) locate pre_scale's and bias's entries.
+template <typename T>
+__global__ void fir1d_kernel(const T* x, int64_t outer, int len, int64_t inner, int rows, int c,
+                             const float* f, const float* pre_scale, const float* bias, Fir1dPass p,
+                             int out_len, T* y) {
+  const int64_t total = outer * out_len * inner;
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < total;
+       j += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = j % inner;
+    const int64_t q = j / inner;
+    const int i = int(q % out_len);
+    const int64_t o = q / out_len;
+    const int ci = int(r % c);
+    const int64_t ni = o / rows;
+    const float s = pre_scale ? pre_scale[ni * c + ci] : 1.f;
+    const float b = bias ? bias[ci] : 0.f;
+    // Tap t reads the padded, zero-inserted line at m = i * down + t - pad0: a sample where m is
+    // a multiple of up.
+    const int m0 = i * p.down - p.pad0;
+    int t = ((-m0) % p.up + p.up) % p.up;
+    float acc = 0.f;
+    for (; t < p.taps; t += p.up) {
+      const int m = m0 + t;
+      if (m < 0) continue;
+      const int src = m / p.up;
+      if (src >= len) break;
+      const float v = load_f(x, (o * len + src) * inner + r) * s + b;
+      acc += v * (f ? f[p.taps - 1 - t] : 1.f);
+    }
+    float v = acc * p.gain;
+    if (p.act) {
+      v = (v >= 0.f ? v : v * p.slope) * p.act_gain;
+      if (p.clamp > 0.f) v = fminf(fmaxf(v, -p.clamp), p.clamp);
+    }
+    store_f(y, j, v * p.out_scale);
+  }
+}
+
+__global__ void fourier_prepare_kernel(const float* t, const float* tr, const float* freqs,
+                                       const float* phases, int n, int c, float sr, float bw,
+                                       float* fp) {
+  const int64_t total = int64_t(n) * c;
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < total;
+       j += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t ni = j / c;
+    const int ci = int(j % c);
+    const float* tn = t + ni * 4;
+    const float norm = sqrtf(tn[0] * tn[0] + tn[1] * tn[1]);
+    const float r_c = tn[0] / norm, r_s = tn[1] / norm, t_x = tn[2] / norm, t_y = tn[3] / norm;
+    // m = m_r @ m_t: rows (r_c, -r_s, -(r_c t_x - r_s t_y)), (r_s, r_c, -(r_s t_x + r_c t_y)).
+    const float m[2][3] = {{r_c, -r_s, -(r_c * t_x - r_s * t_y)},
+                           {r_s, r_c, -(r_s * t_x + r_c * t_y)}};
+    float a[2][3];  // the first two rows of m @ transform (m's third row is (0, 0, 1))
+    for (int row = 0; row < 2; ++row)
+      for (int col = 0; col < 3; ++col)
+        a[row][col] = m[row][0] * tr[col] + m[row][1] * tr[3 + col] + m[row][2] * tr[6 + col];
+    const float f0 = freqs[ci * 2], f1 = freqs[ci * 2 + 1];
+    const float ph = phases[ci] + f0 * a[0][2] + f1 * a[1][2];
+    const float fx = f0 * a[0][0] + f1 * a[1][0], fy = f0 * a[0][1] + f1 * a[1][1];
+    const float amp = fminf(fmaxf(1.f - (sqrtf(fx * fx + fy * fy) - bw) / (sr / 2 - bw), 0.f), 1.f);
+    float* o = fp + j * 4;
+    o[0] = fx, o[1] = fy, o[2] = ph, o[3] = amp;
+  }
+}
+
+template <typename T>
+__global__ void fourier_features_kernel(const float* fp, int n, int c, int size, float half, T* y) {
+  const int64_t total = int64_t(n) * size * size * c;
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < total;
+       j += int64_t(gridDim.x) * blockDim.x) {
+    const int ci = int(j % c);
+    int64_t r = j / c;
+    const int ix = int(r % size);
+    r /= size;
+    const int iy = int(r % size);
+    const int64_t ni = r / size;
+    const float gx = (2.f * ix + 1.f) / size - 1.f, gy = (2.f * iy + 1.f) / size - 1.f;
+    const float* q = fp + (ni * c + ci) * 4;
+    const float arg = (gx * half) * q[0] + (gy * half) * q[1] + q[2];
+    store_f(y, j, sinpif(2.f * arg) * q[3]);
+  }
+}
+
+__global__ void rms_normalize_kernel(float* s, int count) {
+  __shared__ float part[32];
+  float sum = 0.f;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) sum += s[i] * s[i];
+  for (int o = 16; o > 0; o /= 2) sum += __shfl_down_sync(0xffffffffu, sum, o);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.f;
+    for (int k = 0; k < int(blockDim.x) / 32; ++k) total += part[k];
+    part[0] = rsqrtf(total / count);
+  }
+  __syncthreads();
+  const float g = part[0];
+  for (int i = threadIdx.x; i < count; i += blockDim.x) s[i] *= g;
+}
+
+}  // namespace
+
+void launch_fir1d(const void* x, const Dims& in, DType t, const float* f, const float* pre_scale,
+                  const float* bias, const Fir1dPass& p, void* y, cudaStream_t st) {
+  const int len = p.along_h ? in.h : in.w;
+  const int out_len = p.out_len(len);
+  const int64_t outer = p.along_h ? in.n : int64_t(in.n) * in.h;
+  const int64_t inner = p.along_h ? int64_t(in.w) * in.c : in.c;
+  const int rows = p.along_h ? 1 : in.h;
+  const int64_t total = outer * out_len * inner;
+  if (total <= 0) return;
+  CNN_DISPATCH_DTYPE(t, fir1d_kernel<T><<<blocks_for(total, 256), 256, 0, st>>>(
+                            static_cast<const T*>(x), outer, len, inner, rows, in.c, f, pre_scale,
+                            bias, p, out_len, static_cast<T*>(y)));
+  CNN_CHECK_CUDA(cudaGetLastError());
+}
+
+std::vector<Fir1dPass> filtered_lrelu_passes(const FilteredLreluSpec& s, int up_taps,
+                                             int down_taps) {
+  std::vector<Fir1dPass> out;
+  Fir1dPass act;
+  act.act = true;
+  act.slope = s.slope, act.act_gain = s.gain, act.clamp = s.clamp;
+  if (s.up == 1 && up_taps == 1 && s.pad_x0 == 0 && s.pad_x1 == 0 && s.pad_y0 == 0 &&
+      s.pad_y1 == 0) {
+    out.push_back(act);
+  } else {
+    Fir1dPass u;
+    u.up = s.up, u.taps = up_taps, u.pad0 = s.pad_x0, u.pad1 = s.pad_x1, u.gain = float(s.up);
+    out.push_back(u);
+    Fir1dPass v = act;
+    v.along_h = true;
+    v.up = s.up, v.taps = up_taps, v.pad0 = s.pad_y0, v.pad1 = s.pad_y1, v.gain = float(s.up);
+    out.push_back(v);
+  }
+  if (s.down > 1 || down_taps > 1) {
+    Fir1dPass d;
+    d.down = s.down, d.taps = down_taps;
+    out.push_back(d);
+    d.along_h = true;
+    out.push_back(d);
+  }
+  out.back().out_scale = s.out_scale;
+  return out;
+}
+
+void launch_filtered_lrelu(const void* x, const Dims& in, DType t,
+                           const std::vector<Fir1dPass>& passes,
+                           const std::vector<const float*>& taps, const float* pre_scale,
+                           const float* bias, const std::vector<void*>& tmp, void* y,
+                           cudaStream_t st) {
+  Dims d = in;
+  for (size_t i = 0; i < passes.size(); ++i) {
+    void* out = i + 1 == passes.size() ? y : tmp.at(i);
+    launch_fir1d(x, d, t, taps.at(i), i == 0 ? pre_scale : nullptr, i == 0 ? bias : nullptr,
+                 passes[i], out, st);
+    d = passes[i].out_dims(d);
+    x = out;
+  }
+}
+
+void launch_fourier_prepare(const float* t, const float* transform, const float* freqs,
+                            const float* phases, int n, int c, float sampling_rate, float bandwidth,
+                            float* fp, cudaStream_t st) {
+  const int64_t total = int64_t(n) * c;
+  if (total == 0) return;
+  fourier_prepare_kernel<<<blocks_for(total, 128), 128, 0, st>>>(t, transform, freqs, phases, n, c,
+                                                                 sampling_rate, bandwidth, fp);
+  CNN_CHECK_CUDA(cudaGetLastError());
+}
+
+void launch_fourier_features(const float* fp, int n, int c, int size, float sampling_rate, DType t,
+                             void* y, cudaStream_t st) {
+  const int64_t total = int64_t(n) * size * size * c;
+  if (total == 0) return;
+  CNN_DISPATCH_DTYPE(t, fourier_features_kernel<T><<<blocks_for(total, 256), 256, 0, st>>>(
+                            fp, n, c, size, 0.5f * size / sampling_rate, static_cast<T*>(y)));
+  CNN_CHECK_CUDA(cudaGetLastError());
+}
+
+void launch_rms_normalize(float* s, int count, cudaStream_t st) {
+  if (count == 0) return;
+  rms_normalize_kernel<<<1, 1024, 0, st>>>(s, count);
+  CNN_CHECK_CUDA(cudaGetLastError());
+}
+
+}  // namespace cnnbench

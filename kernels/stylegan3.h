@@ -1,0 +1,65 @@
+// StyleGAN3's kernels (issue 6): NHWC tensors in the storage type, float accumulation. The host
+// references they are checked against are in kernels/stylegan3_ref.h.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "kernels/stylegan3_ref.h"
+#include "kernels/tensor.h"
+
+namespace cnnbench {
+
+// One separable pass of filtered_lrelu: upfirdn along one axis (W or H) of an NHWC tensor. The
+// line is zero-inserted by `up`, padded by pad0 / pad1 (negative: cropped), convolved with the
+// taps (a true convolution: f flipped; null f: the single tap 1), then every `down`-th sample
+// kept and multiplied by `gain`. Around it: before, x * pre_scale[n][c] (the demodulation) +
+// bias[c] (either null); after, lrelu(slope) * act_gain and the clamp (where act), then *
+// out_scale.
+struct Fir1dPass {
+  bool along_h = false;
+  int up = 1, down = 1, pad0 = 0, pad1 = 0, taps = 1;
+  float gain = 1.f;
+  bool act = false;
+  float slope = 0.2f, act_gain = 1.41421356f, clamp = 0.f;  // clamp <= 0: none
+  float out_scale = 1.f;
+  int out_len(int len) const { return (len * up + pad0 + pad1 - taps) / down + 1; }
+  Dims out_dims(const Dims& in) const {
+    Dims o = in;
+    (along_h ? o.h : o.w) = out_len(along_h ? in.h : in.w);
+    return o;
+  }
+};
+// y (out_dims(in)) from x (in), both NHWC in type t.
+void launch_fir1d(const void* x, const Dims& in, DType t, const float* f, const float* pre_scale,
+                  const float* bias, const Fir1dPass& p, void* y, cudaStream_t st);
+
+// filtered_lrelu (FilteredLreluSpec, filters of up_taps and down_taps, 1-D) as separable passes:
+// up-sampling along W then H (the lrelu, gain and clamp after the second), down-sampling along W
+// then H. A trivial stage (factor 1, one tap, no padding) is left out; where the up-sampling is,
+// one elementwise pass carries the bias and the activation. The last pass applies out_scale.
+std::vector<Fir1dPass> filtered_lrelu_passes(const FilteredLreluSpec& s, int up_taps,
+                                             int down_taps);
+// The passes in order, from x (in) to y: pass i reads taps[i] (fu or fd or null) and writes
+// tmp[i] but the last, which writes y; the first applies pre_scale (or null) and bias (or null).
+void launch_filtered_lrelu(const void* x, const Dims& in, DType t,
+                           const std::vector<Fir1dPass>& passes,
+                           const std::vector<const float*>& taps, const float* pre_scale,
+                           const float* bias, const std::vector<void*>& tmp, void* y,
+                           cudaStream_t st);
+
+// SynthesisInput's per-image frequencies: from the affine's t [n][4] (float), the buffers
+// transform [3][3], freqs [c][2] and phases [c], into fp [n][c][4] = (fx, fy, phase, amplitude).
+void launch_fourier_prepare(const float* t, const float* transform, const float* freqs,
+                            const float* phases, int n, int c, float sampling_rate, float bandwidth,
+                            float* fp, cudaStream_t st);
+// The features y [n][size][size][c] = sin(2 pi (x fx + y fy + phase)) * amplitude on
+// affine_grid's sample points (align_corners false), half-extent 0.5 size / sampling_rate.
+void launch_fourier_features(const float* fp, int n, int c, int size, float sampling_rate, DType t,
+                             void* y, cudaStream_t st);
+// s *= rsqrt(mean(s^2)) over all `count` values (modulated_conv2d's style pre-normalisation over
+// the whole batch), one block.
+void launch_rms_normalize(float* s, int count, cudaStream_t st);
+
+}  // namespace cnnbench
