@@ -270,7 +270,14 @@ void stylegan3_random_buffers(HostWeights& w) {
     return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
   };
   for (auto& [name, v] : w) {
-    if (ends_with(name, ".magnitude_ema")) {
+    if (name.rfind("synthesis.", 0) == 0 && ends_with(name, ".weight") &&
+        !ends_with(name, ".affine.weight")) {
+      for (float& e : v) e = (e - 0.75f) * 4.f;  // signed: U(0.5, 1) -> U(-1, 1), as randn is
+    } else if (name == "synthesis.input.affine.bias") {
+      v = {1.f, 0.f, 0.f, 0.f};  // bias_init [1, 0, 0, 0]: no rotation, no translation
+    } else if (ends_with(name, ".affine.bias")) {
+      for (float& e : v) e += 1.f;  // bias_init 1
+    } else if (ends_with(name, ".magnitude_ema")) {
       for (float& e : v) e = 1.25f + 0.75f * e;
     } else if (name == "synthesis.input.transform") {
       for (size_t i = 0; i < v.size(); ++i) v[i] = i % 4 == 0 ? 1.f : 0.f;

@@ -75,9 +75,10 @@ struct Sg3Layer {
 };
 std::vector<Sg3Layer> stylegan3_schedule(int resolution, int channel_base, int channel_max,
                                          int num_layers = 14, int num_critical = 2);
-// What NVlabs' initialisation gives the buffers that random_weights draws as U(-1, 1), applied
-// to random weights only: magnitude_ema in [0.5, 2] (trained models' input gains are not 1),
-// the input's transform the identity, its phases U(-0.5, 0.5) and its frequencies normalised as
+// What NVlabs' initialisation gives where random_weights' draws differ, applied to random
+// weights only: the synthesis weights signed (U(-1, 1) where randn), the affines' biases 1 (the
+// input's [1, 0, 0, 0]), magnitude_ema in [0.5, 2] (trained models' input gains are not 1), the
+// input's transform the identity, its phases U(-0.5, 0.5) and its frequencies normalised as
 // SynthesisInput does (f / (|f| exp(|f|^2)^0.25) * bandwidth 2, from the uniform draws).
 void stylegan3_random_buffers(HostWeights& w);
 // channel_base / channel_max 0: the config's (a smaller network for tests otherwise).
