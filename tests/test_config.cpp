@@ -328,6 +328,23 @@ TEST(Config, Stylegan2ConfigOfTheRepository) {
                UserError);
 }
 
+TEST(Config, Stylegan3ConfigOfTheRepository) {
+  const std::string dir = std::string(CNNBENCH_TEST_DATA) + "/../../configs/";
+  const SweepConfig c = parse_config_file(dir + "stylegan3.yaml", config_schema());
+  ASSERT_FALSE(c.benchmarks.empty());
+  bool at_256 = false;
+  for (const BenchmarkEntry& b : c.benchmarks) {
+    EXPECT_EQ(b.network, "stylegan3_t");
+    EXPECT_EQ(b.num_classes, 1);
+    EXPECT_TRUE(b.input_size == 1024 || b.input_size == 256) << b.input_size;
+    at_256 = at_256 || b.input_size == 256;
+    EXPECT_EQ(b.modes, std::vector<std::string>{"graph"});
+  }
+  EXPECT_TRUE(at_256);  // the article's resolution
+  // A resolution that is no power of two names the problem.
+  EXPECT_THROW(build_network("stylegan3_t", 300), UserError);
+}
+
 // The training configs of the repository parse against the real registry.
 TEST(Config, TrainingConfigsOfTheRepository) {
   const std::string dir = std::string(CNNBENCH_TEST_DATA) + "/../../configs/";
