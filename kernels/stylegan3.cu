@@ -4,6 +4,10 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "harness/check.h"
 #include "kernels/convert.cuh"
@@ -17,42 +21,46 @@ int blocks_for(int64_t total, int threads) {
   return int(std::min<int64_t>((total + threads - 1) / threads, 65536));
 }
 
-// x viewed as [outer][len][inner] -> y [outer][out_len][inner]; `rows` outer rows per image and
-// c channels (the innermost of inner) locate pre_scale's and bias's entries.
+// x viewed as [outer][len][inner] -> y [outer][out_len][inner]: blockIdx.y walks the outer rows
+// (one image's `rows` of them share pre_scale's row), the x threads the row's out_len x inner
+// outputs, so that 32-bit index arithmetic suffices and a narrow inner (the channels of a pass
+// along W) still fills the blocks. c channels (the innermost of inner) locate pre_scale's and
+// bias's entries.
 template <typename T>
-__global__ void fir1d_kernel(const T* x, int64_t outer, int len, int64_t inner, int rows, int c,
+__global__ void fir1d_kernel(const T* x, int outer, int len, int inner, int rows, int c,
                              const float* f, const float* pre_scale, const float* bias, Fir1dPass p,
                              int out_len, T* y) {
-  const int64_t total = outer * out_len * inner;
-  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < total;
-       j += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = j % inner;
-    const int64_t q = j / inner;
-    const int i = int(q % out_len);
-    const int64_t o = q / out_len;
-    const int ci = int(r % c);
-    const int64_t ni = o / rows;
-    const float s = pre_scale ? pre_scale[ni * c + ci] : 1.f;
-    const float b = bias ? bias[ci] : 0.f;
-    // Tap t reads the padded, zero-inserted line at m = i * down + t - pad0: a sample where m is
-    // a multiple of up.
-    const int m0 = i * p.down - p.pad0;
-    int t = ((-m0) % p.up + p.up) % p.up;
-    float acc = 0.f;
-    for (; t < p.taps; t += p.up) {
-      const int m = m0 + t;
-      if (m < 0) continue;
-      const int src = m / p.up;
-      if (src >= len) break;
-      const float v = load_f(x, (o * len + src) * inner + r) * s + b;
-      acc += v * (f ? f[p.taps - 1 - t] : 1.f);
+  const int per_row = out_len * inner;
+  for (int o = blockIdx.y; o < outer; o += gridDim.y) {
+    const int ni = o / rows;
+    const T* xo = x + int64_t(o) * len * inner;
+    T* yo = y + int64_t(o) * per_row;
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < per_row; e += gridDim.x * blockDim.x) {
+      const int i = e / inner;
+      const int r = e - i * inner;
+      const int ci = r % c;
+      const float s = pre_scale ? pre_scale[ni * c + ci] : 1.f;
+      const float b = bias ? bias[ci] : 0.f;
+      // Tap t reads the padded, zero-inserted line at m = i * down + t - pad0: a sample where m
+      // is a multiple of up, the source (m0 + t0) / up and on by one every up taps.
+      const int m0 = i * p.down - p.pad0;
+      int t0 = (-m0) % p.up;
+      if (t0 < 0) t0 += p.up;
+      int src = (m0 + t0) / p.up;  // exact: m0 + t0 is a multiple of up
+      float acc = 0.f;
+      for (int t = t0; t < p.taps; t += p.up, ++src) {
+        if (src < 0) continue;
+        if (src >= len) break;
+        const float v = load_f(xo, int64_t(src) * inner + r) * s + b;
+        acc += v * (f ? f[p.taps - 1 - t] : 1.f);
+      }
+      float v = acc * p.gain;
+      if (p.act) {
+        v = (v >= 0.f ? v : v * p.slope) * p.act_gain;
+        if (p.clamp > 0.f) v = fminf(fmaxf(v, -p.clamp), p.clamp);
+      }
+      store_f(yo, e, v * p.out_scale);
     }
-    float v = acc * p.gain;
-    if (p.act) {
-      v = (v >= 0.f ? v : v * p.slope) * p.act_gain;
-      if (p.clamp > 0.f) v = fminf(fmaxf(v, -p.clamp), p.clamp);
-    }
-    store_f(y, j, v * p.out_scale);
   }
 }
 
@@ -126,12 +134,18 @@ void launch_fir1d(const void* x, const Dims& in, DType t, const float* f, const 
   const int out_len = p.out_len(len);
   const int64_t outer = p.along_h ? in.n : int64_t(in.n) * in.h;
   const int64_t inner = p.along_h ? int64_t(in.w) * in.c : in.c;
-  const int rows = p.along_h ? 1 : in.h;
-  const int64_t total = outer * out_len * inner;
-  if (total <= 0) return;
-  CNN_DISPATCH_DTYPE(t, fir1d_kernel<T><<<blocks_for(total, 256), 256, 0, st>>>(
-                            static_cast<const T*>(x), outer, len, inner, rows, in.c, f, pre_scale,
-                            bias, p, out_len, static_cast<T*>(y)));
+  const int64_t per_row = int64_t(out_len) * inner;
+  if (outer <= 0 || per_row <= 0) return;
+  if (per_row > INT32_MAX || outer > INT32_MAX || int64_t(len) * inner > INT32_MAX)
+    throw std::logic_error("launch_fir1d: a row of " + std::to_string(per_row) +
+                           " outputs passes 32-bit indexing");
+  const int threads = 256;
+  const dim3 grid(unsigned(std::min<int64_t>((per_row + threads - 1) / threads, 1 << 20)),
+                  unsigned(std::min<int64_t>(outer, 65535)));
+  CNN_DISPATCH_DTYPE(t, fir1d_kernel<T>
+                     <<<grid, threads, 0, st>>>(static_cast<const T*>(x), int(outer), len,
+                                                int(inner), p.along_h ? 1 : in.h, in.c, f,
+                                                pre_scale, bias, p, out_len, static_cast<T*>(y)));
   CNN_CHECK_CUDA(cudaGetLastError());
 }
 
