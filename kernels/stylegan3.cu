@@ -11,6 +11,7 @@
 
 #include "harness/check.h"
 #include "kernels/convert.cuh"
+#include "kernels/fir1d.cuh"
 #include "kernels/stylegan3.h"
 
 namespace cnnbench {
@@ -21,46 +22,19 @@ int blocks_for(int64_t total, int threads) {
   return int(std::min<int64_t>((total + threads - 1) / threads, 65536));
 }
 
-// x viewed as [outer][len][inner] -> y [outer][out_len][inner]: blockIdx.y walks the outer rows
-// (one image's `rows` of them share pre_scale's row), the x threads the row's out_len x inner
-// outputs, so that 32-bit index arithmetic suffices and a narrow inner (the channels of a pass
-// along W) still fills the blocks. c channels (the innermost of inner) locate pre_scale's and
-// bias's entries.
+// x viewed as [outer][len][inner] -> y [outer][out_len][inner]: blockIdx.y walks the outer rows,
+// the x threads the row's out_len x inner outputs (fir1d_output), so that 32-bit index arithmetic
+// suffices and a narrow inner (the channels of a pass along W) still fills the blocks.
 template <typename T>
 __global__ void fir1d_kernel(const T* x, int outer, int len, int inner, int rows, int c,
                              const float* f, const float* pre_scale, const float* bias, Fir1dPass p,
                              int out_len, T* y) {
   const int per_row = out_len * inner;
   for (int o = blockIdx.y; o < outer; o += gridDim.y) {
-    const int ni = o / rows;
     const T* xo = x + int64_t(o) * len * inner;
     T* yo = y + int64_t(o) * per_row;
-    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < per_row; e += gridDim.x * blockDim.x) {
-      const int i = e / inner;
-      const int r = e - i * inner;
-      const int ci = r % c;
-      const float s = pre_scale ? pre_scale[ni * c + ci] : 1.f;
-      const float b = bias ? bias[ci] : 0.f;
-      // Tap t reads the padded, zero-inserted line at m = i * down + t - pad0: a sample where m
-      // is a multiple of up, the source (m0 + t0) / up and on by one every up taps.
-      const int m0 = i * p.down - p.pad0;
-      int t0 = (-m0) % p.up;
-      if (t0 < 0) t0 += p.up;
-      int src = (m0 + t0) / p.up;  // exact: m0 + t0 is a multiple of up
-      float acc = 0.f;
-      for (int t = t0; t < p.taps; t += p.up, ++src) {
-        if (src < 0) continue;
-        if (src >= len) break;
-        const float v = load_f(xo, int64_t(src) * inner + r) * s + b;
-        acc += v * (f ? f[p.taps - 1 - t] : 1.f);
-      }
-      float v = acc * p.gain;
-      if (p.act) {
-        v = (v >= 0.f ? v : v * p.slope) * p.act_gain;
-        if (p.clamp > 0.f) v = fminf(fmaxf(v, -p.clamp), p.clamp);
-      }
-      store_f(yo, e, v * p.out_scale);
-    }
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < per_row; e += gridDim.x * blockDim.x)
+      store_f(yo, e, fir1d_output(xo, o, e, len, inner, rows, c, f, pre_scale, bias, p));
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "harness/check.h"
 #include "harness/safetensors.h"
+#include "kernels/fir1d.cuh"
 #include "kernels/fir_design.h"
 #include "kernels/stylegan3_ref.h"
 #include "networks/stylegan3_reference.h"
@@ -237,6 +238,79 @@ struct FourierCase {
 // At the identity (transform I, t = [1, 0, 0, 0], here from a bias [2, 0, 0, 0] that the
 // normalisation scales back), out[o](i, j) = sum_c W[o][c] / sqrt(C) sin(2 pi (x_j f_c,x +
 // y_i f_c,y + phase_c)) amp_c with x over the width and y over the height.
+// The GPU's filtered_lrelu, run on the host: the passes filtered_lrelu_passes builds (the
+// demodulation and bias in the first, the lrelu in the up-sampling's second, out_scale in the
+// last), each element computed by the kernel's own fir1d_output over NHWC rows, against the
+// reference, for the -T layers' geometries (x2 /2, x4 /2, a crop, ToRGB's elementwise pass).
+TEST(Stylegan3FilteredLrelu, TheKernelsPassesMatchTheReference) {
+  std::mt19937 rng(44);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  const int n = 2, c = 5, h = 9, w = 8;
+  std::vector<float> x(size_t(n) * c * h * w), bias(c), pre(size_t(n) * c);
+  for (float& v : x) v = u(rng);
+  for (float& v : bias) v = u(rng);
+  for (float& v : pre) v = 0.5f + std::fabs(u(rng));
+  struct Case {
+    int up, down, up_taps, down_taps, p0, p1;
+    float slope, gain, clamp, scale;
+  };
+  const Case cases[] = {{2, 2, 12, 12, 11, 10, 0.2f, 1.41421356f, 0.f, 1.f},
+                        {4, 2, 24, 12, 21, 20, 0.2f, 1.41421356f, 1.5f, 1.f},
+                        {2, 2, 12, 12, -3, 15, 0.2f, 1.41421356f, 0.f, 0.25f},
+                        {1, 1, 1, 1, 0, 0, 1.f, 1.f, 1.f, 0.25f}};
+  for (const Case& k : cases) {
+    FilteredLreluSpec s;
+    s.up = k.up, s.down = k.down;
+    s.pad_x0 = k.p0, s.pad_x1 = k.p1;
+    s.pad_y0 = k.p0 ? k.p0 + 1 : 0, s.pad_y1 = k.p1 ? k.p1 - 1 : 0;
+    s.slope = k.slope, s.gain = k.gain, s.clamp = k.clamp, s.out_scale = k.scale;
+    const std::vector<double> fu64 = design_lowpass_filter(k.up_taps, 2, 3, 16);
+    const std::vector<double> fd64 = design_lowpass_filter(k.down_taps, 2, 3, 16);
+    const std::vector<float> fu(fu64.begin(), fu64.end()), fd(fd64.begin(), fd64.end());
+    std::vector<float> scaled = x;
+    for (size_t i = 0; i < scaled.size(); ++i) scaled[i] *= pre[i / (size_t(h) * w)];
+    const std::vector<float> want =
+        filtered_lrelu_reference(scaled, n, c, h, w, fu, fd, false, bias, s);
+    std::vector<float> cur(x.size());  // NHWC
+    for (int a = 0; a < n; ++a)
+      for (int ci = 0; ci < c; ++ci)
+        for (int yy = 0; yy < h; ++yy)
+          for (int xx = 0; xx < w; ++xx)
+            cur[((size_t(a) * h + yy) * w + xx) * c + ci] =
+                x[((size_t(a) * c + ci) * h + yy) * w + xx];
+    Dims d{n, c, h, w};
+    const std::vector<Fir1dPass> passes = filtered_lrelu_passes(s, k.up_taps, k.down_taps);
+    for (size_t pi = 0; pi < passes.size(); ++pi) {
+      const Fir1dPass& p = passes[pi];
+      const int len = p.along_h ? d.h : d.w, out_len = p.out_len(len);
+      const int outer = p.along_h ? d.n : d.n * d.h, inner = p.along_h ? d.w * d.c : d.c;
+      const float* f = p.taps == 1 ? nullptr : p.down > 1 ? fd.data() : fu.data();
+      std::vector<float> next(size_t(outer) * out_len * inner);
+      for (int o = 0; o < outer; ++o)
+        for (int e = 0; e < out_len * inner; ++e)
+          next[size_t(o) * out_len * inner + e] = fir1d_output(
+              cur.data() + size_t(o) * len * inner, o, e, len, inner, p.along_h ? 1 : d.h, d.c, f,
+              pi == 0 ? pre.data() : nullptr, pi == 0 ? bias.data() : nullptr, p);
+      cur.swap(next);
+      (p.along_h ? d.h : d.w) = out_len;
+    }
+    ASSERT_EQ(d.h, s.out_h(h, k.up_taps, k.down_taps));
+    ASSERT_EQ(d.w, s.out_w(w, k.up_taps, k.down_taps));
+    ASSERT_EQ(cur.size(), want.size());
+    double num = 0, den = 0;
+    for (int a = 0; a < n; ++a)
+      for (int ci = 0; ci < c; ++ci)
+        for (int yy = 0; yy < d.h; ++yy)
+          for (int xx = 0; xx < d.w; ++xx) {
+            const double g = cur[((size_t(a) * d.h + yy) * d.w + xx) * c + ci];
+            const double r = want[((size_t(a) * c + ci) * d.h + yy) * d.w + xx];
+            num += (g - r) * (g - r), den += r * r;
+          }
+    EXPECT_LT(std::sqrt(num / den), 1e-6) << "up " << k.up << " down " << k.down << " pads " << k.p0
+                                          << "/" << k.p1 << ", " << passes.size() << " passes";
+  }
+}
+
 TEST(Stylegan3FourierInput, IdentityIsThePlainFormula) {
   FourierCase fc;
   fc.affine_b = {2.f, 0.f, 0.f, 0.f};
