@@ -297,6 +297,40 @@ class TableAndCheckTest(TempFiles):
         self.assertEqual(rc, 1)
         self.assertIn("batch 256:", out)
 
+    def test_sizes_and_model_name_and_check_against_eager(self):
+        """A network at two sizes: --input-size keeps one on both sides (a cnnbench name without
+        /size:N is at --default-size); --pytorch-model names the PyTorch rows; --against eager
+        checks against PyTorch eager, and its column is there."""
+        def sized(entry, size):
+            for k in ("name", "run_name"):
+                base, _, rest = entry[k].partition("/batch:")
+                b, _, suffix = rest.partition("_")
+                entry[k] = f"{base}/batch:{b}/size:{size}" + (f"_{suffix}" if suffix else "")
+            return entry
+        entries = gb_repeated("stylegan3_t", "fp16", "graph", 1, [13.0, 13.1, 13.2])
+        entries += [sized(e, 256) for e in gb_repeated("stylegan3_t", "fp16", "graph", 1,
+                                                       [42.0, 42.6, 43.0])]
+        rows = [dict(pt_row("fp16cl", 1, 17.3, model="stylegan3_t_x"), input_size=1024),
+                dict(pt_row("fp16cl", 1, 31.6, model="stylegan3_t_x"), input_size=256),
+                dict(pt_row("fp16cl_graph", 1, 32.9, model="stylegan3_t_x"), input_size=256)]
+        gb, pt = self.gb(entries), self.pt(rows)
+        self.assertEqual(cp.name_size("stylegan3_t/fp16/graph/batch:1/size:256_median"), 256)
+        self.assertIsNone(cp.name_size("stylegan3_t/fp16/graph/batch:1"))
+        common = ["--cnnbench", gb, "--pytorch", pt, "--network", "stylegan3_t",
+                  "--pytorch-model", "stylegan3_t_x", "--default-size", "1024",
+                  "--batch1-ratio", "1", "--check", "--against", "eager"]
+        rc, out = self.run_main(*common, "--input-size", "256")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("at 256", out)
+        self.assertIn("| 1 | 42.6 (42.0–43.0) | – | 31.6 (28.7–35.1) | 32.9 (29.9–36.6) | "
+                      "1.29x | 1.35x |", out)
+        rc, out = self.run_main(*common, "--input-size", "1024")  # 13.1 < 17.3: fails
+        self.assertEqual(rc, 1, out)
+        self.assertIn("PyTorch eager", out)
+        self.assertIn("| 1 | 13.1 (13.0–13.2) |", out)
+        rc, out = self.run_main(*common[:-2], "--input-size", "256")  # against graph: 1.29x
+        self.assertEqual(rc, 0, out)
+
     def test_pytorch_error_row_is_an_error_cell_not_a_failure(self):
         gb, pt_path = self.files({1: 2000, 256: 17000}, {1: 1000})
         with open(pt_path) as f:

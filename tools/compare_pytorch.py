@@ -14,8 +14,14 @@ plus "aggregate" entries (mean/median/stddev/cv); the median aggregate is used w
 the median over the iteration entries; the min-max range always comes from the iteration entries.
 Entries with "error_occurred" show as "error" cells.
 
---check exits 1 unless cnnbench graph img/s >= PyTorch graph img/s at every batch where both
-exist, and >= 1.5x at batch 1 (which must be present in both). Stdlib only; importable.
+--check exits 1 unless cnnbench graph img/s >= PyTorch graph img/s (--against eager: PyTorch
+eager's) at every batch where both exist, and >= 1.5x (--batch1-ratio) at batch 1 (which must be
+present in both). Stdlib only; importable.
+
+A network measured at several input sizes (YOLOR at 640 and 1280, StyleGAN3 at 256 and 1024):
+--input-size picks one. cnnbench names carry "/size:N" where N is not the network's default
+(--default-size says what a name without it means); PyTorch rows carry "input_size".
+--pytorch-model names the PyTorch rows where their model name differs ("stylegan2_f_1024").
 """
 import argparse
 import json
@@ -76,6 +82,19 @@ def parse_name(name):
     if batch is None:
         return None
     return parts[0], parts[1], parts[2], batch
+
+
+def name_size(name):
+    """The N of a "/size:N" part of a benchmark name, or None."""
+    for p in name.split("/")[3:]:
+        if p.startswith("size:"):
+            digits = ""
+            for ch in p[len("size:"):]:
+                if not ch.isdigit():
+                    break
+                digits += ch
+            return int(digits) if digits else None
+    return None
 
 
 def entry_img_s(e):
@@ -139,14 +158,20 @@ def read_results_lines(text, path="results lines"):
     return doc
 
 
-def load_cnnbench(path):
-    """(context dict, {(network, precision, mode, batch): Cell})."""
+def load_cnnbench(path, input_size=None, default_size=None):
+    """(context dict, {(network, precision, mode, batch): Cell}); with input_size, only the
+    entries at that size (a name without "/size:" is at default_size)."""
     doc = read_benchmark_json(path)
     groups = {}  # key -> {"iters": [img_s], "median": img_s, "errors": [msg]}
     for e in doc.get("benchmarks", []):
-        key = parse_name(e.get("run_name") or e.get("name", ""))
+        name = e.get("run_name") or e.get("name", "")
+        key = parse_name(name)
         if key is None:
             continue
+        if input_size is not None:
+            size = name_size(name)
+            if (size if size is not None else default_size) != input_size:
+                continue
         g = groups.setdefault(key, {"iters": [], "median": None, "errors": []})
         if e.get("error_occurred"):
             g["errors"].append(str(e.get("error_message") or "error"))
@@ -178,14 +203,17 @@ def load_cnnbench(path):
 # --------------------------------------------------------------------------------------------
 # PyTorch JSON
 # --------------------------------------------------------------------------------------------
-def load_pytorch(path, network, precision):
-    """(header dict, {(mode, batch): Cell}) for `network`; mode is our "eager"/"graph"."""
+def load_pytorch(path, network, precision, input_size=None):
+    """(header dict, {(mode, batch): Cell}) for `network`; mode is our "eager"/"graph". With
+    input_size, rows of another "input_size" are left out."""
     with open(path) as f:
         doc = json.load(f)
     wanted = {v: k for k, v in PYTORCH_MODES[precision].items()}  # "fp16cl" -> "eager"
     cells = {}
     for r in doc.get("rows", []):
         if r.get("model") != network or r.get("mode") not in wanted:
+            continue
+        if input_size is not None and r.get("input_size", input_size) != input_size:
             continue
         key = (wanted[r["mode"]], int(r["batch"]))
         if r.get("error"):
@@ -212,35 +240,41 @@ def build_rows(cb_cells, pt_cells, network, precision):
     for b in sorted(batches):
         cb_g = cb_cells.get((network, precision, "graph", b))
         pt_g = pt_cells.get(("graph", b))
+        pt_e = pt_cells.get(("eager", b))
         ratio = cb_g.img_s / pt_g.img_s if cb_g and pt_g and cb_g.ok and pt_g.ok else None
+        ratio_e = cb_g.img_s / pt_e.img_s if cb_g and pt_e and cb_g.ok and pt_e.ok else None
         rows.append({"batch": b, "cb_graph": cb_g, "cb_eager": cb_cells.get(
-            (network, precision, "eager", b)), "pt_eager": pt_cells.get(("eager", b)),
-            "pt_graph": pt_g, "ratio": ratio})
+            (network, precision, "eager", b)), "pt_eager": pt_e,
+            "pt_graph": pt_g, "ratio": ratio, "ratio_eager": ratio_e})
     return rows
 
 
-def check(rows, batch1_min_ratio=BATCH1_MIN_RATIO):
-    """(ok, [failure messages]) for the --check criterion."""
+def check(rows, batch1_min_ratio=BATCH1_MIN_RATIO, against="graph"):
+    """(ok, [failure messages]) for the --check criterion: cnnbench graph against PyTorch's
+    `against` mode (graph or eager)."""
     failures, compared = [], 0
+    ratio_key = "ratio" if against == "graph" else "ratio_eager"
     for r in rows:
-        cb, pt, b = r["cb_graph"], r["pt_graph"], r["batch"]
+        cb, pt, b = r["cb_graph"], r["pt_" + against], r["batch"]
         if pt is None or not pt.ok:
             continue  # nothing to beat at this batch
         if cb is None or not cb.ok:
-            failures.append(f"batch {b}: PyTorch graph has {pt.img_s:.1f} img/s but cnnbench "
+            failures.append(f"batch {b}: PyTorch {against} has {pt.img_s:.1f} img/s but cnnbench "
                             f"graph has {'an error' if cb else 'no result'}")
             continue
         compared += 1
         need = batch1_min_ratio if b == 1 else 1.0
-        if r["ratio"] < need:
-            failures.append(f"batch {b}: cnnbench graph {cb.img_s:.1f} img/s is {r['ratio']:.2f}x "
-                            f"PyTorch graph {pt.img_s:.1f} img/s (needs >= {need:g}x)")
+        if r[ratio_key] < need:
+            failures.append(f"batch {b}: cnnbench graph {cb.img_s:.1f} img/s is "
+                            f"{r[ratio_key]:.2f}x PyTorch {against} {pt.img_s:.1f} img/s "
+                            f"(needs >= {need:g}x)")
     b1 = next((r for r in rows if r["batch"] == 1), None)
-    if b1 is None or b1["ratio"] is None:
+    if b1 is None or b1[ratio_key] is None:
         if not any(m.startswith("batch 1:") for m in failures):
-            failures.append("batch 1: needs results from both cnnbench graph and PyTorch graph")
+            failures.append(f"batch 1: needs results from both cnnbench graph and PyTorch "
+                            f"{against}")
     if compared == 0:
-        failures.append("no batch has both a cnnbench graph and a PyTorch graph result")
+        failures.append(f"no batch has both a cnnbench graph and a PyTorch {against} result")
     return not failures, failures
 
 
@@ -259,8 +293,9 @@ def fmt_cell(c, with_range=True):
     return s
 
 
-def render_markdown(rows, context, pt_header, network, precision):
-    lines = [f"## {network} {precision}: cnnbench vs PyTorch (images/s)", ""]
+def render_markdown(rows, context, pt_header, network, precision, input_size=None):
+    size = f" at {input_size}" if input_size is not None else ""
+    lines = [f"## {network} {precision}{size}: cnnbench vs PyTorch (images/s)", ""]
     lines.append("cnnbench: " + ", ".join(f"{k}={context[k]}" for k in CONTEXT_KEYS
                                          if k in context))
     lines.append("PyTorch: " + ", ".join(f"{k}={pt_header[k]}" for k in
@@ -272,12 +307,15 @@ def render_markdown(rows, context, pt_header, network, precision):
                      "completed are shown.**")
     lines.append("")
     lines.append("| batch | cnnbench graph img/s (median, min–max) | cnnbench eager img/s | "
-                 "PyTorch eager img/s | PyTorch graph img/s | cnnbench/PyTorch-graph |")
-    lines.append("|---:|---:|---:|---:|---:|---:|")
+                 "PyTorch eager img/s | PyTorch graph img/s | cnnbench/PyTorch-graph | "
+                 "cnnbench/PyTorch-eager |")
+    lines.append("|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         ratio = f"{r['ratio']:.2f}x" if r["ratio"] is not None else "–"
+        ratio_e = f"{r['ratio_eager']:.2f}x" if r.get("ratio_eager") is not None else "–"
         lines.append(f"| {r['batch']} | {fmt_cell(r['cb_graph'])} | {fmt_cell(r['cb_eager'])} | "
-                     f"{fmt_cell(r['pt_eager'])} | {fmt_cell(r['pt_graph'])} | {ratio} |")
+                     f"{fmt_cell(r['pt_eager'])} | {fmt_cell(r['pt_graph'])} | {ratio} | "
+                     f"{ratio_e} |")
     errors = [(r["batch"], name, r[key].error) for r in rows
               for key, name in (("cb_graph", "cnnbench graph"), ("cb_eager", "cnnbench eager"),
                                 ("pt_eager", "PyTorch eager"), ("pt_graph", "PyTorch graph"))
@@ -298,18 +336,27 @@ def main(argv=None):
     ap.add_argument("--check", action="store_true",
                     help="exit 1 unless cnnbench graph >= PyTorch graph at every common batch "
                          "and >= --batch1-ratio x at batch 1")
+    ap.add_argument("--against", choices=("graph", "eager"), default="graph",
+                    help="the PyTorch mode --check compares cnnbench graph with (default graph)")
+    ap.add_argument("--input-size", type=int, default=None,
+                    help="only this input size (cnnbench's /size:N, PyTorch's input_size)")
+    ap.add_argument("--default-size", type=int, default=None,
+                    help="the size of a cnnbench name without /size:N (the network's default)")
+    ap.add_argument("--pytorch-model", default=None,
+                    help="the PyTorch rows' model name, where not --network")
     ap.add_argument("--batch1-ratio", type=float, default=BATCH1_MIN_RATIO,
                     help=f"the speed-up --check demands at batch 1 (default {BATCH1_MIN_RATIO}; "
                          "the zoo's goal is 1.3)")
     args = ap.parse_args(argv)
     try:
-        context, cb_cells = load_cnnbench(args.cnnbench)
-        pt_header, pt_cells = load_pytorch(args.pytorch, args.network, args.precision)
+        context, cb_cells = load_cnnbench(args.cnnbench, args.input_size, args.default_size)
+        pt_header, pt_cells = load_pytorch(args.pytorch, args.pytorch_model or args.network,
+                                           args.precision, args.input_size)
     except (OSError, ValueError, KeyError, TypeError) as e:
         print(f"error: cannot read inputs: {e}", file=sys.stderr)
         return 2
     rows = build_rows(cb_cells, pt_cells, args.network, args.precision)
-    md = render_markdown(rows, context, pt_header, args.network, args.precision)
+    md = render_markdown(rows, context, pt_header, args.network, args.precision, args.input_size)
     print(md, end="")
     if args.out_md:
         with open(args.out_md, "w") as f:
@@ -318,7 +365,7 @@ def main(argv=None):
         print(f"warning: no results for {args.network} {args.precision} in either file",
               file=sys.stderr)
     if args.check:
-        ok, failures = check(rows, args.batch1_ratio)
+        ok, failures = check(rows, args.batch1_ratio, args.against)
         for msg in failures:
             print(f"check FAILED: {msg}")
         print("check passed" if ok else "check failed")
