@@ -83,6 +83,60 @@ __global__ void fourier_features_kernel(const float* fp, int n, int c, int size,
   }
 }
 
+// One block per image; blockDim.x 256.
+template <typename T>
+__global__ void class_embed_kernel(const T* x, int z_dim, int classes, const float* embed,
+                                   int embed_dim, const float* pw, const float* pb, float wg,
+                                   float bg, T* y) {
+  __shared__ float best_v[256];
+  __shared__ int best_i[256];
+  __shared__ float proj[1024];
+  __shared__ float sums[2];
+  const int64_t ni = blockIdx.x;
+  const T* xn = x + ni * (z_dim + classes);
+  float bv = -INFINITY;
+  int bi = classes;
+  for (int j = threadIdx.x; j < classes; j += blockDim.x) {
+    const float v = load_f(xn, z_dim + j);
+    if (v > bv) bv = v, bi = j;  // j rises: the first of equal maxima stays
+  }
+  best_v[threadIdx.x] = bv, best_i[threadIdx.x] = bi;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      const float ov = best_v[threadIdx.x + half];
+      const int oi = best_i[threadIdx.x + half];
+      if (ov > best_v[threadIdx.x] || (ov == best_v[threadIdx.x] && oi < best_i[threadIdx.x]))
+        best_v[threadIdx.x] = ov, best_i[threadIdx.x] = oi;
+    }
+    __syncthreads();
+  }
+  const int cls = best_i[0] < classes ? best_i[0] : 0;
+  const float* e = embed + int64_t(cls) * embed_dim;
+  for (int k = threadIdx.x; k < z_dim; k += blockDim.x) {
+    float acc = 0.f;
+    for (int j = 0; j < embed_dim; ++j) acc += e[j] * pw[int64_t(k) * embed_dim + j];
+    const float v = acc * wg + pb[k] * bg;
+    proj[k] = (v >= 0.f ? v : 0.2f * v) * 1.41421356f;
+  }
+  if (threadIdx.x < 2) sums[threadIdx.x] = 0.f;
+  __syncthreads();
+  float sz = 0.f, sp = 0.f;
+  for (int k = threadIdx.x; k < z_dim; k += blockDim.x) {
+    const float z = load_f(xn, k);
+    sz += z * z, sp += proj[k] * proj[k];
+  }
+  atomicAdd(&sums[0], sz);
+  atomicAdd(&sums[1], sp);
+  __syncthreads();
+  const float rz = rsqrtf(sums[0] / z_dim + 1e-8f), rp = rsqrtf(sums[1] / z_dim + 1e-8f);
+  T* yn = y + ni * 2 * z_dim;
+  for (int k = threadIdx.x; k < z_dim; k += blockDim.x) {
+    store_f(yn, k, load_f(xn, k) * rz);
+    store_f(yn, z_dim + k, proj[k] * rp);
+  }
+}
+
 __global__ void rms_normalize_kernel(float* s, int count) {
   __shared__ float part[32];
   float sum = 0.f;
@@ -183,6 +237,17 @@ void launch_fourier_features(const float* fp, int n, int c, int size, float samp
   if (total == 0) return;
   CNN_DISPATCH_DTYPE(t, fourier_features_kernel<T><<<blocks_for(total, 256), 256, 0, st>>>(
                             fp, n, c, size, 0.5f * size / sampling_rate, static_cast<T*>(y)));
+  CNN_CHECK_CUDA(cudaGetLastError());
+}
+
+void launch_class_embed(const void* x, DType t, int n, int z_dim, int classes, const float* embed,
+                        int embed_dim, const float* proj_w, const float* proj_b, float weight_gain,
+                        float bias_gain, void* y, cudaStream_t st) {
+  if (n == 0) return;
+  if (z_dim > 1024) throw std::logic_error("launch_class_embed: z_dim over 1024");
+  CNN_DISPATCH_DTYPE(t, class_embed_kernel<T><<<n, 256, 0, st>>>(
+                            static_cast<const T*>(x), z_dim, classes, embed, embed_dim, proj_w,
+                            proj_b, weight_gain, bias_gain, static_cast<T*>(y)));
   CNN_CHECK_CUDA(cudaGetLastError());
 }
 

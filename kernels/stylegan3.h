@@ -58,6 +58,14 @@ void launch_fourier_prepare(const float* t, const float* transform, const float*
 // affine_grid's sample points (align_corners false), half-extent 0.5 size / sampling_rate.
 void launch_fourier_features(const float* fp, int n, int c, int size, float sampling_rate, DType t,
                              void* y, cudaStream_t st);
+// StyleGAN-XL's class conditioning for n inputs x [n][z_dim + classes] (type t): the class the
+// argmax of the one-hot part (the first of equal maxima, as torch.argmax), its embed row
+// [embed_dim] (float [1000][embed_dim]), embed_proj (proj_w [z_dim][embed_dim] * weight_gain,
+// proj_b * bias_gain, lrelu 0.2 x sqrt 2), then y [n][2 z_dim] = (normalize_2nd_moment(z),
+// normalize_2nd_moment(the projection)). z_dim at most 1024.
+void launch_class_embed(const void* x, DType t, int n, int z_dim, int classes, const float* embed,
+                        int embed_dim, const float* proj_w, const float* proj_b, float weight_gain,
+                        float bias_gain, void* y, cudaStream_t st);
 // s *= rsqrt(mean(s^2)) over all `count` values (modulated_conv2d's style pre-normalisation over
 // the whole batch), one block.
 void launch_rms_normalize(float* s, int count, cudaStream_t st);

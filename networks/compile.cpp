@@ -755,6 +755,10 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
       sg[gi].fp = arena_.add_weights(size_t(N) * C * 4 * sizeof(float));
       sg[gi].features =
           arena_.add_activation(size_t(batched(n.out, N).numel()) * esize, step, step);
+    } else if (grp.kind == OpKind::ClassEmbed) {
+      wbuf[gi] = add_f32(tensor_of(weights, g, n, 0));   // embed
+      w2buf[gi] = add_f32(tensor_of(weights, g, n, 1));  // embed_proj
+      bbuf[gi] = add_f32(tensor_of(weights, g, n, 2));
     } else if (grp.kind == OpKind::FilteredModConv) {
       const Sg3Spec& f = n.sg3;
       if (f.radial)
@@ -1083,6 +1087,18 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
         ops_.push_back(std::make_unique<FourierInputOp>(name, t, s, nodes[n.inputs[0]].out.c,
                                                         n.weight_gain, float(n.sg3.fs),
                                                         float(n.sg3.up_cutoff), b));
+        break;
+      }
+      case OpKind::ClassEmbed: {
+        const void* x = ptr(n.inputs[0]);
+        const int z_dim = out.c / 2, classes = nodes[n.inputs[0]].out.c - z_dim;
+        const int embed_dim = int(g.params()[size_t(n.params[0])].shape[1]);
+        const float *e = fptr(wbuf[gi]), *pw = fptr(w2buf[gi]), *pb = fptr(bbuf[gi]);
+        const float wg = n.weight_gain, bg = n.bias_gain;
+        ops_.push_back(
+            std::make_unique<KernelOp>(name, "class_embed", out, t, y, [=](cudaStream_t s) {
+              launch_class_embed(x, t, N, z_dim, classes, e, embed_dim, pw, pb, wg, bg, y, s);
+            }));
         break;
       }
       case OpKind::FilteredModConv: {

@@ -62,6 +62,8 @@ const char* op_kind_name(OpKind k) {
       return "fourier_input";
     case OpKind::FilteredModConv:
       return "filtered_modconv";
+    case OpKind::ClassEmbed:
+      return "class_embed";
   }
   return "?";
 }
@@ -342,6 +344,22 @@ int Graph::filtered_modconv(int x, int w, const std::string& module, int out_cha
   return push(n);
 }
 
+int Graph::class_embed(int x, const std::string& module, int z_dim, int embed_rows, int embed_dim) {
+  const Dims in = node(x).out;
+  if (in.c <= z_dim || in.h != 1 || in.w != 1)
+    throw std::logic_error("class_embed: the input must be z then the classes, 1 x 1");
+  Node n;
+  n.kind = OpKind::ClassEmbed;
+  n.name = module;
+  n.inputs = {x};
+  n.out = {1, 2 * z_dim, 1, 1};
+  n.bias = true;
+  n.params = {param(module + ".embed.weight", {embed_rows, embed_dim}, ParamRole::Weight),
+              param(module + ".embed_proj.weight", {z_dim, embed_dim}, ParamRole::Weight),
+              param(module + ".embed_proj.bias", {z_dim}, ParamRole::Bias)};
+  return push(n);
+}
+
 int Graph::concat(const std::vector<int>& xs, const std::string& name) {
   if (xs.empty()) throw std::logic_error("concat: no inputs");
   Node n;
@@ -497,6 +515,8 @@ int64_t Graph::node_macs(int id) const {
            n.kernel;
   }
   if (n.kind == OpKind::FourierInput) return n.out.numel() * int64_t(n.out.c);  // the mixing
+  if (n.kind == OpKind::ClassEmbed)                                             // embed_proj
+    return int64_t(params_[size_t(n.params[1])].numel());
   return 0;
 }
 

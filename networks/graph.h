@@ -46,6 +46,10 @@ enum class OpKind {
   // (up-sample, FIR, bias, lrelu, FIR, down-sample) to out.h x out.w.
   FourierInput,
   FilteredModConv,
+  // StyleGAN-XL's conditioning: the input holds z (z_dim) then a one-hot class; out =
+  // concat(normalize_2nd_moment(z), normalize_2nd_moment(lrelu(embed_proj(embed[argmax c])))),
+  // 2 z_dim wide (z_dim = out.c / 2, the classes the rest of the input).
+  ClassEmbed,
 };
 const char* op_kind_name(OpKind k);
 
@@ -171,6 +175,10 @@ class Graph {
   // 2-D where f.radial); the output out_channels x size x size.
   int filtered_modconv(int x, int w, const std::string& module, int out_channels, int kernel,
                        int size, const Sg3Spec& f);
+  // StyleGAN-XL's MappingNetwork front (ClassEmbed): `<module>.embed.weight` [embed_rows,
+  // embed_dim] (nn.Embedding) and `<module>.embed_proj.{weight [z_dim, embed_dim], bias}`; x is
+  // z_dim + classes wide; the embed_proj's gains are set with set_stylegan_gains.
+  int class_embed(int x, const std::string& module, int z_dim, int embed_rows, int embed_dim);
   // A state_dict buffer that no node reads in inference (mapping.w_avg, resample filters).
   void add_buffer(const std::string& name, std::vector<int64_t> shape);
   void set_output(int id) { output_ = id; }

@@ -52,6 +52,10 @@ Graph stylegan3_t_of(int size, int classes) {
                     std::to_string(classes));
   return stylegan3_generator(size);
 }
+// StyleGAN-XL: the resolution is the input size (16 to 1024), the classes the one-hot's width.
+Graph stylegan_xl_of(int size, int classes) {
+  return stylegan_xl_generator(size, 10, 7, 16, classes);
+}
 void yolor_prior(HostWeights& w) {
   yolor_head_prior(w, 80);
 }
@@ -139,6 +143,20 @@ const std::vector<NetworkInfo>& network_registry() {
        "layers)",
        {1024, 16, 1, false, false},
        &stylegan3_t_of,
+       {},
+       nullptr,
+       nullptr,
+       nullptr,
+       &stylegan3_random_buffers},
+      // Class-conditional: the input is z (64) then the one-hot class (num_classes, 1,000 by
+      // default), 1 x 1. The stem (16 px, syn_layers 10, as the README's examples) grown by
+      // SuperresGenerator stages of 7 head layers (up factor 2) to the input size.
+      {"stylegan_xl",
+       {"stylegan-xl"},
+       "autonomousvision/stylegan_xl, stylegan3-t (cbase 65536, cmax 1024, z 64), 16 px stem of "
+       "10 layers, 7-layer heads",
+       {1024, 16, 1000, false, false},
+       &stylegan_xl_of,
        {},
        nullptr,
        nullptr,

@@ -206,6 +206,60 @@ std::vector<Sg3Layer> stylegan3_schedule(int resolution, int channel_base, int c
   return out;
 }
 
+namespace {
+
+// One SynthesisLayer from `in`'s output to `out`'s (networks_stylegan3.py SynthesisLayer.__init__):
+// the lrelu runs at twice the larger rate (but in ToRGB); each factor's filter has filter_size
+// taps per unit of the factor where the factor exceeds 1; the padding is the size wanted before
+// the down-sampling, less the conv's output (padding k - 1) up-sampled, plus what the filters
+// take, its low side shifted by the symmetric convention. Affine W / sqrt(w_dim); ToRGB's styles
+// / sqrt(C_in k k) and the synthesis' output_scale 0.25; conv_clamp 256.
+int synthesis_layer(Graph& g, int x, int w, const std::string& name, const Sg3Layer& in,
+                    const Sg3Layer& out, bool torgb, bool radial, int kernel, int w_dim) {
+  const int filter_size = 6;
+  Sg3Spec f;
+  f.torgb = torgb;
+  const int k = torgb ? 1 : kernel;
+  f.fs = std::max(in.sampling_rate, out.sampling_rate) * (torgb ? 1 : 2);
+  f.up = int(std::nearbyint(f.fs / in.sampling_rate));
+  f.down = int(std::nearbyint(f.fs / out.sampling_rate));
+  f.up_taps = f.up > 1 && !torgb ? filter_size * f.up : 1;
+  f.down_taps = f.down > 1 && !torgb ? filter_size * f.down : 1;
+  f.up_cutoff = in.cutoff, f.up_width = in.half_width * 2;
+  f.down_cutoff = out.cutoff, f.down_width = out.half_width * 2;
+  f.radial = radial;
+  const int pad_total =
+      (out.size - 1) * f.down + 1 - (in.size + k - 1) * f.up + f.up_taps + f.down_taps - 2;
+  f.pad_lo = (pad_total + f.up) >= 0 ? (pad_total + f.up) / 2 : -((-(pad_total + f.up) + 1) / 2);
+  f.pad_hi = pad_total - f.pad_lo;
+  f.out_scale = torgb ? 0.25f : 1.f;
+  const int y = g.filtered_modconv(x, w, "synthesis." + name, out.channels, k, out.size, f);
+  g.set_stylegan_gains(y, float(1.0 / std::sqrt(double(w_dim))), 1.f,
+                       torgb ? float(1.0 / std::sqrt(double(in.channels) * k * k)) : 1.f, 256.f);
+  return y;
+}
+
+// SynthesisInput from the first layer's schedule: FullyConnectedLayer(w_dim, 4), W / sqrt(w_dim).
+int synthesis_input(Graph& g, int w, const Sg3Layer& first, int w_dim) {
+  const int x = g.fourier_input(w, "synthesis.input", first.channels, first.size,
+                                first.sampling_rate, first.cutoff);
+  g.set_stylegan_gains(x, float(1.0 / std::sqrt(double(w_dim))), 1.f);
+  return x;
+}
+
+// The mapping's FullyConnectedLayers (lr_multiplier 0.01, lrelu): W * 0.01 / sqrt(in), b * 0.01.
+int mapping_layers_of(Graph& g, int x, int layers, int w_dim) {
+  for (int i = 0; i < layers; ++i) {
+    const int in = g.node(x).out.c;
+    const int fc = g.linear(x, "mapping.fc" + std::to_string(i), w_dim);
+    g.set_stylegan_gains(fc, float(0.01 / std::sqrt(double(in))), 0.01f);
+    x = g.leaky_relu(fc);
+  }
+  return x;
+}
+
+}  // namespace
+
 Graph stylegan3_generator(int resolution, bool r_config, int mapping_layers, int cbase, int cmax) {
   if (resolution < 16 || (resolution & (resolution - 1)))
     throw UserError("stylegan3: the resolution must be a power of two from 16, not " +
@@ -213,54 +267,105 @@ Graph stylegan3_generator(int resolution, bool r_config, int mapping_layers, int
   // train.py: stylegan3-t cbase 32768, cmax 512, kernel 3; -r doubles both, kernel 1, radial.
   const int channel_base = cbase > 0 ? cbase : r_config ? 65536 : 32768;
   const int channel_max = cmax > 0 ? cmax : r_config ? 1024 : 512;
-  const int kernel = r_config ? 1 : 3, num_layers = 14, num_critical = 2, filter_size = 6;
+  const int kernel = r_config ? 1 : 3, num_layers = 14, num_critical = 2;
   const int z_dim = 512, w_dim = 512;
   Graph g(std::string(r_config ? "stylegan3_r_" : "stylegan3_t_") + std::to_string(resolution));
-  int x = g.normalize_2nd_moment(g.input(z_dim, 1, 1));
-  // FullyConnectedLayer(lr_multiplier 0.01, lrelu): W * 0.01 / sqrt(in), b * 0.01.
-  for (int i = 0; i < mapping_layers; ++i) {
-    const int fc = g.linear(x, "mapping.fc" + std::to_string(i), w_dim);
-    g.set_stylegan_gains(fc, float(0.01 / std::sqrt(double(i == 0 ? z_dim : w_dim))), 0.01f);
-    x = g.leaky_relu(fc);
-  }
-  const int w = x;  // broadcast to every layer (no truncation)
+  const int w = mapping_layers_of(g, g.normalize_2nd_moment(g.input(z_dim, 1, 1)), mapping_layers,
+                                  w_dim);  // broadcast (no truncation)
   g.add_buffer("mapping.w_avg", {w_dim});
   const std::vector<Sg3Layer> s =
       stylegan3_schedule(resolution, channel_base, channel_max, num_layers, num_critical);
-  // SynthesisInput's affine: FullyConnectedLayer(w_dim, 4): W / sqrt(w_dim).
-  const float affine = float(1.0 / std::sqrt(double(w_dim)));
-  x = g.fourier_input(w, "synthesis.input", s[0].channels, s[0].size, s[0].sampling_rate,
-                      s[0].cutoff);
-  g.set_stylegan_gains(x, affine, 1.f);
+  int x = synthesis_input(g, w, s[0], w_dim);
   for (int i = 0; i <= num_layers; ++i) {
-    const Sg3Layer& in = s[std::max(i - 1, 0)];
-    const Sg3Layer& out = s[i];
-    Sg3Spec f;
-    f.torgb = i == num_layers;
     const bool critical = i >= num_layers - num_critical;
-    const int k = f.torgb ? 1 : kernel;
-    // SynthesisLayer.__init__: the lrelu runs at twice the larger rate (but in ToRGB); each
-    // factor's filter has filter_size taps per unit of the factor where the factor exceeds 1.
-    f.fs = std::max(in.sampling_rate, out.sampling_rate) * (f.torgb ? 1 : 2);
-    f.up = int(std::nearbyint(f.fs / in.sampling_rate));
-    f.down = int(std::nearbyint(f.fs / out.sampling_rate));
-    f.up_taps = f.up > 1 && !f.torgb ? filter_size * f.up : 1;
-    f.down_taps = f.down > 1 && !f.torgb ? filter_size * f.down : 1;
-    f.up_cutoff = in.cutoff, f.up_width = in.half_width * 2;
-    f.down_cutoff = out.cutoff, f.down_width = out.half_width * 2;
-    f.radial = r_config && !critical;
-    // The padding: the size wanted before down-sampling, less the conv's output (padding k - 1)
-    // up-sampled, plus what the filters take; the low side shifted by the symmetric convention.
-    const int pad_total =
-        (out.size - 1) * f.down + 1 - (in.size + k - 1) * f.up + f.up_taps + f.down_taps - 2;
-    f.pad_lo = (pad_total + f.up) >= 0 ? (pad_total + f.up) / 2 : -((-(pad_total + f.up) + 1) / 2);
-    f.pad_hi = pad_total - f.pad_lo;
-    f.out_scale = f.torgb ? 0.25f : 1.f;  // SynthesisNetwork.output_scale
-    x = g.filtered_modconv(x, w, "synthesis." + out.name, out.channels, k, out.size, f);
-    // Affine W / sqrt(w_dim); ToRGB's styles / sqrt(C_in k k); conv_clamp 256.
-    g.set_stylegan_gains(
-        x, affine, 1.f, f.torgb ? float(1.0 / std::sqrt(double(in.channels) * k * k)) : 1.f, 256.f);
+    x = synthesis_layer(g, x, w, s[i].name, s[std::max(i - 1, 0)], s[i], i == num_layers,
+                        r_config && !critical, kernel, w_dim);
   }
+  g.set_output(x);
+  return g;
+}
+
+std::vector<Sg3Layer> stylegan_xl_head_schedule(const Sg3Layer& last, int resolution,
+                                                int head_layers, int channel_base, int channel_max,
+                                                int num_critical) {
+  // compute_superres_filterparams: from the last stem layer's output, geometric progressions of
+  // cutoffs and stopbands to the new resolution's; its sampling rate and channels kept for
+  // entry 0, 3 channels for the last.
+  const double first_cutoff = last.cutoff, first_stopband = last.half_width + last.cutoff;
+  const double last_cutoff = resolution / 2.0, last_stopband = last_cutoff * std::exp2(0.3);
+  std::vector<Sg3Layer> out;
+  for (int i = 0; i <= head_layers; ++i) {
+    const double e = std::min(double(i) / (head_layers - num_critical), 1.0);
+    Sg3Layer l;
+    l.cutoff = first_cutoff * std::pow(last_cutoff / first_cutoff, e);
+    l.stopband = first_stopband * std::pow(last_stopband / first_stopband, e);
+    l.sampling_rate =
+        i == 0 ? last.sampling_rate
+               : std::exp2(std::ceil(std::log2(std::min(l.stopband * 2, double(resolution)))));
+    l.half_width = std::max(l.stopband, l.sampling_rate / 2) - l.cutoff;
+    l.size = i >= head_layers - 1 ? resolution : int(l.sampling_rate) + 2 * 10;
+    l.channels =
+        i == 0 ? last.channels
+        : i == head_layers
+            ? 3
+            : int(std::nearbyint(std::min(channel_base / 2.0 / l.cutoff, double(channel_max))));
+    out.push_back(l);
+  }
+  return out;
+}
+
+Graph stylegan_xl_generator(int resolution, int syn_layers, int head_layers, int stem_resolution,
+                            int classes, int cbase, int cmax) {
+  if (stem_resolution < 16 || (stem_resolution & (stem_resolution - 1)) ||
+      resolution < stem_resolution || (resolution & (resolution - 1)))
+    throw UserError("stylegan_xl: the resolution must be a power of two from the stem's " +
+                    std::to_string(stem_resolution) + ", not " + std::to_string(resolution));
+  if (classes < 1 || classes > 1000)
+    throw UserError(
+        "stylegan_xl: the class embedding has 1,000 rows; num_classes must be 1 to "
+        "1000, not " +
+        std::to_string(classes));
+  // train.py for StyleGAN-XL: stylegan3-t with cbase and cmax doubled, z 64, mapping depth 2.
+  const int channel_base = cbase > 0 ? cbase : 65536, channel_max = cmax > 0 ? cmax : 1024;
+  const int kernel = 3, num_critical = 2;
+  if (syn_layers <= num_critical || head_layers <= num_critical)
+    throw UserError(
+        "stylegan_xl: syn_layers and head_layers must exceed the 2 critically sampled "
+        "layers");
+  const int z_dim = 64, w_dim = 512, embed_dim = 320;
+  Graph g("stylegan_xl_" + std::to_string(resolution));
+  const int c = g.class_embed(g.input(z_dim + classes, 1, 1), "mapping", z_dim, 1000, embed_dim);
+  g.set_stylegan_gains(c, float(1.0 / std::sqrt(double(embed_dim))), 1.f);  // embed_proj
+  const int w = mapping_layers_of(g, c, 2, w_dim);
+  g.add_buffer("mapping.w_avg", {classes, w_dim});  // per class
+  // The stem at stem_resolution (its SynthesisNetwork), then one SuperresGenerator stage per
+  // doubling: the critically sampled layers and ToRGB cut off, head_layers + ToRGB appended,
+  // numbered on from the layers kept + 1.
+  struct Planned {
+    std::string name;
+    Sg3Layer in, out;
+    bool torgb;
+  };
+  std::vector<Planned> layers;
+  const std::vector<Sg3Layer> stem =
+      stylegan3_schedule(stem_resolution, channel_base, channel_max, syn_layers, num_critical);
+  for (int i = 0; i <= syn_layers; ++i)
+    layers.push_back({stem[i].name, stem[std::max(i - 1, 0)], stem[i], i == syn_layers});
+  auto cut = [&](int critical_and_rgb) { layers.resize(layers.size() - critical_and_rgb); };
+  for (int res = stem_resolution * 2; res <= resolution; res *= 2) {
+    cut(num_critical + 1);
+    const int stem_len = int(layers.size()) + 1;
+    const std::vector<Sg3Layer> h = stylegan_xl_head_schedule(
+        layers.back().out, res, head_layers, channel_base, channel_max, num_critical);
+    for (int i = 0; i <= head_layers; ++i) {
+      const std::string name = "L" + std::to_string(i + stem_len) + "_" +
+                               std::to_string(h[i].size) + "_" + std::to_string(h[i].channels);
+      layers.push_back({name, h[std::max(i - 1, 0)], h[i], i == head_layers});
+    }
+  }
+  int x = synthesis_input(g, w, stem[0], w_dim);
+  for (const Planned& l : layers)
+    x = synthesis_layer(g, x, w, l.name, l.in, l.out, l.torgb, false, kernel, w_dim);
   g.set_output(x);
   return g;
 }
@@ -270,8 +375,10 @@ void stylegan3_random_buffers(HostWeights& w) {
     return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
   };
   for (auto& [name, v] : w) {
-    if (name.rfind("synthesis.", 0) == 0 && ends_with(name, ".weight") &&
-        !ends_with(name, ".affine.weight")) {
+    if (name.rfind("mapping.fc", 0) == 0 && ends_with(name, ".weight")) {
+      for (float& e : v) e *= 100.f;  // randn / lr_multiplier: the used weight is unit-scale
+    } else if (name.rfind("synthesis.", 0) == 0 && ends_with(name, ".weight") &&
+               !ends_with(name, ".affine.weight")) {
       for (float& e : v) e = (e - 0.75f) * 4.f;  // signed: U(0.5, 1) -> U(-1, 1), as randn is
     } else if (name == "synthesis.input.affine.bias") {
       v = {1.f, 0.f, 0.f, 0.f};  // bias_init [1, 0, 0, 0]: no rotation, no translation

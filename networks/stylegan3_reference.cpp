@@ -182,6 +182,41 @@ std::vector<float> stylegan3_generate_reference(const Graph& g, const HostWeight
         for (float& v : y) v = float((v >= 0 ? double(v) : v * 0.2) * gain);
         break;
       }
+      case OpKind::ClassEmbed: {  // StyleGAN-XL: z normalised beside the projected class embed
+        const std::vector<float>& x = val[size_t(nd.inputs[0])];
+        const int zd = nd.out.c / 2, in = int(numel(nd.inputs[0])), classes = in - zd;
+        const std::vector<int64_t>& es = g.params()[size_t(nd.params.at(0))].shape;
+        const int rows = int(es[0]), ed = int(es[1]);
+        const std::vector<float>& e =
+            tensor(w, g.params()[size_t(nd.params[0])].name, size_t(rows) * ed);
+        const std::vector<float>& pw =
+            tensor(w, g.params()[size_t(nd.params[1])].name, size_t(zd) * ed);
+        const std::vector<float>& pb = tensor(w, g.params()[size_t(nd.params[2])].name, size_t(zd));
+        y.assign(size_t(n) * 2 * zd, 0.f);
+        for (int i = 0; i < n; ++i) {
+          const float* xi = x.data() + size_t(i) * in;
+          int cls = 0;  // torch.argmax: the first of equal maxima
+          for (int j = 1; j < classes; ++j)
+            if (xi[zd + j] > xi[zd + cls]) cls = j;
+          if (cls >= rows) throw UserError("stylegan3 reference: class beyond the embedding");
+          std::vector<double> p(static_cast<size_t>(zd));
+          double mz = 0, mp = 0;
+          for (int k = 0; k < zd; ++k) {
+            double acc = 0;
+            for (int j = 0; j < ed; ++j)
+              acc += double(e[size_t(cls) * ed + j]) * pw[size_t(k) * ed + j];
+            const double v = acc * nd.weight_gain + double(pb[size_t(k)]) * nd.bias_gain;
+            p[size_t(k)] = (v >= 0 ? v : 0.2 * v) * std::sqrt(2.0);
+            mz += double(xi[k]) * xi[k], mp += p[size_t(k)] * p[size_t(k)];
+          }
+          const double rz = 1.0 / std::sqrt(mz / zd + 1e-8), rp = 1.0 / std::sqrt(mp / zd + 1e-8);
+          for (int k = 0; k < zd; ++k) {
+            y[size_t(i) * 2 * zd + k] = float(xi[k] * rz);
+            y[size_t(i) * 2 * zd + zd + k] = float(p[size_t(k)] * rp);
+          }
+        }
+        break;
+      }
       case OpKind::FourierInput: {
         const int wdim = int(numel(nd.inputs[0])), c = nd.out.c;
         const std::string& m = nd.name;

@@ -75,8 +75,22 @@ struct Sg3Layer {
 };
 std::vector<Sg3Layer> stylegan3_schedule(int resolution, int channel_base, int channel_max,
                                          int num_layers = 14, int num_critical = 2);
+// StyleGAN-XL (networks.md 9.3; autonomousvision/stylegan_xl, networks_stylegan3_resetting):
+// the -T synthesis with channel_base 65536 and channel_max 1024, z 64, the class embedding
+// (1,000 x 320, projected to 64) beside z, mapping depth 2; a stem of syn_layers at
+// stem_resolution grown by SuperresGenerator stages of head_layers each (up factor 2) to
+// `resolution`. The input: z then the one-hot class (64 + classes channels, 1 x 1).
+// stylegan_xl_head_schedule is compute_superres_filterparams: entry 0 is the last stem layer's.
+std::vector<Sg3Layer> stylegan_xl_head_schedule(const Sg3Layer& last, int resolution,
+                                                int head_layers, int channel_base, int channel_max,
+                                                int num_critical = 2);
+// channel_base / channel_max 0: XL's 65536 / 1024 (smaller for tests).
+Graph stylegan_xl_generator(int resolution, int syn_layers = 10, int head_layers = 7,
+                            int stem_resolution = 16, int classes = 1000, int channel_base = 0,
+                            int channel_max = 0);
 // What NVlabs' initialisation gives where random_weights' draws differ, applied to random
-// weights only: the synthesis weights signed (U(-1, 1) where randn), the affines' biases 1 (the
+// weights only: the mapping's weights / lr_multiplier (x 100, so that w is unit-scale, not 1% of
+// it), the synthesis weights signed (U(-1, 1) where randn), the affines' biases 1 (the
 // input's [1, 0, 0, 0]), magnitude_ema in [0.5, 2] (trained models' input gains are not 1), the
 // input's transform the identity, its phases U(-0.5, 0.5) and its frequencies normalised as
 // SynthesisInput does (f / (|f| exp(|f|^2)^0.25) * bandwidth 2, from the uniform draws).

@@ -606,6 +606,52 @@ TEST(StyleGan, Generator3MatchesNvlabs) {
   EXPECT_EQ(rgb.out_scale, 0.25f);
 }
 
+// StyleGAN-XL grown from a 16 px stem by SuperresGenerator stages: the parameter totals
+// networks.md 9.3 computed with the repository's own code (c_dim 1000, cbase 65536, cmax 1024,
+// head_layers 7), the head layers' numbering (on from the layers kept + 1) and channels.
+TEST(StyleGan, XlMatchesTheGrownReference) {
+  EXPECT_EQ(stylegan_xl_generator(16).num_parameters(), 101883463);
+  EXPECT_EQ(stylegan_xl_generator(256).num_parameters(), 233375910);
+  EXPECT_EQ(stylegan_xl_generator(512).num_parameters(), 235471137);
+  EXPECT_EQ(stylegan_xl_generator(1024).num_parameters(), 236106655);
+  EXPECT_EQ(stylegan_xl_generator(16, 14).num_parameters(), 141737543);
+  EXPECT_EQ(stylegan_xl_generator(256, 14).num_parameters(), 273156689);
+  EXPECT_EQ(stylegan_xl_generator(1024, 14).num_parameters(), 275887434);
+  const Graph g = stylegan_xl_generator(32);
+  std::vector<std::string> layers;
+  for (const Node& n : g.nodes())
+    if (n.kind == OpKind::FilteredModConv) layers.push_back(n.name);
+  // The stem's L0..L7 kept (L8, L9 and ToRGB L10 cut), the head from L9.
+  ASSERT_EQ(layers.size(), 8u + 8u);
+  EXPECT_EQ(layers[7].rfind("synthesis.L7_", 0), 0u) << layers[7];
+  EXPECT_EQ(layers[8].rfind("synthesis.L9_", 0), 0u) << layers[8];
+  EXPECT_EQ(layers.back(), "synthesis.L16_32_3");
+  const Node& in = g.node(g.input_id());
+  EXPECT_EQ(in.out.c, 64 + 1000);  // z, then the one-hot class
+  EXPECT_EQ(g.node(g.output()).out.h, 32);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const ParamSpec& p : g.params()) shapes[p.name] = p.shape;
+  EXPECT_EQ(shapes.at("mapping.embed.weight"), (std::vector<int64_t>{1000, 320}));
+  EXPECT_EQ(shapes.at("mapping.embed_proj.weight"), (std::vector<int64_t>{64, 320}));
+  EXPECT_EQ(shapes.at("mapping.fc0.weight"), (std::vector<int64_t>{512, 128}));
+  EXPECT_EQ(shapes.at("mapping.w_avg"), (std::vector<int64_t>{1000, 512}));
+  // Heads' channels (networks.md): 128 px 1024 -> 512, 256 px 609 -> 256, 1024 px 152 -> 64.
+  auto head_channels = [](int res) {
+    const Graph x = stylegan_xl_generator(res);
+    std::vector<int> c;
+    for (const Node& n : x.nodes())
+      if (n.kind == OpKind::FilteredModConv) c.push_back(n.out.c);
+    return std::vector<int>(c.end() - 8, c.end() - 1);  // the last head's layers but ToRGB
+  };
+  EXPECT_EQ(head_channels(128).front(), 1024);
+  EXPECT_EQ(head_channels(128).back(), 512);
+  EXPECT_EQ(head_channels(256).front(), 609);
+  EXPECT_EQ(head_channels(256).back(), 256);
+  EXPECT_EQ(head_channels(1024).front(), 152);
+  EXPECT_EQ(head_channels(1024).back(), 64);
+  EXPECT_THROW(stylegan_xl_generator(24), UserError);
+}
+
 // YOLOR's inference form: the implicits folded into the heads' 1x1 convs. The graph loses only
 // the six implicit ops and tensors (same MACs, same heads), the folded weights load into it, and
 // each head computes what shift, conv and control computed.
