@@ -345,6 +345,19 @@ TEST(Config, Stylegan3ConfigOfTheRepository) {
   EXPECT_THROW(build_network("stylegan3_t", 300), UserError);
 }
 
+TEST(Config, StyleganXlConfigOfTheRepository) {
+  const std::string dir = std::string(CNNBENCH_TEST_DATA) + "/../../configs/";
+  const SweepConfig c = parse_config_file(dir + "stylegan_xl.yaml", config_schema());
+  ASSERT_FALSE(c.benchmarks.empty());
+  for (const BenchmarkEntry& b : c.benchmarks) {
+    EXPECT_EQ(b.network, "stylegan_xl");
+    EXPECT_EQ(b.num_classes, 1000);  // the one-hot's width
+    EXPECT_TRUE(b.input_size == 1024 || b.input_size == 256) << b.input_size;
+  }
+  // More classes than the embedding's rows: named.
+  EXPECT_THROW(build_network("stylegan_xl", 256, 1001), UserError);
+}
+
 // The training configs of the repository parse against the real registry.
 TEST(Config, TrainingConfigsOfTheRepository) {
   const std::string dir = std::string(CNNBENCH_TEST_DATA) + "/../../configs/";
