@@ -80,13 +80,43 @@ class KernelOp : public Op {
   std::function<void(cudaStream_t)> launch_;
 };
 
+// An op around one cuDNN conv (StyleGAN's modulated convs and Fourier input): before() writes the
+// conv's input, after() finishes from its output. The conv is prepared on the data it will see
+// (before() runs first); its engine, notes and workspace are the op's.
+class AroundConvOp : public Op {
+ public:
+  AroundConvOp(const ConvSpec& spec, const ConvBuffers& buffers) : conv_(spec, buffers) {}
+  void prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) override {
+    before(ctx.stream);
+    conv_.prepare(ctx, mode, top_k, scratch);
+    record_.engine = conv_.record().engine;
+    record_.engine_notes = conv_.record().engine_notes;
+    record_.workspace_bytes = conv_.record().workspace_bytes;
+  }
+  size_t workspace_bytes() const override { return conv_.workspace_bytes(); }
+  void bind_workspace(void* w, size_t bytes) override { conv_.bind_workspace(w, bytes); }
+  void run(cudaStream_t s) override {
+    before(s);
+    conv_.run(s);
+    after(s);
+  }
+  std::string ban_engine(GpuContext& ctx) override { return conv_.ban_engine(ctx); }
+
+ protected:
+  virtual void before(cudaStream_t s) = 0;
+  virtual void after(cudaStream_t) {}
+
+ private:
+  ConvOp conv_;
+};
+
 // StyleGAN2's modulated conv (SynthesisLayer or ToRGB) in the scale-conv-scale form: the styles
 // from w (the affine), x times the styles into a buffer of its own (x is read again: by ToRGB or
 // the next block), for up = 2 upfirdn2d's up-sampling (pads 3 and 2, gain 4) into another, the
 // conv with the shared weight (cuDNN; for up = 2 a valid conv of the flipped weight), the
 // demodulation coefficients and their scale, then noise, bias, lrelu x sqrt(2) (or linear for
 // ToRGB) and the clamp.
-class ModConvOp : public Op {
+class ModConvOp : public AroundConvOp {
  public:
   struct Buffers {
     const void* x;        // [N, C, H, W]
@@ -108,7 +138,8 @@ class ModConvOp : public Op {
   ModConvOp(const std::string& name, DType t, const ConvSpec& conv, const Dims& x_dims, int wdim,
             int up, bool demodulate, float weight_gain, float bias_gain, float style_gain,
             const BiasActSpec& act, const Buffers& b)
-      : t_(t),
+      : AroundConvOp(conv, ConvBuffers{up > 1 ? b.up : b.xs, b.weight, b.zeros, nullptr, b.y}),
+        t_(t),
         x_dims_(x_dims),
         wdim_(wdim),
         up_(up),
@@ -117,8 +148,7 @@ class ModConvOp : public Op {
         bias_gain_(bias_gain),
         style_gain_(style_gain),
         act_(act),
-        b_(b),
-        conv_(conv, ConvBuffers{up > 1 ? b.up : b.xs, b.weight, b.zeros, nullptr, b.y}) {
+        b_(b) {
     record_.name = name;
     record_.op = std::string("modconv") + (up > 1 ? " up2" : "") + (demodulate ? "" : " torgb");
     record_.shape =
@@ -127,28 +157,16 @@ class ModConvOp : public Op {
     out_bytes_ = size_t(conv.y.numel()) * dtype_size(t);
     y_dims_ = conv.y;
   }
-  void prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) override {
-    modulate(ctx.stream);  // the conv is prepared on the data it will see
-    conv_.prepare(ctx, mode, top_k, scratch);
-    record_.engine = conv_.record().engine;
-    record_.engine_notes = conv_.record().engine_notes;
-    record_.workspace_bytes = conv_.record().workspace_bytes;
-  }
-  size_t workspace_bytes() const override { return conv_.workspace_bytes(); }
-  void bind_workspace(void* w, size_t bytes) override { conv_.bind_workspace(w, bytes); }
-  void run(cudaStream_t s) override {
-    modulate(s);
-    conv_.run(s);
+
+ private:
+  void after(cudaStream_t s) override {
     if (demodulate_) {
       launch_demod(b_.styles, b_.wsq, x_dims_.n, x_dims_.c, y_dims_.c, b_.d, s);
       launch_channel_scale(b_.y, b_.y, y_dims_, t_, b_.d, s);
     }
     launch_bias_act(b_.y, b_.y, y_dims_, t_, b_.bias, b_.noise, act_, s);
   }
-  std::string ban_engine(GpuContext& ctx) override { return conv_.ban_engine(ctx); }
-
- private:
-  void modulate(cudaStream_t s) {
+  void before(cudaStream_t s) override {
     launch_affine(b_.w, t_, x_dims_.n, wdim_, b_.affine, b_.affine_b, weight_gain_, bias_gain_,
                   style_gain_, x_dims_.c, b_.styles, s);
     launch_channel_scale(b_.x, b_.xs, x_dims_, t_, b_.styles, s);
@@ -166,13 +184,12 @@ class ModConvOp : public Op {
   float weight_gain_, bias_gain_, style_gain_;
   BiasActSpec act_;
   Buffers b_;
-  ConvOp conv_;
 };
 
 // StyleGAN3's SynthesisInput: the affine's rotation and translation per image, the transformed
 // frequencies, the Fourier features into a buffer of the op's own step, then the channels mixed
 // by the learned matrix (weight / sqrt(C), uploaded as a 1x1 conv's; cuDNN).
-class FourierInputOp : public Op {
+class FourierInputOp : public AroundConvOp {
  public:
   struct Buffers {
     const void* w;  // [N, wdim]
@@ -186,37 +203,23 @@ class FourierInputOp : public Op {
   };
   FourierInputOp(const std::string& name, DType t, const ConvSpec& conv, int wdim,
                  float weight_gain, float sampling_rate, float bandwidth, const Buffers& b)
-      : t_(t),
+      : AroundConvOp(conv, ConvBuffers{b.features, b.weight, b.zeros, nullptr, b.y}),
+        t_(t),
         dims_(conv.y),
         wdim_(wdim),
         weight_gain_(weight_gain),
         sampling_rate_(sampling_rate),
         bandwidth_(bandwidth),
-        b_(b),
-        conv_(conv, ConvBuffers{b.features, b.weight, b.zeros, nullptr, b.y}) {
+        b_(b) {
     record_.name = name;
     record_.op = "fourier_input";
     record_.shape = conv.y.str();
     out_ = b.y;
     out_bytes_ = size_t(conv.y.numel()) * dtype_size(t);
   }
-  void prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) override {
-    features(ctx.stream);
-    conv_.prepare(ctx, mode, top_k, scratch);
-    record_.engine = conv_.record().engine;
-    record_.engine_notes = conv_.record().engine_notes;
-    record_.workspace_bytes = conv_.record().workspace_bytes;
-  }
-  size_t workspace_bytes() const override { return conv_.workspace_bytes(); }
-  void bind_workspace(void* w, size_t bytes) override { conv_.bind_workspace(w, bytes); }
-  void run(cudaStream_t s) override {
-    features(s);
-    conv_.run(s);
-  }
-  std::string ban_engine(GpuContext& ctx) override { return conv_.ban_engine(ctx); }
 
  private:
-  void features(cudaStream_t s) {
+  void before(cudaStream_t s) override {  // the features, the conv's input
     launch_affine(b_.w, t_, dims_.n, wdim_, b_.affine, b_.affine_b, weight_gain_, 1.f, 1.f, 4, b_.t,
                   s);
     launch_fourier_prepare(b_.t, b_.transform, b_.freqs, b_.phases, dims_.n, dims_.c,
@@ -228,7 +231,6 @@ class FourierInputOp : public Op {
   int wdim_;
   float weight_gain_, sampling_rate_, bandwidth_;
   Buffers b_;
-  ConvOp conv_;
 };
 
 // StyleGAN3's SynthesisLayer: the styles (the affine; pre-normalised by their RMS over the whole
@@ -238,7 +240,7 @@ class FourierInputOp : public Op {
 // (Fir1dPass): up-sampling along W then H (the first pass applies the demodulation and the
 // bias, the second the lrelu, gain and clamp), down-sampling along W then H; each pass into a
 // temporary of the op's own step but the last, into y.
-class FilteredModConvOp : public Op {
+class FilteredModConvOp : public AroundConvOp {
  public:
   struct Buffers {
     const void* x;  // [N, C, H, W]
@@ -257,7 +259,8 @@ class FilteredModConvOp : public Op {
   FilteredModConvOp(const std::string& name, DType t, const ConvSpec& conv, const Dims& x_dims,
                     int wdim, bool demodulate, float weight_gain, float style_gain,
                     std::vector<Fir1dPass> passes, const Buffers& b)
-      : t_(t),
+      : AroundConvOp(conv, ConvBuffers{b.xs, b.weight, b.zeros, nullptr, b.conv}),
+        t_(t),
         x_dims_(x_dims),
         conv_dims_(conv.y),
         wdim_(wdim),
@@ -265,8 +268,7 @@ class FilteredModConvOp : public Op {
         weight_gain_(weight_gain),
         style_gain_(style_gain),
         passes_(std::move(passes)),
-        b_(b),
-        conv_(conv, ConvBuffers{b.xs, b.weight, b.zeros, nullptr, b.conv}) {
+        b_(b) {
     record_.name = name;
     record_.op = std::string("modconv+filtered_lrelu") + (demodulate ? "" : " torgb");
     Dims y = conv.y;
@@ -276,25 +278,13 @@ class FilteredModConvOp : public Op {
     out_ = b.y;
     out_bytes_ = size_t(y.numel()) * dtype_size(t);
   }
-  void prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) override {
-    modulate(ctx.stream);
-    conv_.prepare(ctx, mode, top_k, scratch);
-    record_.engine = conv_.record().engine;
-    record_.engine_notes = conv_.record().engine_notes;
-    record_.workspace_bytes = conv_.record().workspace_bytes;
-  }
-  size_t workspace_bytes() const override { return conv_.workspace_bytes(); }
-  void bind_workspace(void* w, size_t bytes) override { conv_.bind_workspace(w, bytes); }
-  void run(cudaStream_t s) override {
-    modulate(s);
-    conv_.run(s);
+
+ private:
+  void after(cudaStream_t s) override {
     launch_filtered_lrelu(b_.conv, conv_dims_, t_, passes_, b_.taps, demodulate_ ? b_.d : nullptr,
                           b_.bias, b_.tmp, b_.y, s);
   }
-  std::string ban_engine(GpuContext& ctx) override { return conv_.ban_engine(ctx); }
-
- private:
-  void modulate(cudaStream_t s) {
+  void before(cudaStream_t s) override {
     launch_affine(b_.w, t_, x_dims_.n, wdim_, b_.affine, b_.affine_b, weight_gain_, 1.f,
                   style_gain_, x_dims_.c, b_.styles, s);
     if (demodulate_) {
@@ -310,7 +300,6 @@ class FilteredModConvOp : public Op {
   float weight_gain_, style_gain_;
   std::vector<Fir1dPass> passes_;
   Buffers b_;
-  ConvOp conv_;
 };
 
 class PoolOp : public Op {

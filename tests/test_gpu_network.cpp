@@ -182,6 +182,31 @@ TEST(GpuNetwork, YolorDetectPostMatchesTheHostReference) {
   EXPECT_LT(total[true] * 10, total[false]);
 }
 
+// A generator compiled in fp32 and fp16, run eager and as a graph replay on `input` (n images),
+// against the host reference's images: relative L2 under 1e-4 (fp32) and 3e-2 (fp16).
+static void expect_generator_matches(const Graph& g, const HostWeights& w,
+                                     const std::vector<float>& input, int n,
+                                     const std::vector<float>& ref, const char* label) {
+  const std::vector<double> want(ref.begin(), ref.end());
+  GpuContext ctx;
+  for (Precision p : {Precision::FP32, Precision::FP16}) {
+    CompileOptions opt;
+    opt.precision = p;
+    opt.batch = n;
+    Model m(ctx, g, w, opt);
+    m.set_input(input);
+    Runner r(m, ctx);
+    for (const bool graph : {false, true}) {
+      r.launch(graph);
+      r.sync();
+      const double err = rel_l2(m.output(), want);
+      std::printf("  %s %s %s: rel_l2 %.2e, %zu ops\n", label, precision_name(p),
+                  graph ? "graph" : "eager", err, m.op_count());
+      EXPECT_LT(err, p == Precision::FP32 ? 1e-4 : 3e-2) << label << " " << precision_name(p);
+    }
+  }
+}
+
 // StyleGAN2's generator compiled (normalize_2nd_moment, the mapping's Linear + lrelu with their
 // equalized-lr gains, the constant, modulated convs as styles scale + cuDNN conv + demodulation +
 // noise/bias/lrelu/clamp, conv0's up-sampling by upfirdn2d and a flipped valid conv, ToRGB, the
@@ -194,24 +219,7 @@ TEST(GpuNetwork, Stylegan2GeneratorMatchesTheHostReference) {
   std::mt19937 rng(10);
   const std::vector<float> z = random_vector(size_t(n) * 512, rng);
   const std::vector<float> ref = stylegan2_generate_reference(w, res, cbase, maps, z, n);
-  const std::vector<double> want(ref.begin(), ref.end());
-  GpuContext ctx;
-  for (Precision p : {Precision::FP32, Precision::FP16}) {
-    CompileOptions opt;
-    opt.precision = p;
-    opt.batch = n;
-    Model m(ctx, g, w, opt);
-    m.set_input(z);
-    Runner r(m, ctx);
-    for (const bool graph : {false, true}) {
-      r.launch(graph);
-      r.sync();
-      const double err = rel_l2(m.output(), want);
-      std::printf("  stylegan2 %d px %s %s: rel_l2 %.2e, %zu ops\n", res, precision_name(p),
-                  graph ? "graph" : "eager", err, m.op_count());
-      EXPECT_LT(err, p == Precision::FP32 ? 1e-4 : 3e-2) << precision_name(p);
-    }
-  }
+  expect_generator_matches(g, w, z, n, ref, "stylegan2 16 px");
 }
 
 // StyleGAN3-T's compiled generator (the Fourier input, the modulated convs with their
@@ -225,24 +233,7 @@ TEST(GpuNetwork, Stylegan3GeneratorMatchesTheHostReference) {
   std::mt19937 rng(11);
   const std::vector<float> z = random_vector(size_t(n) * 512, rng);
   const std::vector<float> ref = stylegan3_generate_reference(g, w, z, n);
-  const std::vector<double> want(ref.begin(), ref.end());
-  GpuContext ctx;
-  for (Precision p : {Precision::FP32, Precision::FP16}) {
-    CompileOptions opt;
-    opt.precision = p;
-    opt.batch = n;
-    Model m(ctx, g, w, opt);
-    m.set_input(z);
-    Runner r(m, ctx);
-    for (const bool graph : {false, true}) {
-      r.launch(graph);
-      r.sync();
-      const double err = rel_l2(m.output(), want);
-      std::printf("  stylegan3-t %d px %s %s: rel_l2 %.2e, %zu ops\n", res, precision_name(p),
-                  graph ? "graph" : "eager", err, m.op_count());
-      EXPECT_LT(err, p == Precision::FP32 ? 1e-4 : 3e-2) << precision_name(p);
-    }
-  }
+  expect_generator_matches(g, w, z, n, ref, "stylegan3-t 16 px");
 }
 
 // StyleGAN-XL's compiled generator (the class embedding beside z, the stem and one grown head)
@@ -261,24 +252,7 @@ TEST(GpuNetwork, StyleganXlGeneratorMatchesTheHostReference) {
     c[i == 0 ? 2 : 7] = 1.f;
   }
   const std::vector<float> ref = stylegan3_generate_reference(g, w, x, n);
-  const std::vector<double> want(ref.begin(), ref.end());
-  GpuContext ctx;
-  for (Precision p : {Precision::FP32, Precision::FP16}) {
-    CompileOptions opt;
-    opt.precision = p;
-    opt.batch = n;
-    Model m(ctx, g, w, opt);
-    m.set_input(x);
-    Runner r(m, ctx);
-    for (const bool graph : {false, true}) {
-      r.launch(graph);
-      r.sync();
-      const double err = rel_l2(m.output(), want);
-      std::printf("  stylegan-xl 32 px %s %s: rel_l2 %.2e, %zu ops\n", precision_name(p),
-                  graph ? "graph" : "eager", err, m.op_count());
-      EXPECT_LT(err, p == Precision::FP32 ? 1e-4 : 3e-2) << precision_name(p);
-    }
-  }
+  expect_generator_matches(g, w, x, n, ref, "stylegan-xl 32 px");
 }
 
 // --profile's loop: exactly the forwards asked, in graph and eager mode, between
