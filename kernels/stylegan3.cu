@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -219,6 +220,28 @@ void launch_filtered_lrelu(const void* x, const Dims& in, DType t,
     d = passes[i].out_dims(d);
     x = out;
   }
+}
+
+std::vector<Fir1dPass> separable_up_passes(const FirSpec& s) {
+  if (s.down != 1 || s.fh != s.fw)
+    throw std::logic_error("separable_up_passes: an up-sampling by a square separable filter");
+  Fir1dPass x;
+  x.up = s.up, x.taps = s.fw, x.pad0 = s.pad_x0, x.pad1 = s.pad_x1;
+  x.gain = std::sqrt(s.gain);
+  Fir1dPass y = x;
+  y.along_h = true, y.pad0 = s.pad_y0, y.pad1 = s.pad_y1;
+  return {x, y};
+}
+
+Dims separable_up_tmp(const Dims& in, const FirSpec& s) {
+  return separable_up_passes(s)[0].out_dims(in);
+}
+
+void launch_upfirdn2d_separable(const void* x, const Dims& in, DType t, const float* f,
+                                const FirSpec& s, void* tmp, void* y, cudaStream_t st) {
+  const std::vector<Fir1dPass> p = separable_up_passes(s);
+  launch_fir1d(x, in, t, f, nullptr, nullptr, p[0], tmp, st);
+  launch_fir1d(tmp, p[0].out_dims(in), t, f, nullptr, nullptr, p[1], y, st);
 }
 
 void launch_fourier_prepare(const float* t, const float* transform, const float* freqs,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/stylegan3_ref.h"
+#include "kernels/stylegan_ref.h"
 #include "kernels/tensor.h"
 
 namespace cnnbench {
@@ -48,6 +49,14 @@ void launch_filtered_lrelu(const void* x, const Dims& in, DType t,
                            const std::vector<const float*>& taps, const float* pre_scale,
                            const float* bias, const std::vector<void*>& tmp, void* y,
                            cudaStream_t st);
+
+// upfirdn2d without down-sampling (s.down 1) by a separable filter, the outer product of the
+// 1-D taps f (float, s.fw of them; StyleGAN2's [1, 3, 3, 1] / 8), as two fir1d passes: along W
+// (the x padding, gain sqrt(s.gain)) into tmp (separable_up_tmp(in, s)), then along H into y.
+std::vector<Fir1dPass> separable_up_passes(const FirSpec& s);
+Dims separable_up_tmp(const Dims& in, const FirSpec& s);
+void launch_upfirdn2d_separable(const void* x, const Dims& in, DType t, const float* f,
+                                const FirSpec& s, void* tmp, void* y, cudaStream_t st);
 
 // SynthesisInput's per-image frequencies: from the affine's t [n][4] (float), the buffers
 // transform [3][3], freqs [c][2] and phases [c], into fp [n][c][4] = (fx, fy, phase, amplitude).

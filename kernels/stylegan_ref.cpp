@@ -29,6 +29,14 @@ std::vector<float> fir_2d(const std::vector<float>& t) {
   return f;
 }
 
+std::vector<float> fir_1d(const std::vector<float>& t) {
+  double sum = 0;
+  for (float a : t) sum += a;
+  std::vector<float> f;
+  for (float a : t) f.push_back(float(double(a) / sum));
+  return f;
+}
+
 std::vector<float> upfirdn2d_reference(const std::vector<float>& x, int n, int c, int h, int w,
                                        const std::vector<float>& f, const FirSpec& s) {
   if (x.size() != size_t(n) * c * h * w || f.size() != size_t(s.fh) * s.fw)

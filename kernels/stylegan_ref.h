@@ -26,10 +26,12 @@ struct FirSpec {
 // NVlabs' upsample2d(x, f, up=2) for a filter of `taps` per axis: padding so the output is
 // exactly twice the input, gain 4.
 FirSpec upsample2d_spec(int taps, int up = 2);
-// [1, 3, 3, 1] / 8 as 1D taps (setup_filter normalizes the 2D outer product to sum 1).
+// StyleGAN2's [1, 3, 3, 1] as given (unnormalised).
 std::vector<float> stylegan2_fir_1d();
 // The 2D filter: outer(t, t) normalized to sum 1 (setup_filter).
 std::vector<float> fir_2d(const std::vector<float>& taps_1d);
+// The 1-D taps normalized to sum 1: outer(fir_1d(t), fir_1d(t)) is fir_2d(t), the separable form.
+std::vector<float> fir_1d(const std::vector<float>& taps_1d);
 
 // x [n][c][h][w] -> [n][c][out_h][out_w], filter f [fh][fw].
 std::vector<float> upfirdn2d_reference(const std::vector<float>& x, int n, int c, int h, int w,

@@ -80,6 +80,15 @@ class KernelOp : public Op {
   std::function<void(cudaStream_t)> launch_;
 };
 
+// conv2d_resample's up-sampling before StyleGAN2's up-sampling conv: zeros between the pixels,
+// pads 3 and 2, the [1, 3, 3, 1] filter with gain 4 (then a valid conv of the flipped weight).
+FirSpec modconv_up_spec() {
+  FirSpec f;
+  f.up = 2, f.fh = f.fw = 4, f.gain = 4.f;
+  f.pad_x0 = f.pad_y0 = 3, f.pad_x1 = f.pad_y1 = 2;
+  return f;
+}
+
 // An op around one cuDNN conv (StyleGAN's modulated convs and Fourier input): before() writes the
 // conv's input, after() finishes from its output. The conv is prepared on the data it will see
 // (before() runs first); its engine, notes and workspace are the op's.
@@ -123,6 +132,7 @@ class ModConvOp : public AroundConvOp {
     const void* w;        // [N, wdim]
     void* xs;             // x * styles
     void* up;             // the up-sampled xs (up = 2), else null
+    void* up_tmp;         // its first (along W) pass
     float* styles;        // [N, C]
     float* d;             // [N, K]
     const void* weight;   // KRSC in the storage type, flipped for up = 2
@@ -131,7 +141,7 @@ class ModConvOp : public AroundConvOp {
     const float* affine_b;
     const float* bias;   // [K]
     const float* noise;  // [H_out][W_out] or null
-    const float* fir;    // [4][4] for up = 2
+    const float* fir;    // [1, 3, 3, 1] / 8 for up = 2
     const void* zeros;   // [K] in the storage type: the conv's own bias (its graph has one)
     void* y;
   };
@@ -170,12 +180,9 @@ class ModConvOp : public AroundConvOp {
     launch_affine(b_.w, t_, x_dims_.n, wdim_, b_.affine, b_.affine_b, weight_gain_, bias_gain_,
                   style_gain_, x_dims_.c, b_.styles, s);
     launch_channel_scale(b_.x, b_.xs, x_dims_, t_, b_.styles, s);
-    if (up_ > 1) {
-      FirSpec f;
-      f.up = 2, f.fh = f.fw = 4, f.gain = 4.f;
-      f.pad_x0 = f.pad_y0 = 3, f.pad_x1 = f.pad_y1 = 2;
-      launch_upfirdn2d(b_.xs, x_dims_, t_, b_.fir, f, b_.up, 0, s);
-    }
+    if (up_ > 1)
+      launch_upfirdn2d_separable(b_.xs, x_dims_, t_, b_.fir, modconv_up_spec(), b_.up_tmp, b_.up,
+                                 s);
   }
   DType t_;
   Dims x_dims_, y_dims_;
@@ -620,8 +627,8 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
   // live for the op's own step), styles and coefficients, and the uploads of the affine, the
   // weight's squares, the noise and the FIR filter.
   struct ModConvBufs {
-    int xs = -1, up = -1, styles = -1, d = -1, wsq = -1, affine = -1, affine_b = -1, noise = -1,
-        fir = -1, zeros = -1;
+    int xs = -1, up = -1, up_tmp = -1, styles = -1, d = -1, wsq = -1, affine = -1, affine_b = -1,
+        noise = -1, fir = -1, zeros = -1;
     float noise_strength = 0;
   };
   std::vector<ModConvBufs> mc(groups.size());
@@ -638,9 +645,11 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
     if (it == hw.end()) throw UserError("weights have no tensor '" + key + "'");
     return it->second;
   };
-  int fir_buf = -1;  // StyleGAN2's [1, 3, 3, 1] filter, one upload for every op that reads it
+  // StyleGAN2's [1, 3, 3, 1] / 8 (1-D: its up-sampling runs as two separable passes), one upload
+  // for every op that reads it.
+  int fir_buf = -1;
   auto stylegan_fir = [&] {
-    if (fir_buf < 0) fir_buf = add_f32(fir_2d(stylegan2_fir_1d()));
+    if (fir_buf < 0) fir_buf = add_f32(fir_1d(stylegan2_fir_1d()));
     return fir_buf;
   };
   std::vector<int> step_of(groups.size(), -1);
@@ -689,6 +698,10 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
       wbuf[gi] = add_weights(nchw_to_nhwc(tensor_of(weights, g, n, 0), {1, C, n.out.h, n.out.w}));
     } else if (grp.kind == OpKind::FirUpsample) {
       wbuf[gi] = stylegan_fir();
+      const Dims in = batched(nodes[n.inputs[0]].out, N);
+      mc[gi].up_tmp =
+          arena_.add_activation(size_t(separable_up_tmp(in, upsample2d_spec(4)).numel()) * esize,
+                                step_of[gi], step_of[gi]);
     } else if (grp.kind == OpKind::ModConv) {
       const Dims in = nodes[n.inputs[0]].out;
       const int K = n.out.c, C = in.c, R = n.kernel;
@@ -726,6 +739,9 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
       if (n.up > 1) {
         const Dims u{N, C, in.h * 2 + 2, in.w * 2 + 2};
         mc[gi].up = arena_.add_activation(size_t(u.numel()) * esize, step, step);
+        mc[gi].up_tmp = arena_.add_activation(
+            size_t(separable_up_tmp(batched(in, N), modconv_up_spec()).numel()) * esize, step,
+            step);
       }
       mc[gi].styles = arena_.add_weights(size_t(N) * C * sizeof(float));
       mc[gi].d = arena_.add_weights(size_t(N) * K * sizeof(float));
@@ -1015,9 +1031,11 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
         const void* x = ptr(n.inputs[0]);
         const Dims in = batched(nodes[n.inputs[0]].out, N);
         const float* f = fptr(wbuf[gi]);
-        ops_.push_back(std::make_unique<KernelOp>(
-            name, "upfirdn2d up2", out, t, y,
-            [=](cudaStream_t s) { launch_upfirdn2d(x, in, t, f, upsample2d_spec(4), y, 0, s); }));
+        void* tmp = arena_.ptr(mc[gi].up_tmp);
+        ops_.push_back(
+            std::make_unique<KernelOp>(name, "upfirdn2d up2", out, t, y, [=](cudaStream_t s) {
+              launch_upfirdn2d_separable(x, in, t, f, upsample2d_spec(4), tmp, y, s);
+            }));
         break;
       }
       case OpKind::ModConv: {
@@ -1034,6 +1052,7 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
         b.w = ptr(n.inputs[1]);
         b.xs = arena_.ptr(mc[gi].xs);
         b.up = mc[gi].up >= 0 ? arena_.ptr(mc[gi].up) : nullptr;
+        b.up_tmp = mc[gi].up_tmp >= 0 ? arena_.ptr(mc[gi].up_tmp) : nullptr;
         b.styles = static_cast<float*>(arena_.ptr(mc[gi].styles));
         b.d = static_cast<float*>(arena_.ptr(mc[gi].d));
         b.weight = wptr(wbuf[gi]);

@@ -15,7 +15,9 @@
 #include "harness/safetensors.h"
 #include "kernels/fir1d.cuh"
 #include "kernels/fir_design.h"
+#include "kernels/stylegan3.h"
 #include "kernels/stylegan3_ref.h"
+#include "kernels/stylegan_ref.h"
 #include "networks/stylegan3_reference.h"
 #include "networks/weights.h"
 #include "networks/zoo.h"
@@ -238,6 +240,54 @@ struct FourierCase {
 // At the identity (transform I, t = [1, 0, 0, 0], here from a bias [2, 0, 0, 0] that the
 // normalisation scales back), out[o](i, j) = sum_c W[o][c] / sqrt(C) sin(2 pi (x_j f_c,x +
 // y_i f_c,y + phase_c)) amp_c with x over the width and y over the height.
+// NCHW to NHWC on the host.
+std::vector<float> nchw_to_nhwc_host(const std::vector<float>& x, const Dims& d) {
+  std::vector<float> y(x.size());
+  for (int a = 0; a < d.n; ++a)
+    for (int ci = 0; ci < d.c; ++ci)
+      for (int yy = 0; yy < d.h; ++yy)
+        for (int xx = 0; xx < d.w; ++xx)
+          y[((size_t(a) * d.h + yy) * d.w + xx) * d.c + ci] =
+              x[((size_t(a) * d.c + ci) * d.h + yy) * d.w + xx];
+  return y;
+}
+
+// fir1d passes run on the host by the kernel's own per-element code (fir1d_output), from x
+// (NHWC, dims d, updated to the result's) through each pass; the first applies pre and bias.
+std::vector<float> passes_on_host(std::vector<float> cur, Dims& d,
+                                  const std::vector<Fir1dPass>& passes,
+                                  const std::vector<const float*>& taps, const float* pre,
+                                  const float* bias) {
+  for (size_t pi = 0; pi < passes.size(); ++pi) {
+    const Fir1dPass& p = passes[pi];
+    const int len = p.along_h ? d.h : d.w, out_len = p.out_len(len);
+    const int outer = p.along_h ? d.n : d.n * d.h, inner = p.along_h ? d.w * d.c : d.c;
+    std::vector<float> next(size_t(outer) * out_len * inner);
+    for (int o = 0; o < outer; ++o)
+      for (int e = 0; e < out_len * inner; ++e)
+        next[size_t(o) * out_len * inner + e] = fir1d_output(
+            cur.data() + size_t(o) * len * inner, o, e, len, inner, p.along_h ? 1 : d.h, d.c,
+            taps[pi], pi == 0 ? pre : nullptr, pi == 0 ? bias : nullptr, p);
+    cur.swap(next);
+    (p.along_h ? d.h : d.w) = out_len;
+  }
+  return cur;
+}
+
+// Relative L2 of NHWC `got` against NCHW `want`, both of dims d.
+double rel_l2_nhwc(const std::vector<float>& got, const std::vector<float>& want, const Dims& d) {
+  double num = 0, den = 0;
+  for (int a = 0; a < d.n; ++a)
+    for (int ci = 0; ci < d.c; ++ci)
+      for (int yy = 0; yy < d.h; ++yy)
+        for (int xx = 0; xx < d.w; ++xx) {
+          const double g = got[((size_t(a) * d.h + yy) * d.w + xx) * d.c + ci];
+          const double r = want[((size_t(a) * d.c + ci) * d.h + yy) * d.w + xx];
+          num += (g - r) * (g - r), den += r * r;
+        }
+  return std::sqrt(num / den);
+}
+
 // The GPU's filtered_lrelu, run on the host: the passes filtered_lrelu_passes builds (the
 // demodulation and bias in the first, the lrelu in the up-sampling's second, out_scale in the
 // last), each element computed by the kernel's own fir1d_output over NHWC rows, against the
@@ -271,43 +321,47 @@ TEST(Stylegan3FilteredLrelu, TheKernelsPassesMatchTheReference) {
     for (size_t i = 0; i < scaled.size(); ++i) scaled[i] *= pre[i / (size_t(h) * w)];
     const std::vector<float> want =
         filtered_lrelu_reference(scaled, n, c, h, w, fu, fd, false, bias, s);
-    std::vector<float> cur(x.size());  // NHWC
-    for (int a = 0; a < n; ++a)
-      for (int ci = 0; ci < c; ++ci)
-        for (int yy = 0; yy < h; ++yy)
-          for (int xx = 0; xx < w; ++xx)
-            cur[((size_t(a) * h + yy) * w + xx) * c + ci] =
-                x[((size_t(a) * c + ci) * h + yy) * w + xx];
     Dims d{n, c, h, w};
     const std::vector<Fir1dPass> passes = filtered_lrelu_passes(s, k.up_taps, k.down_taps);
-    for (size_t pi = 0; pi < passes.size(); ++pi) {
-      const Fir1dPass& p = passes[pi];
-      const int len = p.along_h ? d.h : d.w, out_len = p.out_len(len);
-      const int outer = p.along_h ? d.n : d.n * d.h, inner = p.along_h ? d.w * d.c : d.c;
-      const float* f = p.taps == 1 ? nullptr : p.down > 1 ? fd.data() : fu.data();
-      std::vector<float> next(size_t(outer) * out_len * inner);
-      for (int o = 0; o < outer; ++o)
-        for (int e = 0; e < out_len * inner; ++e)
-          next[size_t(o) * out_len * inner + e] = fir1d_output(
-              cur.data() + size_t(o) * len * inner, o, e, len, inner, p.along_h ? 1 : d.h, d.c, f,
-              pi == 0 ? pre.data() : nullptr, pi == 0 ? bias.data() : nullptr, p);
-      cur.swap(next);
-      (p.along_h ? d.h : d.w) = out_len;
-    }
+    std::vector<const float*> taps;
+    for (const Fir1dPass& p : passes)
+      taps.push_back(p.taps == 1 ? nullptr : p.down > 1 ? fd.data() : fu.data());
+    const std::vector<float> cur =
+        passes_on_host(nchw_to_nhwc_host(x, d), d, passes, taps, pre.data(), bias.data());
     ASSERT_EQ(d.h, s.out_h(h, k.up_taps, k.down_taps));
     ASSERT_EQ(d.w, s.out_w(w, k.up_taps, k.down_taps));
     ASSERT_EQ(cur.size(), want.size());
-    double num = 0, den = 0;
-    for (int a = 0; a < n; ++a)
-      for (int ci = 0; ci < c; ++ci)
-        for (int yy = 0; yy < d.h; ++yy)
-          for (int xx = 0; xx < d.w; ++xx) {
-            const double g = cur[((size_t(a) * d.h + yy) * d.w + xx) * c + ci];
-            const double r = want[((size_t(a) * c + ci) * d.h + yy) * d.w + xx];
-            num += (g - r) * (g - r), den += r * r;
-          }
-    EXPECT_LT(std::sqrt(num / den), 1e-6) << "up " << k.up << " down " << k.down << " pads " << k.p0
-                                          << "/" << k.p1 << ", " << passes.size() << " passes";
+    EXPECT_LT(rel_l2_nhwc(cur, want, d), 1e-6)
+        << "up " << k.up << " down " << k.down << " pads " << k.p0 << "/" << k.p1 << ", "
+        << passes.size() << " passes";
+  }
+}
+
+// StyleGAN2's FIR up-sampling as the GPU runs it, two separable fir1d passes of [1, 3, 3, 1] / 8
+// (separable_up_passes; each pass gain 2), against the 2-D upfirdn2d reference with fir_2d's
+// filter: upsample2d's geometry (the skip images) and the up-sampling conv's (pads 3 and 2).
+TEST(Stylegan3FilteredLrelu, SeparableUpsamplingIsUpfirdn2d) {
+  std::mt19937 rng(45);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  const int n = 2, c = 3, h = 5, w = 7;
+  std::vector<float> x(size_t(n) * c * h * w);
+  for (float& v : x) v = u(rng);
+  FirSpec conv_up;
+  conv_up.up = 2, conv_up.fh = conv_up.fw = 4, conv_up.gain = 4.f;
+  conv_up.pad_x0 = conv_up.pad_y0 = 3, conv_up.pad_x1 = conv_up.pad_y1 = 2;
+  const std::vector<float> f1 = fir_1d(stylegan2_fir_1d());
+  for (const FirSpec& s : {upsample2d_spec(4), conv_up}) {
+    const std::vector<float> want =
+        upfirdn2d_reference(x, n, c, h, w, fir_2d(stylegan2_fir_1d()), s);
+    Dims d{n, c, h, w};
+    const std::vector<Fir1dPass> passes = separable_up_passes(s);
+    ASSERT_EQ(passes.size(), 2u);
+    EXPECT_EQ(separable_up_tmp(d, s).w, s.out_w(w));
+    const std::vector<float> got = passes_on_host(nchw_to_nhwc_host(x, d), d, passes,
+                                                  {f1.data(), f1.data()}, nullptr, nullptr);
+    ASSERT_EQ(d.h, s.out_h(h));
+    ASSERT_EQ(d.w, s.out_w(w));
+    EXPECT_LT(rel_l2_nhwc(got, want, d), 1e-6) << "pads " << s.pad_x0 << "/" << s.pad_x1;
   }
 }
 
