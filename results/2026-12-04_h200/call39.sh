@@ -18,6 +18,8 @@ timeout 60 $PYTHON tools/stylegan3_reference.py bench --resolution 1024 --batche
   --modes eager,graph --out $O/s/pt_sg3_1024.json >$O/s/pt_sg3_1024.log 2>&1
 timeout 60 $PYTHON tools/stylegan3_reference.py bench --resolution 256 --batches 8,32 --precision fp16 \
   --modes eager,graph --out $O/s/pt_sg3_256.json >$O/s/pt_sg3_256.log 2>&1
+timeout 40 $PYTHON tools/stylegan3_reference.py bench --resolution 256 --batches 8,32 --precision fp16 \
+  --modes graph --modconv fused --out $O/s/pt_sg3_256_fused.json >$O/s/pt_sg3_256_fused.log 2>&1
 echo "S3 torch $(date +%T)"
 timeout 100 $B/cnnbench --config=configs/stylegan2.yaml \
   --benchmark_filter='stylegan2_f/fp16/graph/batch:(1|8|32)(/|$)' \
