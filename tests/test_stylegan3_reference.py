@@ -14,13 +14,9 @@ subcommands with torch blocked. With scipy: every filter of T and R against scip
 torch: the model's state_dict is the layer list's, the upfirdn2d formulations agree, the modulated
 conv's two forms agree, and (with safetensors) write-case runs at 16 px.
 """
-import contextlib
+import functools
 import importlib.util
-import io
-import json
 import os
-import struct
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -29,6 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 import stylegan3_reference as sg3  # noqa: E402
+import torch_reference_common as common  # noqa: E402
+from torch_reference_common import upfirdn1d  # noqa: E402
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 HAVE_SCIPY = importlib.util.find_spec("scipy") is not None
@@ -44,28 +42,7 @@ T256_NAMES = ["L0_36_512", "L1_36_512", "L2_36_512", "L3_52_512", "L4_52_512", "
 R1024_CHANNELS = [1024] * 7 + [645, 406, 256, 161, 102, 64, 64, 3]
 
 
-def run_main(argv):
-    """stylegan3_reference.main(argv) with stdout and stderr captured: (status, out, err)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = sg3.main(argv)
-    return status, out.getvalue(), err.getvalue()
-
-
-def write_safetensors(path, tensors, dtype="F32"):
-    """A minimal safetensors writer: {name: (shape, flat list of floats)}, float32 or float64."""
-    fmt = {"F32": "<f", "F64": "<d"}[dtype]
-    header, blobs, offset = {"__metadata__": {"writer": "test"}}, [], 0
-    for name, (shape, values) in tensors.items():
-        data = b"".join(struct.pack(fmt, v) for v in values)
-        header[name] = {"dtype": dtype, "shape": list(shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+run_main = functools.partial(common.run_main, sg3.main)  # (status, stdout, stderr)
 
 
 def by_name(resolution, config="t", **kw):
@@ -229,18 +206,6 @@ class NamesTest(unittest.TestCase):
         self.assertEqual(sg3.model_name("t", 1024), "stylegan3_t_1024")
 
 
-# 1-D upfirdn (one axis of upfirdn2d), to check the paddings numerically.
-def upfirdn1d(x, taps, up=1, down=1, pad0=0, pad1=0, gain=1.0):
-    y = []
-    for v in x:
-        y += [v] + [0.0] * (up - 1)
-    y = [0.0] * max(pad0, 0) + y + [0.0] * max(pad1, 0)
-    y = y[max(-pad0, 0):len(y) - max(-pad1, 0)]
-    f = [t * gain for t in reversed(taps)]
-    out = [sum(y[i + j] * f[j] for j in range(len(f))) for i in range(len(y) - len(f) + 1)]
-    return out[::down]
-
-
 class FilterDesignTest(unittest.TestCase):
     def test_kaiser_formulas_are_scipys(self):
         # scipy.signal's docstrings: kaiser_beta(65) = 6.20426, kaiser_atten(211, 0.0375) =
@@ -349,46 +314,10 @@ class FilterDesignTest(unittest.TestCase):
         self.assertGreater(max(abs(a - b) for a, b in zip(shifted, shifted[::-1])), 1e-3)
 
 
-class CompareSubcommandTest(unittest.TestCase):
-    SHAPE = [1, 3, 2, 2]
-
-    def setUp(self):
-        self.dir = tempfile.TemporaryDirectory()
-        self.values = [0.1 * (i + 1) for i in range(12)]
-        self.ref = os.path.join(self.dir.name, "reference.safetensors")
-        write_safetensors(self.ref, {"output0": (self.SHAPE, self.values)})
-
-    def tearDown(self):
-        self.dir.cleanup()
-
-    def ours(self, tensors, dtype="F32"):
-        path = os.path.join(self.dir.name, "ours.safetensors")
-        write_safetensors(path, tensors, dtype)
-        return path
-
-    def compare(self, path, *extra):
-        return run_main(["compare", "--reference", self.ref, "--ours", path, *extra])
-
-    def test_pass_and_logits(self):
-        status, out, err = self.compare(self.ours({"output0": (self.SHAPE, self.values)}))
-        self.assertEqual(status, 0, out + err)
-        self.assertIn("output0 [1, 3, 2, 2]: rel_l2 0.000e+00", out)
-        status, out, err = self.compare(self.ours({"logits": ([1, 12], self.values)}))
-        self.assertEqual(status, 0, out + err)
-        self.assertIn("read as NCHW [1, 3, 2, 2]", out)
-
-    def test_mismatch_and_errors(self):
-        path = self.ours({"output0": (self.SHAPE, [v * 1.01 for v in self.values])})
-        status, out, _ = self.compare(path)
-        self.assertEqual(status, 1)
-        self.assertIn("rel_l2 1.000e-02", out)
-        self.assertEqual(self.compare(path, "--tolerance", "0.02")[0], 0)
-        status, _, err = self.compare(self.ours({"output1": (self.SHAPE, self.values)}))
-        self.assertEqual(status, 2)
-        self.assertIn("missing in ours", err)
-        status, _, err = self.compare(os.path.join(self.dir.name, "none.safetensors"))
-        self.assertEqual(status, 2)
-        self.assertIn("cannot read ours", err)
+class CompareSubcommandTest(common.ImageCompareFiles, unittest.TestCase):
+    """main(["compare", ...]) on safetensors files written here: ImageCompareFiles' tests."""
+    main = staticmethod(sg3.main)
+    TOLERANCE = 1e-3
 
 
 class SummaryTest(unittest.TestCase):
@@ -418,29 +347,13 @@ class SummaryTest(unittest.TestCase):
         self.assertIn("power of two", err)
 
 
-class WithoutTorchTest(unittest.TestCase):
+class WithoutTorchTest(common.WithoutTorch, unittest.TestCase):
     """The tool with `import torch` failing: the torch-free subcommands run, the others exit 2."""
-
-    def run_blocked(self, *argv):
-        code = ("import sys; sys.modules['torch'] = None; sys.path.insert(0, sys.argv[1]); "
-                "import stylegan3_reference as m; sys.exit(m.main(sys.argv[2:]))")
-        return subprocess.run([sys.executable, "-c", code, os.path.join(ROOT, "tools"), *argv],
-                              capture_output=True, text=True, timeout=120)
-
-    def test_summary_runs(self):
-        r = self.run_blocked("summary", "--config", "t", "--resolution", "256")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("28,472,133 parameters", r.stdout)
-
-    def test_torch_subcommands_exit_2(self):
-        with tempfile.TemporaryDirectory() as d:
-            r = self.run_blocked("write-case", "--dir", d, "--resolution", "16")
-            self.assertEqual(r.returncode, 2)
-            self.assertIn("needs PyTorch", r.stderr)
-            self.assertEqual(os.listdir(d), [])
-        r = self.run_blocked("bench", "--resolution", "16", "--batches", "1")
-        self.assertEqual(r.returncode, 2)
-        self.assertNotIn("Traceback", r.stderr)
+    MODULE = "stylegan3_reference"
+    SUMMARY = ("--config", "t", "--resolution", "256")
+    SUMMARY_SHOWS = "28,472,133 parameters"
+    WRITE_CASE = ("--resolution", "16")
+    BENCH = ("--resolution", "16", "--batches", "1")
 
 
 @unittest.skipUnless(HAVE_TORCH, "torch not installed")
@@ -503,12 +416,11 @@ class TorchTest(unittest.TestCase):
                                          "--batch", "2", "--seed", "1"])
             self.assertEqual(status, 0, out + err)
             self.assertIn("output0 [2, 3, 16, 16]", out)
-            from yolor_reference import read_safetensors
-            ref, _ = read_safetensors(os.path.join(d, "reference.safetensors"))
+            ref, _ = common.read_safetensors(os.path.join(d, "reference.safetensors"))
             self.assertEqual(ref["output0"].shape, [2, 3, 16, 16])
-            z, _ = read_safetensors(os.path.join(d, "input.safetensors"))
+            z, _ = common.read_safetensors(os.path.join(d, "input.safetensors"))
             self.assertEqual(z["input"].shape, [2, 512, 1, 1])
-            weights, _ = read_safetensors(os.path.join(d, "weights.safetensors"))
+            weights, _ = common.read_safetensors(os.path.join(d, "weights.safetensors"))
             self.assertEqual([(k, t.shape) for k, t in weights.items()],
                              sg3.param_specs(16, "t", 1024, 64, buffers=True))
             status, out, _ = run_main(["compare", "--reference",

@@ -11,48 +11,24 @@ conv + filter against the slow path's zero insertion + filter + conv); the choic
 output tensor and the comparison, on plain lists and, through main(), on small safetensors files
 written here.
 """
-import contextlib
-import io
-import json
+import functools
 import math
 import os
-import struct
-import subprocess
 import sys
-import tempfile
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 import stylegan_reference as sg  # noqa: E402
+import torch_reference_common as common  # noqa: E402
+from torch_reference_common import upfirdn1d  # noqa: E402
 
 F_1024 = (1024, 32768, 8)
 PAPER256 = (256, 16384, 8)
 
 
-def run_main(argv):
-    """stylegan_reference.main(argv) with stdout and stderr captured: (status, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = sg.main(argv)
-    return status, out.getvalue(), err.getvalue()
-
-
-def write_safetensors(path, tensors, dtype="F32"):
-    """A minimal safetensors writer: {name: (shape, flat list of floats)}, float32 or float64."""
-    fmt = {"F32": "<f", "F64": "<d"}[dtype]
-    header, blobs, offset = {"__metadata__": {"writer": "test"}}, [], 0
-    for name, (shape, values) in tensors.items():
-        data = b"".join(struct.pack(fmt, v) for v in values)
-        header[name] = {"dtype": dtype, "shape": list(shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+run_main = functools.partial(common.run_main, sg.main)  # (status, stdout, stderr)
 
 
 class ParametersTest(unittest.TestCase):
@@ -215,19 +191,7 @@ class ScheduleTest(unittest.TestCase):
 
 
 # 1-D versions of NVlabs' ops, to check the padding plans numerically (one axis of the 2-D ops:
-# the filter and the paddings act on each axis alike).
-def upfirdn1d(x, taps, up=1, pad0=0, pad1=0, gain=1.0):
-    """Zero insertion, padding (negative: cropping), convolution with the filter (flipped taps,
-    as upfirdn2d without flip_filter), scaled by gain."""
-    y = []
-    for v in x:
-        y += [v] + [0.0] * (up - 1)
-    y = [0.0] * max(pad0, 0) + y + [0.0] * max(pad1, 0)
-    y = y[max(-pad0, 0):len(y) - max(-pad1, 0)]
-    f = [t * gain for t in reversed(taps)]
-    return [sum(y[i + j] * f[j] for j in range(len(f))) for i in range(len(y) - len(f) + 1)]
-
-
+# the filter and the paddings act on each axis alike); upfirdn1d is torch_reference_common's.
 def conv1d(x, w, pad=0, flip=False):
     """torch's conv1d (a correlation); flip=True: a true convolution (flip_weight=False)."""
     w = list(reversed(w)) if flip else list(w)
@@ -320,113 +284,60 @@ class SelectOutputTest(unittest.TestCase):
         return [float(i) for i in range(sg.numel(self.REF))]
 
     def test_output0_as_it_is(self):
-        name, entry, note = sg.select_output({"output0": (self.REF, self.values())}, self.REF)
+        name, entry, note = common.select_output({"output0": (self.REF, self.values())},
+                                                 self.REF)
         self.assertEqual((name, entry[0], note), ("output0", self.REF, ""))
         # output0 wins over logits.
-        name, _, _ = sg.select_output({"logits": ([2, 48], self.values()),
-                                       "output0": (self.REF, self.values())}, self.REF)
+        name, _, _ = common.select_output({"logits": ([2, 48], self.values()),
+                                           "output0": (self.REF, self.values())}, self.REF)
         self.assertEqual(name, "output0")
 
     def test_logits_flat_or_nchw(self):
-        name, entry, note = sg.select_output({"logits": ([2, 48], self.values())}, self.REF)
+        name, entry, note = common.select_output({"logits": ([2, 48], self.values())}, self.REF)
         self.assertEqual((name, entry[0]), ("logits", self.REF))
         self.assertIn("read as NCHW", note)
-        name, entry, note = sg.select_output({"logits": (self.REF, self.values())}, self.REF)
+        name, entry, note = common.select_output({"logits": (self.REF, self.values())}, self.REF)
         self.assertEqual((name, entry[0]), ("logits", self.REF))
         self.assertEqual(note, "ours is 'logits'")
 
     def test_misfits(self):
         for shape in ([2, 3], [2, 4, 4, 3], [1, 96], [96], [2, 3, 16]):
-            name, entry, problem = sg.select_output({"logits": (shape, [])}, self.REF)
+            name, entry, problem = common.select_output({"logits": (shape, [])}, self.REF)
             self.assertIsNone(entry, shape)
             self.assertIn("has shape", problem)
-        name, entry, problem = sg.select_output({"output1": (self.REF, [])}, self.REF)
+        name, entry, problem = common.select_output({"output1": (self.REF, [])}, self.REF)
         self.assertIsNone(entry)
         self.assertIn("missing in ours", problem)
 
     def test_compare_on_plain_lists(self):
         ref = {"output0": (self.REF, self.values())}
-        _, entry, _ = sg.select_output({"logits": ([2, 48], self.values())}, self.REF)
-        status, rows, problems = sg.compare_outputs(ref, {"output0": entry},
-                                                    names=("output0",))
+        _, entry, _ = common.select_output({"logits": ([2, 48], self.values())}, self.REF)
+        status, rows, problems = common.compare_outputs(ref, {"output0": entry},
+                                                        sg.DEFAULT_TOLERANCE, ("output0",))
         self.assertEqual((status, problems, rows[0]["rel_l2"]), (0, [], 0.0))
         bad = self.values()
         bad[5] += 1.0
-        status, rows, _ = sg.compare_outputs(ref, {"output0": (self.REF, bad)}, 1e-3,
-                                             names=("output0",))
+        status, rows, _ = common.compare_outputs(ref, {"output0": (self.REF, bad)}, 1e-3,
+                                                 names=("output0",))
         self.assertEqual(status, 1)
         self.assertAlmostEqual(rows[0]["max_abs"], 1.0)
         norm = math.sqrt(sum(v * v for v in self.values()))
         self.assertAlmostEqual(rows[0]["rel_l2"], 1.0 / norm)
         near = [v * (1 + 1e-5) for v in self.values()]
-        self.assertEqual(sg.compare_outputs(ref, {"output0": (self.REF, near)}, 1e-3,
-                                            names=("output0",))[0], 0)
+        self.assertEqual(common.compare_outputs(ref, {"output0": (self.REF, near)}, 1e-3,
+                                                names=("output0",))[0], 0)
         nan = self.values()[:-1] + [math.nan]
-        status, rows, _ = sg.compare_outputs(ref, {"output0": (self.REF, nan)}, 1e9,
-                                             names=("output0",))
+        status, rows, _ = common.compare_outputs(ref, {"output0": (self.REF, nan)}, 1e9,
+                                                 names=("output0",))
         self.assertEqual(status, 1)
         self.assertEqual(rows[0]["max_abs"], math.inf)
 
 
-class CompareSubcommandTest(unittest.TestCase):
+class CompareSubcommandTest(common.ImageCompareFiles, unittest.TestCase):
     """main(["compare", ...]) on safetensors files written here (pure Python where torch is
-    missing; with torch its float64 path)."""
-    SHAPE = [1, 3, 2, 2]
-
-    def setUp(self):
-        self.dir = tempfile.TemporaryDirectory()
-        self.values = [0.1 * (i + 1) for i in range(12)]
-        self.ref = os.path.join(self.dir.name, "reference.safetensors")
-        write_safetensors(self.ref, {"output0": (self.SHAPE, self.values)})
-
-    def tearDown(self):
-        self.dir.cleanup()
-
-    def ours(self, tensors, dtype="F32"):
-        path = os.path.join(self.dir.name, "ours.safetensors")
-        write_safetensors(path, tensors, dtype)
-        return path
-
-    def compare(self, path, *extra):
-        return run_main(["compare", "--reference", self.ref, "--ours", path, *extra])
-
-    def test_pass(self):
-        status, out, err = self.compare(self.ours({"output0": (self.SHAPE, self.values)}))
-        self.assertEqual(status, 0, out + err)
-        self.assertIn("output0 [1, 3, 2, 2]: rel_l2 0.000e+00", out)
-        self.assertIn("pass (tolerance 0.001", out)
-        status, _, _ = self.compare(self.ours({"output0": (self.SHAPE, self.values)}, "F64"))
-        self.assertEqual(status, 0)
-
-    def test_logits_as_cnnbench_infer_names_a_single_output(self):
-        status, out, err = self.compare(self.ours({"logits": ([1, 12], self.values)}))
-        self.assertEqual(status, 0, out + err)
-        self.assertIn("read as NCHW [1, 3, 2, 2]", out)
-        status, out, _ = self.compare(self.ours({"logits": (self.SHAPE, self.values)}))
-        self.assertEqual(status, 0)
-
-    def test_mismatch_exits_1(self):
-        path = self.ours({"output0": (self.SHAPE, [v * 1.01 for v in self.values])})
-        status, out, _ = self.compare(path)
-        self.assertEqual(status, 1)
-        self.assertIn("FAIL", out)
-        self.assertIn("rel_l2 1.000e-02", out)
-        self.assertEqual(self.compare(path, "--tolerance", "0.02")[0], 0)
-
-    def test_missing_or_misshapen_exits_2(self):
-        status, _, err = self.compare(self.ours({"output1": (self.SHAPE, self.values)}))
-        self.assertEqual(status, 2)
-        self.assertIn("missing in ours", err)
-        status, _, err = self.compare(self.ours({"logits": ([1, 3], self.values[:3])}))
-        self.assertEqual(status, 2)
-        self.assertIn("'logits' in ours has shape [1, 3]", err)
-        status, _, err = self.compare(os.path.join(self.dir.name, "none.safetensors"))
-        self.assertEqual(status, 2)
-        self.assertIn("cannot read ours", err)
-        status, _, err = run_main(["compare", "--reference", self.ours({"x": ([1], [1.0])}),
-                                   "--ours", self.ref])
-        self.assertEqual(status, 2)
-        self.assertIn("missing in the reference", err)
+    missing; with torch its float64 path): torch_reference_common.ImageCompareFiles' tests."""
+    main = staticmethod(sg.main)
+    TOLERANCE = 1e-3
 
 
 class SummaryTest(unittest.TestCase):
@@ -448,35 +359,13 @@ class SummaryTest(unittest.TestCase):
         self.assertIn("power of two", err)
 
 
-class WithoutTorchTest(unittest.TestCase):
+class WithoutTorchTest(common.WithoutTorch, unittest.TestCase):
     """The tool with `import torch` failing (sys.modules["torch"] = None), torch installed or not:
     the module imports, the torch-free subcommands run, the others exit 2 with one line."""
-
-    def run_blocked(self, *argv):
-        code = ("import sys; sys.modules['torch'] = None; sys.path.insert(0, sys.argv[1]); "
-                "import stylegan_reference as sg; sys.exit(sg.main(sys.argv[2:]))")
-        return subprocess.run([sys.executable, "-c", code, os.path.join(ROOT, "tools"), *argv],
-                              capture_output=True, text=True, timeout=120)
-
-    def test_torch_free_subcommands_run(self):
-        r = self.run_blocked("summary", "--config", "paper256")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("24,767,458 parameters", r.stdout)
-
-    def test_torch_subcommands_exit_2(self):
-        with tempfile.TemporaryDirectory() as d:
-            r = self.run_blocked("write-case", "--dir", d, "--resolution", "16")
-            self.assertEqual(r.returncode, 2)
-            self.assertIn("needs PyTorch", r.stderr)
-            self.assertEqual(os.listdir(d), [])
-        r = self.run_blocked("bench", "--resolution", "16", "--batches", "1")
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("needs PyTorch", r.stderr)
-        self.assertNotIn("Traceback", r.stderr)
-
-    def test_mode_names_are_compare_pytorchs(self):
-        import compare_pytorch
-        self.assertEqual(sg.MODE_NAMES, compare_pytorch.PYTORCH_MODES)
+    MODULE = "stylegan_reference"
+    SUMMARY, SUMMARY_SHOWS = ("--config", "paper256"), "24,767,458 parameters"
+    WRITE_CASE = ("--resolution", "16")
+    BENCH = ("--resolution", "16", "--batches", "1")
 
 
 if __name__ == "__main__":

@@ -9,13 +9,10 @@ total, the conv GMACs at 640 and 1280 px (networks/yolor.cpp's Graph figures) an
 names and shapes; the cfg parser on excerpts written as the cfg writes them; the comparison of
 heads on plain lists and, through main(), on small safetensors files written here.
 """
-import contextlib
-import io
-import json
+import functools
 import math
 import os
 import struct
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -23,6 +20,7 @@ import unittest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
+import torch_reference_common as common  # noqa: E402
 import yolor_reference as yr  # noqa: E402
 
 BLOCKS = yr.yolor_csp_x_blocks()
@@ -102,28 +100,7 @@ num=9
 """
 
 
-def run_main(argv):
-    """yolor_reference.main(argv) with stdout and stderr captured: (status, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = yr.main(argv)
-    return status, out.getvalue(), err.getvalue()
-
-
-def write_safetensors(path, tensors, dtype="F32"):
-    """A minimal safetensors writer: {name: (shape, flat list of floats)}, float32 or float64."""
-    fmt, size = {"F32": ("<f", 4), "F64": ("<d", 8)}[dtype]
-    header, blobs, offset = {"__metadata__": {"writer": "test"}}, [], 0
-    for name, (shape, values) in tensors.items():
-        data = b"".join(struct.pack(fmt, v) for v in values)
-        header[name] = {"dtype": dtype, "shape": list(shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+run_main = functools.partial(common.run_main, yr.main)  # (status, stdout, stderr)
 
 
 class BlockListTest(unittest.TestCase):
@@ -371,27 +348,18 @@ class CompareTest(unittest.TestCase):
         self.assertIn("output0: missing in reference and ours", problems)
 
 
-class CompareSubcommandTest(unittest.TestCase):
+class CompareSubcommandTest(common.CompareFiles, unittest.TestCase):
     """main(["compare", ...]) on safetensors files written here (pure Python where torch is
     missing; with torch its float64 path)."""
+    main = staticmethod(yr.main)
 
-    def setUp(self):
-        self.dir = tempfile.TemporaryDirectory()
-        self.ref = os.path.join(self.dir.name, "reference.safetensors")
+    def reference_tensors(self):
         self.heads = {n: ([1, 3, 2, 2], [0.1 * (i + 1) * (k + 1) for i in range(12)])
                       for k, n in enumerate(yr.OUTPUT_NAMES)}
-        write_safetensors(self.ref, self.heads)
-
-    def tearDown(self):
-        self.dir.cleanup()
-
-    def ours(self, tensors, dtype="F32"):
-        path = os.path.join(self.dir.name, "ours.safetensors")
-        write_safetensors(path, tensors, dtype)
-        return path
+        return self.heads
 
     def test_reader(self):
-        tensors, meta = yr.read_safetensors(self.ref)
+        tensors, meta = common.read_safetensors(self.ref)
         self.assertEqual(meta, {"writer": "test"})
         self.assertEqual(sorted(tensors), list(yr.OUTPUT_NAMES))
         t = tensors["output1"]
@@ -402,44 +370,25 @@ class CompareSubcommandTest(unittest.TestCase):
         with open(bad, "wb") as f:
             f.write(struct.pack("<Q", 1000) + b"{}")
         with self.assertRaises(ValueError):
-            yr.read_safetensors(bad)
+            common.read_safetensors(bad)
 
     def test_pass(self):
-        status, out, err = run_main(["compare", "--reference", self.ref,
-                                     "--ours", self.ours(self.heads)])
-        self.assertEqual(status, 0, out + err)
-        self.assertIn("output2 [1, 3, 2, 2]: rel_l2 0.000e+00", out)
-        # float64 in ours: read and compared as well.
-        status, _, _ = run_main(["compare", "--reference", self.ref,
-                                 "--ours", self.ours(self.heads, "F64")])
-        self.assertEqual(status, 0)
+        self.assert_compare(self.ours(self.heads), 0, "output2 [1, 3, 2, 2]: rel_l2 0.000e+00")
+        self.assert_compare(self.ours(self.heads, "F64"), 0)  # float64 in ours: read as well
 
     def test_mismatch_exits_1(self):
         heads = dict(self.heads)
         shape, values = heads["output0"]
         heads["output0"] = (shape, [v * 1.01 for v in values])
         path = self.ours(heads)
-        status, out, _ = run_main(["compare", "--reference", self.ref, "--ours", path])
-        self.assertEqual(status, 1)
-        self.assertIn("FAIL", out)
-        self.assertIn("rel_l2 1.000e-02", out)
-        status, _, _ = run_main(["compare", "--reference", self.ref, "--ours", path,
-                                 "--tolerance", "0.02"])
-        self.assertEqual(status, 0)
+        self.assert_compare(path, 1, "FAIL", "rel_l2 1.000e-02")
+        self.assert_compare(path, 0, extra=("--tolerance", "0.02"))
 
     def test_missing_or_misshapen_exits_2(self):
         heads = {k: v for k, v in self.heads.items() if k != "output1"}
-        status, _, err = run_main(["compare", "--reference", self.ref, "--ours", self.ours(heads)])
-        self.assertEqual(status, 2)
-        self.assertIn("output1: missing in ours", err)
+        self.assert_compare(self.ours(heads), 2, "output1: missing in ours")
         heads = dict(self.heads, output1=([1, 2, 2, 3], self.heads["output1"][1]))
-        status, _, err = run_main(["compare", "--reference", self.ref, "--ours", self.ours(heads)])
-        self.assertEqual(status, 2)
-        self.assertIn("output1: shape [1, 2, 2, 3] in ours", err)
-        status, _, err = run_main(["compare", "--reference", self.ref,
-                                   "--ours", os.path.join(self.dir.name, "none.safetensors")])
-        self.assertEqual(status, 2)
-        self.assertIn("cannot read ours", err)
+        self.assert_compare(self.ours(heads), 2, "output1: shape [1, 2, 2, 3] in ours")
 
 
 class CalibrationPlanTest(unittest.TestCase):
@@ -455,35 +404,18 @@ class CalibrationPlanTest(unittest.TestCase):
             self.assertTrue(per == 1 or per * size * size <= yr.CAL_CHUNK_PIXELS, size)
 
 
-class WithoutTorchTest(unittest.TestCase):
+class WithoutTorchTest(common.WithoutTorch, unittest.TestCase):
     """The tool with `import torch` failing (sys.modules["torch"] = None), torch installed or not:
     the module imports, the torch-free subcommands run, the others exit 2 with one line."""
-
-    def run_blocked(self, *argv):
-        code = ("import sys; sys.modules['torch'] = None; sys.path.insert(0, sys.argv[1]); "
-                "import yolor_reference as yr; sys.exit(yr.main(sys.argv[2:]))")
-        return subprocess.run([sys.executable, "-c", code, os.path.join(ROOT, "tools"), *argv],
-                              capture_output=True, text=True, timeout=120)
-
-    def test_torch_free_subcommands_run(self):
-        r = self.run_blocked("summary", "--size", "1280")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("443.769 GMACs", r.stdout)
-
-    def test_torch_subcommands_exit_2(self):
-        with tempfile.TemporaryDirectory() as d:
-            r = self.run_blocked("write-case", "--dir", d, "--size", "64")
-            self.assertEqual(r.returncode, 2)
-            self.assertIn("needs PyTorch", r.stderr)
-            self.assertEqual(os.listdir(d), [])
-        r = self.run_blocked("bench", "--size", "64", "--batches", "1")
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("needs PyTorch", r.stderr)
-        self.assertNotIn("Traceback", r.stderr)
+    MODULE = "yolor_reference"
+    SUMMARY, SUMMARY_SHOWS = ("--size", "1280"), "443.769 GMACs"
+    WRITE_CASE = ("--size", "64")
+    BENCH = ("--size", "64", "--batches", "1")
 
     def test_mode_names_are_compare_pytorchs(self):
+        # The bench rows' mode names (torch_reference_common's, all three tools').
         import compare_pytorch
-        self.assertEqual(yr.MODE_NAMES, compare_pytorch.PYTORCH_MODES)
+        self.assertEqual(common.MODE_NAMES, compare_pytorch.PYTORCH_MODES)
 
 
 if __name__ == "__main__":

@@ -49,9 +49,9 @@ Subcommands:
              written all the same).
   compare    --reference DIR/reference.safetensors --ours OURS.safetensors [--tolerance 1e-3]
              relative L2 and max |ours - ref| of the image ("output0", or cnnbench_infer's
-             "logits", flat or NCHW), as tools/stylegan_reference.py's compare (whose code this
-             is). Exit 1 over the tolerance, 2 where a tensor is missing or misshapen. Stdlib
-             only.
+             "logits", flat or NCHW), as tools/stylegan_reference.py's compare (the same code,
+             tools/torch_reference_common.py's). Exit 1 over the tolerance, 2 where a tensor is
+             missing or misshapen. Stdlib only.
   bench      --config t --resolution 1024 --batches 1,8,16,32 --precision fp16 --out FILE.json
              [--modes eager,graph] [--reps 5] [--filter-impl gemm|fast|ref]
              [--modconv unfused|fused] [--memory-format channels_last|contiguous]
@@ -120,21 +120,15 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# The safetensors reading, the comparison of named outputs (stdlib only) and the bench's timing
-# of a row are yolor_reference's; the choice of cnnbench's output tensor stylegan_reference's.
-from stylegan_reference import select_output  # noqa: E402
-from yolor_reference import (MODE_NAMES, MissingDependency, bench_dtype,  # noqa: E402
-                             bench_environment, compare_outputs, numel, print_comparison,
-                             raw_stats, read_pair, timed_row)
+# The safetensors reading, the comparison, the command line's and the bench's plumbing and the
+# mapping network are shared with the other reference tools (stylegan's, yolor's).
+import torch_reference_common as common  # noqa: E402
+from torch_reference_common import (LRELU_GAIN, LRELU_SLOPE, MAPPING_LR, W_DIM,  # noqa: E402
+                                    Z_DIM, numel, require_torch)
 
 NETWORK = "stylegan3"
-Z_DIM = 512
-W_DIM = 512
 IMG_CHANNELS = 3
-MAPPING_LR = 0.01          # MappingNetwork's lr_multiplier
 DEFAULT_MAPPING_LAYERS = 2  # train.py's map depth for stylegan3-t and -r
-LRELU_SLOPE = 0.2
-LRELU_GAIN = math.sqrt(2)
 DEFAULT_CONV_CLAMP = 256   # SynthesisLayer's conv_clamp (train.py's too)
 NUM_LAYERS = 14            # SynthesisNetwork's defaults
 NUM_CRITICAL = 2
@@ -506,18 +500,6 @@ def filter_design_difference(specs):
 # --------------------------------------------------------------------------------------------
 # torch: the ops, the model, the random case, the timing (imported inside the functions)
 # --------------------------------------------------------------------------------------------
-def require_torch(cuda=False):
-    """torch, or MissingDependency with one clear line (exit 2 in main)."""
-    try:
-        import torch
-    except ImportError:
-        raise MissingDependency("this subcommand needs PyTorch (import torch failed); the "
-                                "summary and compare subcommands do not") from None
-    if cuda and not torch.cuda.is_available():
-        raise MissingDependency("no CUDA device; this subcommand only measures GPU inference")
-    return torch
-
-
 def torch_ops(torch):
     """The ops in plain torch: {upfirdn2d: {ref, fast, matrix}, filtered_lrelu,
     modulated_conv2d, normalize_2nd_moment}."""
@@ -721,11 +703,9 @@ def torch_ops(torch):
             x = x * dcoefs.to(x.dtype).reshape(n, -1, 1, 1)
         return x
 
-    def normalize_2nd_moment(x, dim=1, eps=1e-8):
-        return x * (x.square().mean(dim=dim, keepdim=True) + eps).rsqrt()
-
     return {"upfirdn2d": upfirdn2d, "filtered_lrelu": filtered_lrelu,
-            "modulated_conv2d": modulated_conv2d, "normalize_2nd_moment": normalize_2nd_moment}
+            "modulated_conv2d": modulated_conv2d,
+            "normalize_2nd_moment": common.normalize_2nd_moment}
 
 
 def build_model(resolution, config="t", channel_base=None, channel_max=None,
@@ -747,44 +727,8 @@ def build_model(resolution, config="t", channel_base=None, channel_max=None,
     inp = input_spec(resolution, config, channel_base, channel_max)
     opts = SimpleNamespace(dtype=torch.float32, float_dtype=torch.float32, channels_last=False,
                            filter_impl="ref", fused_modconv=True, grid="affine_grid",
-                           clamp_stats=None,
-                           conv_clamp=conv_clamp if conv_clamp is not None and conv_clamp > 0
-                           else None)
-
-    class FullyConnectedLayer(nn.Module):
-        def __init__(self, in_features, out_features, activation="linear", lr_multiplier=1.0,
-                     bias_init=0.0):
-            super().__init__()
-            self.activation = activation
-            self.weight = nn.Parameter(torch.randn([out_features, in_features]) / lr_multiplier)
-            self.bias = nn.Parameter(torch.zeros([out_features]) + torch.tensor(bias_init)
-                                     / lr_multiplier)
-            self.weight_gain = lr_multiplier / math.sqrt(in_features)
-            self.bias_gain = lr_multiplier
-
-        def forward(self, x):
-            w = self.weight.to(x.dtype) * self.weight_gain
-            b = self.bias.to(x.dtype)
-            if self.bias_gain != 1:
-                b = b * self.bias_gain
-            if self.activation == "linear":
-                return torch.addmm(b.unsqueeze(0), x, w.t())
-            x = x.matmul(w.t()) + b.unsqueeze(0)
-            return F.leaky_relu(x, LRELU_SLOPE) * LRELU_GAIN
-
-    class MappingNetwork(nn.Module):
-        def __init__(self):
-            super().__init__()
-            for i in range(mapping_layers):
-                setattr(self, f"fc{i}", FullyConnectedLayer(Z_DIM if i == 0 else W_DIM, W_DIM,
-                                                            "lrelu", MAPPING_LR))
-            self.register_buffer("w_avg", torch.zeros([W_DIM]))
-
-        def forward(self, z):
-            x = ops["normalize_2nd_moment"](z.to(opts.float_dtype))
-            for i in range(mapping_layers):
-                x = getattr(self, f"fc{i}")(x)
-            return x  # psi 1: w_avg unused; all 16 ws are this w
+                           clamp_stats=None, conv_clamp=common.clamp_option(conv_clamp))
+    FullyConnectedLayer, Generator = common.generator_modules(torch, opts, mapping_layers)
 
     class SynthesisInput(nn.Module):
         def __init__(self):
@@ -911,28 +855,9 @@ def build_model(resolution, config="t", channel_base=None, channel_max=None,
             return (x * OUTPUT_SCALE).to(dtype=torch.float32,
                                          memory_format=torch.contiguous_format)
 
-    class Generator(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.resolution, self.config = resolution, config
-            self.channel_base, self.channel_max = channel_base, channel_max
-            self.mapping_layers = mapping_layers
-            self.opts = opts
-            self.synthesis = SynthesisNetwork()  # NVlabs' order: synthesis, then mapping
-            self.mapping = MappingNetwork()
-
-        def configure(self, **kw):
-            for k, v in kw.items():
-                if not hasattr(opts, k):
-                    raise AttributeError(f"no option {k}")
-                setattr(opts, k, v)
-            return self
-
-        def forward(self, z):
-            w = self.mapping(z.reshape(z.shape[0], -1))
-            return self.synthesis(w)
-
-    return Generator()
+    return Generator(SynthesisNetwork(), resolution=resolution, config=config,
+                     channel_base=channel_base, channel_max=channel_max,
+                     mapping_layers=mapping_layers)
 
 
 def model_args(model):
@@ -944,63 +869,52 @@ def check_model(model):
     """AssertionError unless the model's state_dict is state_specs' (names, shapes, order) and its
     parameter count param_count's."""
     r, cfg, cb, cm, ml = model_args(model)
-    got = [(k, list(v.shape)) for k, v in model.state_dict().items()]
-    want = param_specs(r, cfg, cb, cm, mapping_layers=ml, buffers=True)
-    if got != want:
-        diff = [f"{a} != {b}" for a, b in zip(got, want) if a != b][:5]
-        raise AssertionError(f"the model's state_dict is not the layer list's: {len(got)} against "
-                             f"{len(want)} entries; {diff}")
-    n = sum(p.numel() for p in model.parameters())
-    if n != param_count(r, cfg, cb, cm, mapping_layers=ml):
-        raise AssertionError(f"the model has {n:,} parameters, the layer list "
-                             f"{param_count(r, cfg, cb, cm, mapping_layers=ml):,}")
+    common.check_state_dict(model, param_specs(r, cfg, cb, cm, mapping_layers=ml, buffers=True),
+                            param_count(r, cfg, cb, cm, mapping_layers=ml))
 
 
 def randomize(model, generator):
     """The write-case weights (see the module's doc), drawn in state_dict order."""
     torch = require_torch()
-
-    def randn(shape, std=1.0, mean=0.0):
-        return torch.randn(shape, generator=generator) * std + mean
+    randn = common.normal_draws(torch, generator)
 
     def uniform(shape, lo, hi):
         return torch.rand(shape, generator=generator) * (hi - lo) + lo
 
     bandwidth = model.synthesis.input.bandwidth
-    with torch.no_grad():
-        for name, t in model.state_dict(keep_vars=True).items():
-            last = name.rsplit(".", 1)[-1]
-            if last in ("up_filter", "down_filter"):
-                continue  # designed, fixed
-            if name.startswith("mapping.fc"):
-                v = randn(t.shape) if last == "weight" else randn(t.shape, 0.1)
-                v = v / MAPPING_LR
-            elif name == "synthesis.input.transform":
-                a, s = uniform([], -0.3, 0.3).item(), uniform([], 1.2, 1.5).item()
-                tx, ty = uniform([2], -0.2, 0.2).tolist()
-                v = torch.tensor([[s * math.cos(a), -s * math.sin(a), tx],
-                                  [s * math.sin(a), s * math.cos(a), ty], [0.0, 0.0, 1.0]])
-            elif name == "synthesis.input.freqs":
-                f = randn(t.shape)
-                radii = f.square().sum(dim=1, keepdim=True).sqrt()
-                v = f / (radii * radii.square().exp().pow(0.25)) * bandwidth
-            elif name == "synthesis.input.phases":
-                v = uniform(t.shape, -0.5, 0.5)
-            elif name == "synthesis.input.affine.weight":
-                v = randn(t.shape, 0.1)
-            elif name == "synthesis.input.affine.bias":
-                v = randn(t.shape, 0.1) + torch.tensor([1.0, 0.0, 0.0, 0.0])
-            elif ".affine." in name:
-                v = randn(t.shape) if last == "weight" else randn(t.shape, 0.1, 1.0)
-            elif last == "magnitude_ema":
-                v = uniform(t.shape, 0.5, 2.0)
-            elif last in ("weight", "w_avg"):
-                v = randn(t.shape)
-            elif last == "bias":
-                v = randn(t.shape, 0.1)
-            else:
-                raise AssertionError(f"no random draw for {name}")
-            t.copy_(v)
+
+    def draw(name, last, t):
+        if last in ("up_filter", "down_filter"):
+            return None  # designed, fixed
+        if name.startswith("mapping.fc"):
+            v = randn(t.shape) if last == "weight" else randn(t.shape, 0.1)
+            return v / MAPPING_LR
+        if name == "synthesis.input.transform":
+            a, s = uniform([], -0.3, 0.3).item(), uniform([], 1.2, 1.5).item()
+            tx, ty = uniform([2], -0.2, 0.2).tolist()
+            return torch.tensor([[s * math.cos(a), -s * math.sin(a), tx],
+                                 [s * math.sin(a), s * math.cos(a), ty], [0.0, 0.0, 1.0]])
+        if name == "synthesis.input.freqs":
+            f = randn(t.shape)
+            radii = f.square().sum(dim=1, keepdim=True).sqrt()
+            return f / (radii * radii.square().exp().pow(0.25)) * bandwidth
+        if name == "synthesis.input.phases":
+            return uniform(t.shape, -0.5, 0.5)
+        if name == "synthesis.input.affine.weight":
+            return randn(t.shape, 0.1)
+        if name == "synthesis.input.affine.bias":
+            return randn(t.shape, 0.1) + torch.tensor([1.0, 0.0, 0.0, 0.0])
+        if ".affine." in name:
+            return randn(t.shape) if last == "weight" else randn(t.shape, 0.1, 1.0)
+        if last == "magnitude_ema":
+            return uniform(t.shape, 0.5, 2.0)
+        if last in ("weight", "w_avg"):
+            return randn(t.shape)
+        if last == "bias":
+            return randn(t.shape, 0.1)
+        raise AssertionError(f"no random draw for {name}")
+
+    common.fill_state(model, draw)
 
 
 class _Calibrated(Exception):
@@ -1037,12 +951,6 @@ def calibrate_clamp(model, z):
     return names[CLAMP_LAYER], seen["rms"], layer.magnitude_ema.item()
 
 
-def rel_l2(a, b):
-    """||a - b|| / ||b|| in float64."""
-    a, b = a.double(), b.double()
-    return ((a - b).norm() / b.norm()).item()
-
-
 def upfirdn2d_crosscheck(torch, device):
     """The largest relative difference among the three upfirdn2d formulations, in float64 on
     small random tensors, over the kinds of calls the network makes (up 2 and 4 with positive and
@@ -1077,29 +985,32 @@ def upfirdn2d_crosscheck(torch, device):
             if other.shape != ref.shape:
                 worst = math.inf
                 break
-            worst = max(worst, rel_l2(other, ref))
+            worst = max(worst, common.rel_l2(other, ref))
         out.append((what, worst))
     return out
+
+
+def network_of(args):
+    """config_of's {channel_base, channel_max, conv_kernel, radial} of the arguments; ValueError
+    for an unknown config, a channel number below 1 or a resolution that is not a power of two
+    from 16."""
+    cfg = config_of(args.config, args.channel_base, args.channel_max)
+    check_resolution(args.resolution)
+    return cfg
 
 
 def write_case(args):
     """The write-case subcommand: weights, input and the fp32 reference image. Returns the exit
     status."""
-    torch = require_torch()
-    try:
-        from safetensors.torch import save_file
-    except ImportError:
-        raise MissingDependency("write-case needs the safetensors package") from None
-    cfg = config_of(args.config, args.channel_base, args.channel_max)
+    def check():
+        cfg = network_of(args)
+        common.check_batch(args.batch)
+        if args.mapping_layers < 1:
+            raise ValueError("--mapping-layers must be at least 1")
+        return cfg
+
+    torch, save_file, cfg, device = common.start_write_case(check)
     resolution = args.resolution
-    check_resolution(resolution)
-    if args.batch < 1:
-        raise ValueError("--batch must be at least 1")
-    if args.mapping_layers < 1:
-        raise ValueError("--mapping-layers must be at least 1")
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     t_start = time.perf_counter()
     status = 0
     specs = layer_specs(resolution, args.config, args.channel_base, args.channel_max)
@@ -1138,18 +1049,17 @@ def write_case(args):
                      {"filter_impl": "matrix", "grid": "explicit"})):
                 other = model.configure(**kw)(z.to(device)).float()
                 model.configure(fused_modconv=True, filter_impl="ref", grid="affine_grid")
-                checks.append((what, rel_l2(other, img)))
+                checks.append((what, common.rel_l2(other, img)))
             m64 = build_model(resolution, args.config, args.channel_base, args.channel_max,
                               args.mapping_layers, args.conv_clamp)
             m64.load_state_dict(model.state_dict())
             m64 = m64.to(device).double().configure(dtype=torch.float64,
                                                      float_dtype=torch.float64)
-            checks.append(("float64", rel_l2(img, m64(z.to(device).double()))))
+            checks.append(("float64", common.rel_l2(img, m64(z.to(device).double()))))
             del m64
     img = img.contiguous().cpu()
     t_end = time.perf_counter()
 
-    os.makedirs(args.dir, exist_ok=True)
     name = model_name(args.config, resolution)
     params = param_count(resolution, args.config, args.channel_base, args.channel_max,
                          mapping_layers=args.mapping_layers)
@@ -1159,28 +1069,18 @@ def write_case(args):
             "conv_clamp": str(model.opts.conv_clamp), "truncation_psi": "1",
             "seed": str(args.seed), "batch": str(args.batch), "torch": torch.__version__,
             "device": str(device), "tool": "tools/stylegan3_reference.py write-case"}
-    weights = {k: v.detach().float().contiguous().cpu() for k, v in model.state_dict().items()}
-    save_file(weights, os.path.join(args.dir, "weights.safetensors"), metadata=meta)
-    save_file({"input": z.reshape(args.batch, Z_DIM, 1, 1).contiguous()},
-              os.path.join(args.dir, "input.safetensors"), metadata=meta)
-    save_file({OUTPUT_NAME: img}, os.path.join(args.dir, "reference.safetensors"), metadata=meta)
+    common.save_case(save_file, args.dir, model, z.reshape(args.batch, Z_DIM, 1, 1).contiguous(),
+                     {OUTPUT_NAME: img}, meta)
 
     print(f"{name} (channel_base {cfg['channel_base']}, channel_max {cfg['channel_max']}, "
           f"{args.mapping_layers} mapping layers): {params:,} parameters, conv_clamp "
           f"{model.opts.conv_clamp}, seed {args.seed}, batch {args.batch}, fp32 (TF32 off) on "
           f"{device}; files in {args.dir}")
-    hd = img.double()
-    rms = hd.pow(2).mean().sqrt().item()
-    ok = math.isfinite(rms) and RMS_BOUNDS[0] <= rms <= RMS_BOUNDS[1]
-    print(f"  {OUTPUT_NAME} {list(img.shape)}: rms {rms:.4g}, std {hd.std().item():.4g}, "
-          f"max |x| {hd.abs().max().item():.4g}{'' if ok else '  <- degenerate'}")
-    if not ok:
+    if not common.report_rms(OUTPUT_NAME, img, RMS_BOUNDS):
         status = 1
-        print(f"error: the image's RMS is not finite or outside [{RMS_BOUNDS[0]:g}, "
-              f"{RMS_BOUNDS[1]:g}]", file=sys.stderr)
+        common.rms_error("the image", RMS_BOUNDS)
     if args.batch > 1:
-        print(f"  images differ: rel_l2(image 1, image 0) "
-              f"{rel_l2(hd[1], hd[0]):.3g}")
+        print(f"  images differ: rel_l2(image 1, image 0) {common.rel_l2(img[1], img[0]):.3g}")
     print(f"  input: rotation {', '.join(f'{a:.2f}' for a in angle.tolist())} deg, translation "
           f"{', '.join(f'({x:.3f}, {y:.3f})' for x, y in shift.tolist())}; "
           f"{(amp < 1).float().mean().item() * 100:.0f}% of the amplitudes damped (min "
@@ -1224,51 +1124,17 @@ def write_case(args):
 
 
 def compare(args):
-    """The compare subcommand. Returns the exit status."""
-    loaded = read_pair(args.reference, args.ours)
-    if loaded is None:
-        return 2
-    ref = loaded["reference"]
-    problems, ours = [], {}
-    if OUTPUT_NAME not in ref:
-        problems.append(f"{OUTPUT_NAME}: missing in the reference")
-    else:
-        name, entry, note = select_output(loaded["ours"], ref[OUTPUT_NAME][0])
-        if entry is None:
-            problems.append(note)
-        else:
-            ours[OUTPUT_NAME] = entry
-            if note:
-                print(f"note: {note}")
-    if problems:
-        for p in problems:
-            print(f"error: {p}", file=sys.stderr)
-        print("error (no comparison)")
-        return 2
-    status, rows, problems = compare_outputs(ref, ours, args.tolerance, names=(OUTPUT_NAME,),
-                                             stats=raw_stats)
-    return print_comparison(status, rows, problems, args.tolerance)
+    """The compare subcommand (torch_reference_common.compare_image, as stylegan_reference.py's
+    compare). Returns the exit status."""
+    return common.compare_image(args, OUTPUT_NAME)
 
 
 def bench(args):
     """The bench subcommand: PyTorch's generation, timed as pytorch_baseline.py times the
-    torchvision models (its make_step, measure, write_json and print_table)."""
-    torch = require_torch(cuda=True)
-    try:
-        import pytorch_baseline as ptb  # its timing code (it imports torchvision too)
-    except ImportError as e:
-        raise MissingDependency(f"bench imports tools/pytorch_baseline.py, which failed: {e}") \
-            from None
-    cfg = config_of(args.config, args.channel_base, args.channel_max)
+    torchvision models (torch_reference_common.Bench)."""
+    b = common.Bench(args, lambda: network_of(args))
+    torch, device, cfg = b.torch, b.device, b.checked
     resolution = args.resolution
-    check_resolution(resolution)
-    batches = [int(b) for b in args.batches.split(",") if b.strip()]
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    for m in modes:
-        if m not in ("eager", "graph"):
-            raise ValueError(f"unknown mode {m!r}; valid: eager, graph")
-    dtype = bench_dtype(torch, args.precision)
-    device = torch.device("cuda")
     name = model_name(args.config, resolution)
 
     torch.manual_seed(0)
@@ -1276,61 +1142,37 @@ def bench(args):
                         args.mapping_layers, args.conv_clamp)
     randomize(model, torch.Generator().manual_seed(0))  # speed does not depend on the values
     model = model.eval().to(device=device)
-    model.configure(dtype=dtype, channels_last=args.memory_format == "channels_last",
+    model.configure(dtype=b.dtype, channels_last=args.memory_format == "channels_last",
                     filter_impl=args.filter_impl,
                     fused_modconv=args.modconv == "fused")
     params = param_count(resolution, args.config, args.channel_base, args.channel_max,
                          mapping_layers=args.mapping_layers)
-    doc = {**bench_environment(torch, device),
-           "settings": {"dtype": str(dtype).replace("torch.", ""), "precision": args.precision,
-                        "memory_format": args.memory_format, "cudnn_benchmark": True,
-                        "reps": args.reps, "rep_s": args.rep_s, "warmup_iters": args.warmup_iters,
-                        "warmup_s": args.warmup_s, "resolution": resolution,
-                        "conv_clamp": model.opts.conv_clamp,
-                        "modulated_conv": args.modconv,
-                        "filtered_lrelu": {
-                            "ref": "NVlabs' reference path (zero insertion, depthwise conv)",
-                            "fast": "depthwise transposed conv up, strided conv down",
-                            "gemm": "blocked GEMMs per axis (1-D filters)"}[args.filter_impl],
-                        "synthesis_dtype": "every layer (NVlabs: the highest-rate layers)",
-                        "mapping_and_input_dtype": "float32",
-                        "parameters_dtype": "float32 (cast per use, as NVlabs)"},
-           "network": {"model": name, "config": args.config,
-                       "channel_base": cfg["channel_base"], "channel_max": cfg["channel_max"],
-                       "mapping_layers": args.mapping_layers, "parameters": params,
-                       "gmacs_per_image": conv_macs(resolution, args.config, args.channel_base,
-                                                    args.channel_max, args.mapping_layers) / 1e9},
-           "rows": []}
-    print(f"torch {doc['torch']}, cudnn {doc['cudnn']}, {doc['gpu']}; {name}, {params:,} "
-          f"parameters, {args.precision}", flush=True)
-
-    with torch.inference_mode():
-        for mode in modes:
-            for batch in batches:
-                row = {"model": name, "mode": MODE_NAMES[args.precision][mode],
-                       "precision": args.precision, "batch": batch, "input_size": resolution,
-                       "resolution": resolution}
-                row = timed_row(torch, ptb, model, row,
-                                lambda: torch.randn(batch, Z_DIM, device=device),
-                                mode, args, device)
-                doc["rows"].append(row)
-                if "error" not in row:
-                    print(f"  {name} {row['mode']} batch {batch}: {row['ms']:.4f} ms "
-                          f"({row['img_s']:.1f} img/s)", flush=True)
-                if args.out:
-                    ptb.write_json(args.out, doc)  # partial results survive a killed run
-    print()
-    ptb.print_table(doc["rows"])
-    return 0
+    doc = b.document(
+        {"resolution": resolution, "conv_clamp": model.opts.conv_clamp,
+         "modulated_conv": args.modconv,
+         "filtered_lrelu": {
+             "ref": "NVlabs' reference path (zero insertion, depthwise conv)",
+             "fast": "depthwise transposed conv up, strided conv down",
+             "gemm": "blocked GEMMs per axis (1-D filters)"}[args.filter_impl],
+         "synthesis_dtype": "every layer (NVlabs: the highest-rate layers)",
+         "mapping_and_input_dtype": "float32",
+         "parameters_dtype": "float32 (cast per use, as NVlabs)"},
+        {"model": name, "config": args.config,
+         "channel_base": cfg["channel_base"], "channel_max": cfg["channel_max"],
+         "mapping_layers": args.mapping_layers, "parameters": params,
+         "gmacs_per_image": conv_macs(resolution, args.config, args.channel_base,
+                                      args.channel_max, args.mapping_layers) / 1e9},
+        memory_format=args.memory_format)
+    return b.run(model, doc, f"{name}, {params:,} parameters", name, name, resolution,
+                 lambda batch: torch.randn(batch, Z_DIM, device=device), resolution=resolution)
 
 
 # --------------------------------------------------------------------------------------------
 # The torch-free subcommands and main
 # --------------------------------------------------------------------------------------------
 def summary(args):
-    cfg = config_of(args.config, args.channel_base, args.channel_max)
+    cfg = network_of(args)
     resolution = args.resolution
-    check_resolution(resolution)
     a = (resolution, args.config, args.channel_base, args.channel_max)
     ml = args.mapping_layers
     total = param_count(*a, mapping_layers=ml)
@@ -1378,36 +1220,26 @@ def add_network_args(p, resolution):
                    default=DEFAULT_MAPPING_LAYERS, help="default %(default)s")
 
 
-def add_conv_clamp(p):
-    p.add_argument("--conv-clamp", "--conv_clamp", dest="conv_clamp", type=float,
-                   default=DEFAULT_CONV_CLAMP,
-                   help="filtered_lrelu's clamp (default %(default)g; 0: none)")
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description="StyleGAN3's generator in PyTorch: reference cases, "
                                              "their comparison and a speed baseline.")
     sub = ap.add_subparsers(dest="command", required=True)
+
+    def conv_clamp(p):
+        common.add_conv_clamp(p, DEFAULT_CONV_CLAMP, "filtered_lrelu's clamp")
+
     p = sub.add_parser("summary", help="parameters, the layer schedule and filters (no torch)")
     add_network_args(p, 1024)
     p = sub.add_parser("write-case", help="random weights, a z and the fp32 image")
     p.add_argument("--dir", required=True)
     add_network_args(p, 256)
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--skip-crosscheck", action="store_true",
-                   help="do not compute the image the other ways")
-    add_conv_clamp(p)
-    p = sub.add_parser("compare", help="cnnbench's image against a reference")
-    p.add_argument("--reference", required=True, help="reference.safetensors of write-case")
-    p.add_argument("--ours", required=True, help="cnnbench's output0 or logits (float32 NCHW)")
-    p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
-                   help="largest relative L2 error (default %(default)g)")
+    common.add_case_args(p, "do not compute the image the other ways")
+    conv_clamp(p)
+    common.add_compare_parser(sub, "cnnbench's image against a reference",
+                              "cnnbench's output0 or logits (float32 NCHW)", DEFAULT_TOLERANCE)
     p = sub.add_parser("bench", help="PyTorch's generation speed (needs a CUDA GPU)")
     add_network_args(p, 1024)
-    p.add_argument("--batches", default="1,8,16,32")
-    p.add_argument("--precision", default="fp16", choices=sorted(MODE_NAMES))
-    p.add_argument("--modes", default="eager,graph", help="eager and/or graph")
+    common.add_bench_args(p, "1,8,16,32")
     p.add_argument("--filter-impl", default="gemm", choices=("gemm", "fast", "ref"),
                    help="filtered_lrelu's resampling: blocked GEMMs (gemm), transposed and "
                         "strided depthwise convs (fast) or NVlabs' reference path (zero "
@@ -1418,24 +1250,12 @@ def main(argv=None):
     p.add_argument("--modconv", default="unfused", choices=("unfused", "fused"),
                    help="modulated conv: scale, shared conv, scale (unfused) or NVlabs' grouped "
                         "conv (default %(default)s)")
-    p.add_argument("--reps", type=int, default=5, help="timed repetitions per row")
-    p.add_argument("--warmup-iters", type=int, default=20)
-    p.add_argument("--warmup-s", type=float, default=0.2)
-    p.add_argument("--rep-s", type=float, default=0.1, help="minimum seconds per repetition")
-    p.add_argument("--out", default=None, help="JSON output path (rewritten after every row)")
-    add_conv_clamp(p)
+    common.add_timing_args(p)
+    conv_clamp(p)
     args = ap.parse_args(argv)
 
-    run = {"summary": summary, "write-case": write_case, "compare": compare,
-           "bench": bench}[args.command]
-    try:
-        return run(args)
-    except MissingDependency as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except ValueError as e:  # bad arguments
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return common.run_command({"summary": summary, "write-case": write_case, "compare": compare,
+                               "bench": bench}[args.command], args)
 
 
 if __name__ == "__main__":

@@ -96,20 +96,15 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# The safetensors reading, the comparison of named outputs (stdlib only) and the bench's timing
-# of a row are yolor_reference's.
-from yolor_reference import (MODE_NAMES, MissingDependency, bench_dtype,  # noqa: E402
-                             bench_environment, compare_outputs, numel, print_comparison,
-                             raw_stats, read_pair, timed_row)
+# The safetensors reading, the comparison, the command line's and the bench's plumbing and the
+# mapping network are shared with the other reference tools (stylegan3's, yolor's).
+import torch_reference_common as common  # noqa: E402
+from torch_reference_common import (LRELU_GAIN, LRELU_SLOPE, MAPPING_LR, W_DIM,  # noqa: E402
+                                    Z_DIM, numel, require_torch)
 
 NETWORK = "stylegan2"
-Z_DIM = 512
-W_DIM = 512
 CHANNEL_MAX = 512
 IMG_CHANNELS = 3
-MAPPING_LR = 0.01          # MappingNetwork's lr_multiplier
-LRELU_SLOPE = 0.2          # bias_act's lrelu def_alpha
-LRELU_GAIN = math.sqrt(2)  # and def_gain
 DEFAULT_CONV_CLAMP = 256   # train.py's conv_clamp for every config
 RESAMPLE_TAPS = (1, 3, 3, 1)
 CONV_KERNEL = 3
@@ -337,44 +332,8 @@ def conv2d_resample_out_size(size, kernel, taps, up=1, padding=0, path="fast"):
 
 
 # --------------------------------------------------------------------------------------------
-# The comparison of images (stdlib)
-# --------------------------------------------------------------------------------------------
-def select_output(ours, ref_shape):
-    """The image in cnnbench's output file {name: (shape, values)}: ("output0" or "logits",
-    (shape as compared, values), note) where the note says what was done; (None, None, problem)
-    where neither is there or the shape does not fit. A "logits" or "output0" of shape
-    [N, C*H*W] (a flattened NCHW image) is read as ref_shape."""
-    name = OUTPUT_NAME if OUTPUT_NAME in ours else "logits" if "logits" in ours else None
-    if name is None:
-        return None, None, f"{OUTPUT_NAME}: missing in ours (nor is there a 'logits')"
-    shape, values = ours[name]
-    shape, ref_shape = list(shape), list(ref_shape)
-    note = "" if name == OUTPUT_NAME else f"ours is '{name}'"
-    if shape == ref_shape:
-        return name, (shape, values), note
-    if (len(shape) == 2 and len(ref_shape) == 4 and shape[0] == ref_shape[0]
-            and shape[1] == numel(ref_shape[1:])):
-        note = (note + "; " if note else "") + f"{shape} read as NCHW {ref_shape}"
-        return name, (ref_shape, values), note
-    return None, None, (f"{OUTPUT_NAME}: '{name}' in ours has shape {shape}, the reference "
-                        f"{ref_shape} (NCHW)")
-
-
-# --------------------------------------------------------------------------------------------
 # torch: the model, the random case, the timing (imported inside the functions)
 # --------------------------------------------------------------------------------------------
-def require_torch(cuda=False):
-    """torch, or MissingDependency with one clear line (exit 2 in main)."""
-    try:
-        import torch
-    except ImportError:
-        raise MissingDependency("this subcommand needs PyTorch (import torch failed); the "
-                                "summary and compare subcommands do not") from None
-    if cuda and not torch.cuda.is_available():
-        raise MissingDependency("no CUDA device; this subcommand only measures GPU inference")
-    return torch
-
-
 def torch_ops(torch):
     """NVlabs' ops in plain torch: {upfirdn2d, upsample2d, bias_act, conv2d_resample,
     modulated_conv2d, normalize_2nd_moment} as functions of tensors."""
@@ -501,12 +460,9 @@ def torch_ops(torch):
             x = x.add_(noise.to(x.dtype))
         return x
 
-    def normalize_2nd_moment(x, dim=1, eps=1e-8):
-        return x * (x.square().mean(dim=dim, keepdim=True) + eps).rsqrt()
-
     return {"upfirdn2d": upfirdn2d, "upsample2d": upsample2d, "bias_act": bias_act,
             "conv2d_resample": conv2d_resample, "modulated_conv2d": modulated_conv2d,
-            "normalize_2nd_moment": normalize_2nd_moment}
+            "normalize_2nd_moment": common.normalize_2nd_moment}
 
 
 def build_model(resolution, channel_base, mapping_layers, conv_clamp=DEFAULT_CONV_CLAMP):
@@ -522,45 +478,11 @@ def build_model(resolution, channel_base, mapping_layers, conv_clamp=DEFAULT_CON
     check_resolution(resolution)
     ops = torch_ops(torch)
     opts = SimpleNamespace(dtype=torch.float32, channels_last=False, up_impl="fast",
-                           fused_modconv=False,
-                           conv_clamp=conv_clamp if conv_clamp is not None and conv_clamp > 0
-                           else None)
+                           fused_modconv=False, conv_clamp=common.clamp_option(conv_clamp))
+    FullyConnectedLayer, Generator = common.generator_modules(torch, opts, mapping_layers)
 
     def resample_filter():
         return torch.tensor(setup_filter(), dtype=torch.float32)
-
-    class FullyConnectedLayer(nn.Module):
-        def __init__(self, in_features, out_features, activation="linear", lr_multiplier=1.0,
-                     bias_init=0.0):
-            super().__init__()
-            self.activation = activation
-            self.weight = nn.Parameter(torch.randn([out_features, in_features]) / lr_multiplier)
-            self.bias = nn.Parameter(torch.full([out_features], float(bias_init)))
-            self.weight_gain = lr_multiplier / math.sqrt(in_features)
-            self.bias_gain = lr_multiplier
-
-        def forward(self, x):
-            w = self.weight.to(x.dtype) * self.weight_gain
-            b = self.bias.to(x.dtype)
-            if self.bias_gain != 1:
-                b = b * self.bias_gain
-            if self.activation == "linear":
-                return torch.addmm(b.unsqueeze(0), x, w.t())
-            return ops["bias_act"](x.matmul(w.t()), b, act=self.activation, gain=LRELU_GAIN)
-
-    class MappingNetwork(nn.Module):
-        def __init__(self):
-            super().__init__()
-            for i in range(mapping_layers):
-                setattr(self, f"fc{i}", FullyConnectedLayer(Z_DIM if i == 0 else W_DIM, W_DIM,
-                                                            "lrelu", MAPPING_LR))
-            self.register_buffer("w_avg", torch.zeros([W_DIM]))
-
-        def forward(self, z):
-            x = ops["normalize_2nd_moment"](z.to(torch.float32))
-            for i in range(mapping_layers):
-                x = getattr(self, f"fc{i}")(x)
-            return x  # psi 1: w_avg unused; every layer gets this w
 
     class SynthesisLayer(nn.Module):
         def __init__(self, cin, cout, res, up=1):
@@ -638,93 +560,56 @@ def build_model(resolution, channel_base, mapping_layers, conv_clamp=DEFAULT_CON
                 x, img = getattr(self, f"b{res}")(x, img, w)
             return img
 
-    class Generator(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.resolution, self.channel_base = resolution, channel_base
-            self.mapping_layers = mapping_layers
-            self.opts = opts
-            self.synthesis = SynthesisNetwork()  # NVlabs' order: synthesis, then mapping
-            self.mapping = MappingNetwork()
-
-        def configure(self, **kw):
-            for k, v in kw.items():
-                if not hasattr(opts, k):
-                    raise AttributeError(f"no option {k}")
-                setattr(opts, k, v)
-            return self
-
-        def forward(self, z):
-            w = self.mapping(z.reshape(z.shape[0], -1))
-            return self.synthesis(w)
-
-    return Generator()
+    return Generator(SynthesisNetwork(), resolution=resolution, channel_base=channel_base,
+                     mapping_layers=mapping_layers)
 
 
 def check_model(model):
     """AssertionError unless the model's state_dict is state_specs' (names, shapes, order) and its
     parameter count param_count's."""
     r, cb, ml = model.resolution, model.channel_base, model.mapping_layers
-    got = [(k, list(v.shape)) for k, v in model.state_dict().items()]
-    want = param_specs(r, cb, ml, buffers=True)
-    if got != want:
-        diff = [f"{a} != {b}" for a, b in zip(got, want) if a != b][:5]
-        raise AssertionError(f"the model's state_dict is not the layer list's: {len(got)} against "
-                             f"{len(want)} entries; {diff}")
-    n = sum(p.numel() for p in model.parameters())
-    if n != param_count(r, cb, ml):
-        raise AssertionError(f"the model has {n:,} parameters, the layer list "
-                             f"{param_count(r, cb, ml):,}")
+    common.check_state_dict(model, param_specs(r, cb, ml, buffers=True), param_count(r, cb, ml))
 
 
 def randomize(model, generator):
     """The write-case weights (see the module's doc), drawn in state_dict order."""
-    torch = require_torch()
+    randn = common.normal_draws(require_torch(), generator)
 
-    def randn(shape, std=1.0, mean=0.0):
-        return torch.randn(shape, generator=generator) * std + mean
+    def draw(name, last, t):
+        if last == "resample_filter":
+            return None  # setup_filter([1, 3, 3, 1]), fixed
+        if name.startswith("mapping.fc"):
+            return randn(t.shape) / MAPPING_LR if last == "weight" else randn(t.shape, 0.1)
+        if ".affine." in name:
+            return randn(t.shape) if last == "weight" else randn(t.shape, 0.1, 1.0)
+        if last in ("weight", "noise_const", "const", "w_avg"):
+            return randn(t.shape)
+        if last in ("bias", "noise_strength"):
+            return randn(t.shape, 0.1)
+        raise AssertionError(f"no random draw for {name}")
 
-    with torch.no_grad():
-        for name, t in model.state_dict(keep_vars=True).items():
-            last = name.rsplit(".", 1)[-1]
-            if last == "resample_filter":
-                continue  # setup_filter([1, 3, 3, 1]), fixed
-            if name.startswith("mapping.fc"):
-                v = randn(t.shape) / MAPPING_LR if last == "weight" else randn(t.shape, 0.1)
-            elif ".affine." in name:
-                v = randn(t.shape) if last == "weight" else randn(t.shape, 0.1, 1.0)
-            elif last in ("weight", "noise_const", "const", "w_avg"):
-                v = randn(t.shape)
-            elif last in ("bias", "noise_strength"):
-                v = randn(t.shape, 0.1)
-            else:
-                raise AssertionError(f"no random draw for {name}")
-            t.copy_(v)
+    common.fill_state(model, draw)
 
 
-def rel_l2(torch, a, b):
-    """||a - b|| / ||b|| in float64."""
-    a, b = a.double(), b.double()
-    return ((a - b).norm() / b.norm()).item()
+def network_of(args):
+    """(channel_base, mapping_layers, resolution) of the arguments: --config's, --resolution or
+    the config's; ValueError for an unknown config or a resolution that is not a power of two."""
+    channel_base, mapping_layers = config_of(args.config)
+    resolution = args.resolution or CONFIGS[args.config]["resolution"]
+    check_resolution(resolution)
+    return channel_base, mapping_layers, resolution
 
 
 def write_case(args):
     """The write-case subcommand: weights, input and the fp32 reference image. Returns the exit
     status."""
-    torch = require_torch()
-    try:
-        from safetensors.torch import save_file
-    except ImportError:
-        raise MissingDependency("write-case needs the safetensors package") from None
-    channel_base, mapping_layers = config_of(args.config)
-    resolution = args.resolution or CONFIGS[args.config]["resolution"]
-    check_resolution(resolution)
-    if args.batch < 1:
-        raise ValueError("--batch must be at least 1")
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    def check():
+        network = network_of(args)
+        common.check_batch(args.batch)
+        return network
 
+    torch, save_file, network, device = common.start_write_case(check)
+    channel_base, mapping_layers, resolution = network
     torch.manual_seed(args.seed)  # the construction's own draws, all overwritten below
     model = build_model(resolution, channel_base, mapping_layers, args.conv_clamp)
     check_model(model)
@@ -740,10 +625,9 @@ def write_case(args):
                              ("fused modconv (grouped conv)", {"fused_modconv": True})):
                 other = model.configure(**kw)(z.to(device)).float()
                 model.configure(up_impl="fast", fused_modconv=False)
-                checks.append((what, rel_l2(torch, other, img)))
+                checks.append((what, common.rel_l2(other, img)))
     img = img.contiguous().cpu()
 
-    os.makedirs(args.dir, exist_ok=True)
     name = model_name(args.config, resolution)
     meta = {"network": name, "config": args.config, "resolution": str(resolution),
             "channel_base": str(channel_base), "mapping_layers": str(mapping_layers),
@@ -751,25 +635,16 @@ def write_case(args):
             "truncation_psi": "1", "seed": str(args.seed), "batch": str(args.batch),
             "torch": torch.__version__, "device": str(device),
             "tool": "tools/stylegan_reference.py write-case"}
-    weights = {k: v.detach().float().contiguous().cpu() for k, v in model.state_dict().items()}
-    save_file(weights, os.path.join(args.dir, "weights.safetensors"), metadata=meta)
-    save_file({"input": z.reshape(args.batch, Z_DIM, 1, 1).contiguous()},
-              os.path.join(args.dir, "input.safetensors"), metadata=meta)
-    save_file({OUTPUT_NAME: img}, os.path.join(args.dir, "reference.safetensors"), metadata=meta)
+    common.save_case(save_file, args.dir, model, z.reshape(args.batch, Z_DIM, 1, 1).contiguous(),
+                     {OUTPUT_NAME: img}, meta)
 
     print(f"{name}: {param_count(resolution, channel_base, mapping_layers):,} parameters, "
           f"conv_clamp {model.opts.conv_clamp}, seed {args.seed}, batch {args.batch}, fp32 "
           f"(TF32 off) on {device}; files in {args.dir}")
     status = 0
-    hd = img.double()
-    rms = hd.pow(2).mean().sqrt().item()
-    ok = math.isfinite(rms) and RMS_BOUNDS[0] <= rms <= RMS_BOUNDS[1]
-    print(f"  {OUTPUT_NAME} {list(img.shape)}: rms {rms:.4g}, std {hd.std().item():.4g}, "
-          f"max |x| {hd.abs().max().item():.4g}{'' if ok else '  <- degenerate'}")
-    if not ok:
+    if not common.report_rms(OUTPUT_NAME, img, RMS_BOUNDS):
         status = 1
-        print(f"error: the image's RMS is not finite or outside [{RMS_BOUNDS[0]:g}, "
-              f"{RMS_BOUNDS[1]:g}]", file=sys.stderr)
+        common.rms_error("the image", RMS_BOUNDS)
     for what, err in checks:
         good = math.isfinite(err) and err <= CROSSCHECK_TOLERANCE
         print(f"  cross-check, {what}: rel_l2 {err:.3e}{'' if good else '  <- differs'}")
@@ -781,107 +656,41 @@ def write_case(args):
 
 
 def compare(args):
-    """The compare subcommand. Returns the exit status."""
-    loaded = read_pair(args.reference, args.ours)
-    if loaded is None:
-        return 2
-    ref = loaded["reference"]
-    problems, ours = [], {}
-    if OUTPUT_NAME not in ref:
-        problems.append(f"{OUTPUT_NAME}: missing in the reference")
-    else:
-        name, entry, note = select_output(loaded["ours"], ref[OUTPUT_NAME][0])
-        if entry is None:
-            problems.append(note)
-        else:
-            ours[OUTPUT_NAME] = entry
-            if note:
-                print(f"note: {note}")
-    if problems:
-        for p in problems:
-            print(f"error: {p}", file=sys.stderr)
-        print("error (no comparison)")
-        return 2
-    status, rows, problems = compare_outputs(ref, ours, args.tolerance, names=(OUTPUT_NAME,),
-                                             stats=raw_stats)
-    return print_comparison(status, rows, problems, args.tolerance)
+    """The compare subcommand (torch_reference_common.compare_image). Returns the exit status."""
+    return common.compare_image(args, OUTPUT_NAME)
 
 
 def bench(args):
     """The bench subcommand: PyTorch's generation, timed as pytorch_baseline.py times the
-    torchvision models (its make_step, measure, write_json and print_table)."""
-    torch = require_torch(cuda=True)
-    try:
-        import pytorch_baseline as ptb  # its timing code (it imports torchvision too)
-    except ImportError as e:
-        raise MissingDependency(f"bench imports tools/pytorch_baseline.py, which failed: {e}") \
-            from None
-    channel_base, mapping_layers = config_of(args.config)
-    resolution = args.resolution or CONFIGS[args.config]["resolution"]
-    check_resolution(resolution)
-    batches = [int(b) for b in args.batches.split(",") if b.strip()]
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    for m in modes:
-        if m not in ("eager", "graph"):
-            raise ValueError(f"unknown mode {m!r}; valid: eager, graph")
-    dtype = bench_dtype(torch, args.precision)
-    device = torch.device("cuda")
+    torchvision models (torch_reference_common.Bench)."""
+    b = common.Bench(args, lambda: network_of(args))
+    torch, device = b.torch, b.device
+    channel_base, mapping_layers, resolution = b.checked
     name = model_name(args.config, resolution)
 
     torch.manual_seed(0)
     model = build_model(resolution, channel_base, mapping_layers, args.conv_clamp)
     randomize(model, torch.Generator().manual_seed(0))  # speed does not depend on the values
     model = model.eval().to(device=device, memory_format=torch.channels_last)
-    model.configure(dtype=dtype, channels_last=True)
+    model.configure(dtype=b.dtype, channels_last=True)
     params = param_count(resolution, channel_base, mapping_layers)
-    doc = {**bench_environment(torch, device),
-           "settings": {"dtype": str(dtype).replace("torch.", ""), "precision": args.precision,
-                        "memory_format": "channels_last", "cudnn_benchmark": True,
-                        "reps": args.reps, "rep_s": args.rep_s, "warmup_iters": args.warmup_iters,
-                        "warmup_s": args.warmup_s, "resolution": resolution,
-                        "conv_clamp": model.opts.conv_clamp, "fused_modconv": False,
-                        "up_sampling": "conv_transpose2d + upfirdn2d (NVlabs' fast path)",
-                        "parameters_dtype": "float32 (cast per use, as NVlabs)"},
-           "network": {"model": name, "config": args.config, "channel_base": channel_base,
-                       "mapping_layers": mapping_layers, "parameters": params,
-                       "gmacs_per_image": conv_macs(resolution, channel_base,
-                                                    mapping_layers) / 1e9},
-           "rows": []}
-    print(f"torch {doc['torch']}, cudnn {doc['cudnn']}, {doc['gpu']}; {name}, {params:,} "
-          f"parameters, {args.precision}", flush=True)
-
-    with torch.inference_mode():
-        for mode in modes:
-            for batch in batches:
-                row = bench_row(torch, ptb, model, name, mode, batch, resolution, args, device)
-                doc["rows"].append(row)
-                if "error" not in row:
-                    print(f"  {name} {row['mode']} batch {batch}: {row['ms']:.4f} ms "
-                          f"({row['img_s']:.1f} img/s)", flush=True)
-                if args.out:
-                    ptb.write_json(args.out, doc)  # partial results survive a killed run
-    print()
-    ptb.print_table(doc["rows"])
-    return 0
-
-
-def bench_row(torch, ptb, model, name, mode, batch, resolution, args, device):
-    """One row, as pytorch_baseline.run_row's; an error (out of memory) becomes an "error" row."""
-    row = {"model": name, "mode": MODE_NAMES[args.precision][mode],
-           "precision": args.precision, "batch": batch, "input_size": resolution,
-           "resolution": resolution}
+    doc = b.document(
+        {"resolution": resolution, "conv_clamp": model.opts.conv_clamp, "fused_modconv": False,
+         "up_sampling": "conv_transpose2d + upfirdn2d (NVlabs' fast path)",
+         "parameters_dtype": "float32 (cast per use, as NVlabs)"},
+        {"model": name, "config": args.config, "channel_base": channel_base,
+         "mapping_layers": mapping_layers, "parameters": params,
+         "gmacs_per_image": conv_macs(resolution, channel_base, mapping_layers) / 1e9})
     # z: the mapping runs in fp32 (NVlabs).
-    return timed_row(torch, ptb, model, row, lambda: torch.randn(batch, Z_DIM, device=device),
-                     mode, args, device)
+    return b.run(model, doc, f"{name}, {params:,} parameters", name, name, resolution,
+                 lambda batch: torch.randn(batch, Z_DIM, device=device), resolution=resolution)
 
 
 # --------------------------------------------------------------------------------------------
 # The torch-free subcommands and main
 # --------------------------------------------------------------------------------------------
 def summary(args):
-    channel_base, mapping_layers = config_of(args.config)
-    resolution = args.resolution or CONFIGS[args.config]["resolution"]
-    check_resolution(resolution)
+    channel_base, mapping_layers, resolution = network_of(args)
     total = param_count(resolution, channel_base, mapping_layers)
     blocks = block_param_counts(resolution, channel_base, mapping_layers)
     specs = state_specs(resolution, channel_base, mapping_layers)
@@ -901,57 +710,36 @@ def summary(args):
     return 0
 
 
-def add_conv_clamp(p):
-    p.add_argument("--conv-clamp", "--conv_clamp", dest="conv_clamp", type=float,
-                   default=DEFAULT_CONV_CLAMP,
-                   help="bias_act's clamp after the gain (default %(default)g; 0: none)")
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description="StyleGAN2's generator in PyTorch: reference cases, "
                                              "their comparison and a speed baseline.")
     sub = ap.add_subparsers(dest="command", required=True)
+
+    def network(p, config):
+        p.add_argument("--config", default=config, choices=sorted(CONFIGS))
+        p.add_argument("--resolution", type=int, default=None, help="default: the config's")
+
+    def conv_clamp(p):
+        common.add_conv_clamp(p, DEFAULT_CONV_CLAMP, "bias_act's clamp after the gain")
+
     p = sub.add_parser("summary", help="parameters, channels, GMACs (no torch)")
-    p.add_argument("--config", default="f", choices=sorted(CONFIGS))
-    p.add_argument("--resolution", type=int, default=None, help="default: the config's")
+    network(p, "f")
     p = sub.add_parser("write-case", help="random weights, a z and the fp32 image")
     p.add_argument("--dir", required=True)
-    p.add_argument("--config", default="paper256", choices=sorted(CONFIGS))
-    p.add_argument("--resolution", type=int, default=None, help="default: the config's")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--skip-crosscheck", action="store_true",
-                   help="do not compute the image the two other ways")
-    add_conv_clamp(p)
-    p = sub.add_parser("compare", help="cnnbench's image against a reference")
-    p.add_argument("--reference", required=True, help="reference.safetensors of write-case")
-    p.add_argument("--ours", required=True, help="cnnbench's output0 or logits (float32 NCHW)")
-    p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
-                   help="largest relative L2 error (default %(default)g)")
+    network(p, "paper256")
+    common.add_case_args(p, "do not compute the image the two other ways")
+    conv_clamp(p)
+    common.add_compare_parser(sub, "cnnbench's image against a reference",
+                              "cnnbench's output0 or logits (float32 NCHW)", DEFAULT_TOLERANCE)
     p = sub.add_parser("bench", help="PyTorch's generation speed (needs a CUDA GPU)")
-    p.add_argument("--config", default="f", choices=sorted(CONFIGS))
-    p.add_argument("--resolution", type=int, default=None, help="default: the config's")
-    p.add_argument("--batches", default="1,8,16,32,64")
-    p.add_argument("--precision", default="fp16", choices=sorted(MODE_NAMES))
-    p.add_argument("--modes", default="eager,graph", help="eager and/or graph")
-    p.add_argument("--reps", type=int, default=5, help="timed repetitions per row")
-    p.add_argument("--warmup-iters", type=int, default=20)
-    p.add_argument("--warmup-s", type=float, default=0.2)
-    p.add_argument("--rep-s", type=float, default=0.1, help="minimum seconds per repetition")
-    p.add_argument("--out", default=None, help="JSON output path (rewritten after every row)")
-    add_conv_clamp(p)
+    network(p, "f")
+    common.add_bench_args(p, "1,8,16,32,64")
+    common.add_timing_args(p)
+    conv_clamp(p)
     args = ap.parse_args(argv)
 
-    run = {"summary": summary, "write-case": write_case, "compare": compare,
-           "bench": bench}[args.command]
-    try:
-        return run(args)
-    except MissingDependency as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except ValueError as e:  # bad arguments
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return common.run_command({"summary": summary, "write-case": write_case, "compare": compare,
+                               "bench": bench}[args.command], args)
 
 
 if __name__ == "__main__":

@@ -65,13 +65,14 @@ Usage: python3 tools/yolor_reference.py write-case --dir /tmp/yolor64 --size 64 
        python3 tools/yolor_reference.py bench --size 1280 --out results/pytorch_yolor.json
 """
 import argparse
-import array
-import datetime
-import json
-import math
 import os
-import struct
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The safetensors reading, the comparison, the command line's and the bench's plumbing are shared
+# with the StyleGAN tools.
+import torch_reference_common as common  # noqa: E402
+from torch_reference_common import list_stats, numel  # noqa: E402
 
 NETWORK = "yolor_csp_x"
 NUM_CLASSES = 80
@@ -98,14 +99,7 @@ EXPECTED_COUNTS = {"convolutional": 137, "route": 30, "shortcut": 29, "maxpool":
 EXPECTED_BLOCKS = 216
 EXPECTED_PARAMETERS = 99_754_058
 EXPECTED_GMACS = {640: 110.94, 1280: 443.77}  # conv MACs per image / 1e9, 2 decimals
-
-# Row "mode" names per precision, as tools/compare_pytorch.py's PYTORCH_MODES looks them up.
-MODE_NAMES = {
-    "fp16": {"eager": "fp16cl", "graph": "fp16cl_graph"},
-    "bf16": {"eager": "bf16cl", "graph": "bf16cl_graph"},
-    "fp32": {"eager": "fp32", "graph": "fp32_graph"},
-    "tf32": {"eager": "tf32", "graph": "tf32_graph"},
-}
+TORCH_FREE = "summary, check-cfg and compare"  # the subcommands that need no torch
 
 
 # --------------------------------------------------------------------------------------------
@@ -301,13 +295,6 @@ def param_specs(blocks, buffers=False):
     return specs
 
 
-def numel(shape):
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
 def param_count(blocks):
     """Trainable parameters: conv weights and biases, BN gamma and beta, the implicit tensors."""
     return sum(numel(s) for _, s in param_specs(blocks))
@@ -420,218 +407,21 @@ def block_differences(ours, theirs):
 
 
 # --------------------------------------------------------------------------------------------
-# safetensors reading (stdlib) and the comparison of heads
+# The comparison of heads (stdlib)
 # --------------------------------------------------------------------------------------------
-_DTYPE_SIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2}
-
-
-class RawTensor:
-    """One tensor of a safetensors file: dtype string, shape, little-endian bytes."""
-
-    def __init__(self, dtype, shape, data):
-        self.dtype, self.shape, self.data = dtype, list(shape), data
-
-    def values(self):
-        """The elements as a flat list of Python floats."""
-        if self.dtype in ("F32", "F64"):
-            a = array.array("f" if self.dtype == "F32" else "d")
-            a.frombytes(self.data)
-            if sys.byteorder != "little":
-                a.byteswap()
-            return a.tolist()
-        if self.dtype == "F16":
-            return [v for (v,) in struct.iter_unpack("<e", self.data)]
-        if self.dtype == "BF16":  # the upper half of a float32
-            return [struct.unpack("<f", struct.pack("<I", h << 16))[0]
-                    for (h,) in struct.iter_unpack("<H", self.data)]
-        raise ValueError(f"dtype {self.dtype} is not a float type")
-
-
-def read_safetensors(path):
-    """({name: RawTensor}, metadata dict). ValueError if the file is not a valid safetensors
-    file of float tensors, OSError if it cannot be read."""
-    with open(path, "rb") as f:
-        blob = f.read()
-    if len(blob) < 8:
-        raise ValueError(f"{path}: too short for a safetensors file")
-    (n,) = struct.unpack("<Q", blob[:8])
-    if 8 + n > len(blob):
-        raise ValueError(f"{path}: header length {n} runs past the end of the file")
-    try:
-        header = json.loads(blob[8:8 + n].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: unreadable header: {e}") from None
-    data = memoryview(blob)[8 + n:]
-    metadata = header.pop("__metadata__", {}) or {}
-    tensors = {}
-    for name, entry in header.items():
-        dtype, shape, (begin, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
-        if dtype not in _DTYPE_SIZE:
-            raise ValueError(f"{path}: tensor {name} has dtype {dtype}, not a float type")
-        if end - begin != numel(shape) * _DTYPE_SIZE[dtype] or end > len(data) or begin < 0:
-            raise ValueError(f"{path}: tensor {name}'s byte range {begin}..{end} does not fit "
-                             f"its shape {shape} ({dtype}) and the file")
-        tensors[name] = RawTensor(dtype, shape, data[begin:end])
-    return tensors, metadata
-
-
-def list_stats(ref, ours):
-    """Error figures of two equally long sequences of numbers: sum of squared differences, sum of
-    squared reference values, max |difference| (inf where `ours` has a non-finite value)."""
-    sum_sq_diff = sum_sq_ref = max_abs = 0.0
-    for r, o in zip(ref, ours):
-        d = o - r
-        sum_sq_diff += d * d
-        sum_sq_ref += r * r
-        max_abs = max(max_abs, abs(d)) if math.isfinite(d) else math.inf
-    return sum_sq_diff, sum_sq_ref, max_abs
-
-
-def raw_stats(ref, ours):
-    """list_stats of two RawTensors, in float64: with torch where it is installed (fast), else in
-    plain Python (slow for large heads, but exact)."""
-    try:
-        import torch
-    except ImportError:
-        return list_stats(ref.values(), ours.values())
-    dt = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
-          "BF16": torch.bfloat16}
-
-    def tensor(t):
-        if numel(t.shape) == 0:
-            return torch.zeros(0, dtype=torch.float64)
-        return torch.frombuffer(bytearray(t.data), dtype=dt[t.dtype]).double()
-
-    r, o = tensor(ref), tensor(ours)
-    d = o - r
-    max_abs = d.abs().max().item() if d.numel() else 0.0
-    if not torch.isfinite(d).all():
-        max_abs = math.inf
-    return (d * d).sum().item(), (r * r).sum().item(), max_abs
-
-
 def compare_outputs(reference, ours, tolerance=DEFAULT_TOLERANCE, names=OUTPUT_NAMES,
                     stats=list_stats):
-    """Compares the heads `names` of two {name: (shape, values)} maps.
-
-    stats(ref_values, our_values) -> (sum of squared differences, sum of squared reference
-    values, max |difference|) (list_stats for plain lists). Returns (status, rows, problems):
-    rows one per head that both have with equal shapes (name, shape, rel_l2, max_abs, ok);
-    problems the messages of missing tensors and shape mismatches; status 2 if there is a
-    problem, else 1 if a head's relative L2 exceeds the tolerance or is not finite, else 0."""
-    rows, problems = [], []
-    for name in names:
-        missing = [side for side, m in (("reference", reference), ("ours", ours)) if name not in m]
-        if missing:
-            problems.append(f"{name}: missing in {' and '.join(missing)}")
-            continue
-        (ref_shape, ref_values), (our_shape, our_values) = reference[name], ours[name]
-        if list(ref_shape) != list(our_shape):
-            problems.append(f"{name}: shape {list(our_shape)} in ours, {list(ref_shape)} in the "
-                            f"reference (NCHW)")
-            continue
-        sum_sq_diff, sum_sq_ref, max_abs = stats(ref_values, our_values)
-        if sum_sq_ref > 0:
-            rel = math.sqrt(sum_sq_diff / sum_sq_ref)
-        else:
-            rel = 0.0 if sum_sq_diff == 0 else math.inf
-        if not math.isfinite(max_abs):
-            rel = math.inf  # a NaN or inf in ours fails whatever the sums say
-        rows.append({"name": name, "shape": list(ref_shape), "rel_l2": rel, "max_abs": max_abs,
-                     "ok": rel <= tolerance})  # NaN compares false: not ok
-    status = 2 if problems else (0 if all(r["ok"] for r in rows) else 1)
-    return status, rows, problems
+    """torch_reference_common.compare_outputs, by default of the three heads at this tool's
+    tolerance: (status, rows, problems)."""
+    return common.compare_outputs(reference, ours, tolerance, names, stats)
 
 
 # --------------------------------------------------------------------------------------------
 # torch: the model, the random case, the timing (imported inside the functions)
 # --------------------------------------------------------------------------------------------
-class MissingDependency(Exception):
-    pass
-
-
 def require_torch(cuda=False):
     """torch, or MissingDependency with one clear line (exit 2 in main)."""
-    try:
-        import torch
-    except ImportError:
-        raise MissingDependency("this subcommand needs PyTorch (import torch failed); the "
-                                "summary, check-cfg and compare subcommands do not") from None
-    if cuda and not torch.cuda.is_available():
-        raise MissingDependency("no CUDA device; this subcommand only measures GPU inference")
-    return torch
-
-
-def read_pair(reference, ours):
-    """Both files' tensors as {"reference"|"ours": {name: (shape, tensor)}}, or None after one
-    line on stderr naming the file that cannot be read (the compare subcommands' exit 2)."""
-    loaded = {}
-    for what, path in (("reference", reference), ("ours", ours)):
-        try:
-            tensors, _ = read_safetensors(path)
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            print(f"error: cannot read {what} {path}: {e}", file=sys.stderr)
-            return None
-        loaded[what] = {k: (t.shape, t) for k, t in tensors.items()}
-    return loaded
-
-
-def print_comparison(status, rows, problems, tolerance):
-    """compare_outputs' result as the compare subcommands print it; returns the status."""
-    for p in problems:
-        print(f"error: {p}", file=sys.stderr)
-    for r in rows:
-        print(f"{r['name']} {r['shape']}: rel_l2 {r['rel_l2']:.3e}, max_abs {r['max_abs']:.3e}  "
-              f"{'ok' if r['ok'] else 'FAIL'}")
-    verdict = {0: "pass", 1: "FAIL", 2: "error"}[status]
-    print(f"{verdict} (tolerance {tolerance:g} on the relative L2 error)")
-    return status
-
-
-def bench_dtype(torch, precision):
-    """The bench subcommands' settings: cudnn.benchmark on, TF32 only for tf32; the dtype."""
-    tf32 = precision == "tf32"
-    torch.backends.cudnn.allow_tf32 = tf32
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.benchmark = True
-    return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32,
-            "tf32": torch.float32}[precision]
-
-
-def bench_environment(torch, device):
-    """What produced a bench document's rows: torch, cuDNN, CUDA, the GPU and the date."""
-    return {"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-            "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(device),
-            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}
-
-
-def timed_row(torch, ptb, model, row, make_input, mode, args, device):
-    """Fills `row` as pytorch_baseline.run_row does (median/min/max ms, img_s, peak memory) for
-    `model` on make_input()'s batch; an error (out of memory) becomes its "error"."""
-    import gc
-    import statistics
-
-    gc.collect()
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats(device)
-    step = x = None
-    try:
-        x = make_input()
-        step = ptb.make_step(model, x, mode)
-        reps, k = ptb.measure(step, args.reps, args.warmup_iters, args.warmup_s, args.rep_s)
-        ms = statistics.median(reps)
-        row.update(ms=ms, ms_min=min(reps), ms_max=max(reps), img_s=row["batch"] / ms * 1e3,
-                   peak_mib=torch.cuda.max_memory_allocated(device) / 2**20, reps=reps,
-                   iters_per_rep=k)
-    except RuntimeError as e:  # torch.cuda.OutOfMemoryError is a RuntimeError too
-        row["error"] = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
-        print(f"  {row['model']} {mode} batch {row['batch']}: error: {row['error']}",
-              file=sys.stderr)
-    finally:
-        del step, x  # frees the CUDA graph and its memory pool before the next row
-        gc.collect()
-        torch.cuda.synchronize()
-    return row
+    return common.require_torch(cuda, TORCH_FREE)
 
 
 def build_model(blocks=None):
@@ -737,19 +527,10 @@ def build_model(blocks=None):
 
 
 def check_model(model, blocks):
-    """AssertionError unless the torch model's state_dict is param_specs' (names, shapes, order)
-    and its parameter count param_count's."""
-    got = [(k, list(v.shape)) for k, v in model.state_dict().items()
-           if not k.endswith("num_batches_tracked")]
-    want = param_specs(blocks, buffers=True)
-    if got != want:
-        diff = [f"{a} != {b}" for a, b in zip(got, want) if a != b][:5]
-        raise AssertionError(f"the model's state_dict is not the block list's: {len(got)} against "
-                             f"{len(want)} entries; {diff}")
-    n = sum(p.numel() for p in model.parameters())
-    if n != param_count(blocks):
-        raise AssertionError(f"the model has {n:,} parameters, the block list "
-                             f"{param_count(blocks):,}")
+    """AssertionError unless the torch model's state_dict is param_specs' (names, shapes, order;
+    num_batches_tracked left out) and its parameter count param_count's."""
+    common.check_state_dict(model, param_specs(blocks, buffers=True), param_count(blocks),
+                            "block list", skip="num_batches_tracked")
 
 
 def calibration_plan(size):
@@ -802,18 +583,11 @@ def calibrate_batchnorm(model, batches):
 def write_case(args):
     """The write-case subcommand: weights, input and the fp32 reference heads. Returns the exit
     status."""
-    torch = require_torch()
-    try:
-        from safetensors.torch import save_file
-    except ImportError:
-        raise MissingDependency("write-case needs the safetensors package") from None
-    check_input_size(args.size)
-    if args.batch < 1:
-        raise ValueError("--batch must be at least 1")
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    def check():
+        check_input_size(args.size)
+        common.check_batch(args.batch)
 
+    torch, save_file, _, device = common.start_write_case(check, TORCH_FREE)
     blocks = yolor_csp_x_blocks()
     torch.manual_seed(args.seed)  # the convs' default init, on the CPU
     model = build_model(blocks)
@@ -828,103 +602,52 @@ def write_case(args):
     with torch.no_grad():
         heads = [h.float().contiguous().cpu() for h in model(x.to(device))]
 
-    os.makedirs(args.dir, exist_ok=True)
     meta = {"network": NETWORK, "seed": str(args.seed), "input_size": str(args.size),
             "batch": str(args.batch), "torch": torch.__version__, "device": str(device),
             "tool": "tools/yolor_reference.py write-case"}
-    weights = {k: v.detach().float().contiguous().cpu() for k, v in model.state_dict().items()
-               if not k.endswith("num_batches_tracked")}
-    save_file(weights, os.path.join(args.dir, "weights.safetensors"), metadata=meta)
-    save_file({"input": x.contiguous()}, os.path.join(args.dir, "input.safetensors"),
-              metadata=meta)
-    save_file(dict(zip(OUTPUT_NAMES, heads)), os.path.join(args.dir, "reference.safetensors"),
-              metadata=meta)
+    common.save_case(save_file, args.dir, model, x.contiguous(), dict(zip(OUTPUT_NAMES, heads)),
+                     meta, skip="num_batches_tracked")
 
     print(f"{NETWORK}: {param_count(blocks):,} parameters, seed {args.seed}, batch {args.batch} "
           f"at {args.size} px, fp32 (TF32 off) on {device}, BN calibrated on "
           f"{forwards} x {per_forward} images; files in {args.dir}")
     status = 0
     for name, stride, h in zip(OUTPUT_NAMES, HEAD_STRIDES, heads):
-        hd = h.double()
-        rms, std = hd.pow(2).mean().sqrt().item(), hd.std().item()
-        ok = math.isfinite(rms) and RMS_BOUNDS[0] <= rms <= RMS_BOUNDS[1]
-        print(f"  {name} stride {stride:>2} {list(h.shape)}: rms {rms:.4g}, std {std:.4g}, "
-              f"max |x| {hd.abs().max().item():.4g}{'' if ok else '  <- degenerate'}")
-        status = status if ok else 1
+        status = status if common.report_rms(f"{name} stride {stride:>2}", h, RMS_BOUNDS) else 1
     if status:
-        print(f"error: a head's RMS is not finite or outside [{RMS_BOUNDS[0]:g}, "
-              f"{RMS_BOUNDS[1]:g}]", file=sys.stderr)
+        common.rms_error("a head", RMS_BOUNDS)
     return status
 
 
 def compare(args):
     """The compare subcommand. Returns the exit status."""
-    loaded = read_pair(args.reference, args.ours)
+    loaded = common.read_pair(args.reference, args.ours)
     if loaded is None:
         return 2
     status, rows, problems = compare_outputs(loaded["reference"], loaded["ours"], args.tolerance,
-                                             stats=raw_stats)
-    return print_comparison(status, rows, problems, args.tolerance)
+                                             stats=common.raw_stats)
+    return common.print_comparison(status, rows, problems, args.tolerance)
 
 
 def bench(args):
     """The bench subcommand: PyTorch's inference of the network, timed as pytorch_baseline.py
-    times the torchvision models (its make_step, measure, write_json and print_table)."""
-    torch = require_torch(cuda=True)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    try:
-        import pytorch_baseline as ptb  # its timing code (it imports torchvision too)
-    except ImportError as e:
-        raise MissingDependency(f"bench imports tools/pytorch_baseline.py, which failed: {e}") \
-            from None
-    check_input_size(args.size)
-    batches = [int(b) for b in args.batches.split(",") if b.strip()]
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    for m in modes:
-        if m not in ("eager", "graph"):
-            raise ValueError(f"unknown mode {m!r}; valid: eager, graph")
-    dtype = bench_dtype(torch, args.precision)
-    device = torch.device("cuda")
-
+    times the torchvision models (torch_reference_common.Bench)."""
+    b = common.Bench(args, lambda: check_input_size(args.size), TORCH_FREE)
+    torch, dtype, device = b.torch, b.dtype, b.device
     blocks = yolor_csp_x_blocks()
     torch.manual_seed(0)  # weights: PyTorch's default init (speed does not depend on the values)
     model = build_model(blocks).eval().to(device=device, dtype=dtype,
                                           memory_format=torch.channels_last)
-    doc = {**bench_environment(torch, device),
-           "settings": {"dtype": str(dtype).replace("torch.", ""), "precision": args.precision,
-                        "memory_format": "channels_last", "cudnn_benchmark": True,
-                        "reps": args.reps, "rep_s": args.rep_s, "warmup_iters": args.warmup_iters,
-                        "warmup_s": args.warmup_s, "input_size": args.size},
-           "network": {"model": NETWORK, "parameters": param_count(blocks),
-                       "gmacs_per_image": conv_macs(blocks, args.size) / 1e9},
-           "rows": []}
-    print(f"torch {doc['torch']}, cudnn {doc['cudnn']}, {doc['gpu']}; {NETWORK} at {args.size} "
-          f"px, {args.precision}", flush=True)
+    doc = b.document({"input_size": args.size},
+                     {"model": NETWORK, "parameters": param_count(blocks),
+                      "gmacs_per_image": conv_macs(blocks, args.size) / 1e9})
 
-    with torch.inference_mode():
-        for mode in modes:
-            for batch in batches:
-                row = bench_row(torch, ptb, model, mode, batch, dtype, args, device)
-                doc["rows"].append(row)
-                if "error" not in row:
-                    print(f"  {NETWORK} {args.size} {row['mode']} batch {batch}: "
-                          f"{row['ms']:.4f} ms ({row['img_s']:.1f} img/s)", flush=True)
-                ptb.write_json(args.out, doc)  # partial results survive a killed run
-    print()
-    ptb.print_table(doc["rows"])
-    return 0
-
-
-def bench_row(torch, ptb, model, mode, batch, dtype, args, device):
-    """One row, as pytorch_baseline.run_row's; an error (out of memory) becomes an "error" row."""
-    row = {"model": NETWORK, "mode": MODE_NAMES[args.precision][mode],
-           "precision": args.precision, "batch": batch, "input_size": args.size}
-
-    def make_input():
+    def make_input(batch):
         x = torch.randn(batch, INPUT_CHANNELS, args.size, args.size, device=device, dtype=dtype)
         return x.contiguous(memory_format=torch.channels_last)
 
-    return timed_row(torch, ptb, model, row, make_input, mode, args, device)
+    return b.run(model, doc, f"{NETWORK} at {args.size} px", NETWORK, f"{NETWORK} {args.size}",
+                 args.size, make_input)
 
 
 # --------------------------------------------------------------------------------------------
@@ -971,35 +694,19 @@ def main(argv=None):
     p = sub.add_parser("write-case", help="random weights, an input and the fp32 heads")
     p.add_argument("--dir", required=True)
     p.add_argument("--size", type=int, default=640)
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
-    p = sub.add_parser("compare", help="cnnbench's heads against a reference")
-    p.add_argument("--reference", required=True, help="reference.safetensors of write-case")
-    p.add_argument("--ours", required=True, help="cnnbench's output0..2 (float32 NCHW)")
-    p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
-                   help="largest relative L2 error per head (default %(default)g)")
+    common.add_case_args(p)
+    common.add_compare_parser(sub, "cnnbench's heads against a reference",
+                              "cnnbench's output0..2 (float32 NCHW)", DEFAULT_TOLERANCE,
+                              per=" per head")
     p = sub.add_parser("bench", help="PyTorch's inference speed (needs a CUDA GPU)")
     p.add_argument("--size", type=int, default=1280)
-    p.add_argument("--batches", default="1,8,16,32")
-    p.add_argument("--precision", default="fp16", choices=sorted(MODE_NAMES))
-    p.add_argument("--modes", default="eager,graph", help="eager and/or graph")
-    p.add_argument("--reps", type=int, default=5, help="timed repetitions per row")
-    p.add_argument("--warmup-iters", type=int, default=20)
-    p.add_argument("--warmup-s", type=float, default=0.2)
-    p.add_argument("--rep-s", type=float, default=0.1, help="minimum seconds per repetition")
-    p.add_argument("--out", default=None, help="JSON output path (rewritten after every row)")
+    common.add_bench_args(p, "1,8,16,32")
+    common.add_timing_args(p)
     args = ap.parse_args(argv)
 
-    run = {"summary": summary, "check-cfg": check_cfg, "write-case": write_case,
-           "compare": compare, "bench": bench}[args.command]
-    try:
-        return run(args)
-    except MissingDependency as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except ValueError as e:  # bad arguments
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return common.run_command({"summary": summary, "check-cfg": check_cfg,
+                               "write-case": write_case, "compare": compare,
+                               "bench": bench}[args.command], args)
 
 
 if __name__ == "__main__":
