@@ -517,37 +517,66 @@ TEST(Stylegan3Generator, AMissingTensorIsNamed) {
 // of `tools/stylegan3_reference.py write-case` (weights.safetensors, input.safetensors with z as
 // [n, 512, 1, 1], reference.safetensors with the image as output0), a StyleGAN3-T (or, with
 // ":r", -R) with mapping depth 2. Skipped without it.
-TEST(Stylegan3Ops, HostGeneratorMatchesATorchCase) {
-  const char* spec = std::getenv("CNNBENCH_SG3_CASE");
-  if (!spec) GTEST_SKIP() << "CNNBENCH_SG3_CASE is not set (DIR:RES:CBASE:CMAX)";
-  std::string s(spec);
+// An environment variable's colon-separated fields, or empty where it is not set.
+std::vector<std::string> case_fields(const char* var) {
+  const char* spec = std::getenv(var);
   std::vector<std::string> parts;
+  if (!spec) return parts;
+  const std::string s(spec);
   for (size_t at = 0;;) {
     const size_t colon = s.find(':', at);
     parts.push_back(s.substr(at, colon - at));
     if (colon == std::string::npos) break;
     at = colon + 1;
   }
-  ASSERT_TRUE(parts.size() == 4u || (parts.size() == 5u && (parts[4] == "t" || parts[4] == "r")))
-      << spec << ": DIR:RES:CBASE:CMAX[:t|r]";
-  const int res = std::stoi(parts[1]), cbase = std::stoi(parts[2]), cmax = std::stoi(parts[3]);
-  const bool r_config = parts.size() == 5u && parts[4] == "r";
-  const Graph g = stylegan3_generator(res, r_config, 2, cbase, cmax);
-  const HostWeights w = load_weights(g, parts[0] + "/weights.safetensors");
-  const SafetensorsFile in = SafetensorsFile::load(parts[0] + "/input.safetensors");
-  const std::vector<float> z = in.to_float("input");
-  const int n = int(z.size() / 512);
+  return parts;
+}
+
+// The host generator on a torch case's weights and input (DIR/weights.safetensors,
+// input.safetensors "input", reference.safetensors "output0"): relative L2 under 1e-4.
+void expect_host_generator_matches_case(const Graph& g, const std::string& dir, int input_width,
+                                        const std::string& label) {
+  const HostWeights w = load_weights(g, dir + "/weights.safetensors");
+  const std::vector<float> x = SafetensorsFile::load(dir + "/input.safetensors").to_float("input");
+  const int n = int(x.size() / size_t(input_width));
   const std::vector<float> ref =
-      SafetensorsFile::load(parts[0] + "/reference.safetensors").to_float("output0");
-  const std::vector<float> got = stylegan3_generate_reference(g, w, z, n);
+      SafetensorsFile::load(dir + "/reference.safetensors").to_float("output0");
+  const std::vector<float> got = stylegan3_generate_reference(g, w, x, n);
   ASSERT_EQ(got.size(), ref.size());
   double num = 0, den = 0;
   for (size_t i = 0; i < got.size(); ++i)
     num += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]), den += double(ref[i]) * ref[i];
   const double err = std::sqrt(num / den);
-  std::printf("  stylegan3-%s %d px, channel_base %d, channel_max %d, batch %d: rel_l2 %.3e\n",
-              r_config ? "R" : "T", res, cbase, cmax, n, err);
+  std::printf("  %s, batch %d: rel_l2 %.3e\n", label.c_str(), n, err);
   EXPECT_LT(err, 1e-4);
+}
+
+// CNNBENCH_SG3_CASE=DIR:RES:CBASE:CMAX[:t|r], a case of tools/stylegan3_reference.py write-case.
+TEST(Stylegan3Ops, HostGeneratorMatchesATorchCase) {
+  const std::vector<std::string> parts = case_fields("CNNBENCH_SG3_CASE");
+  if (parts.empty()) GTEST_SKIP() << "CNNBENCH_SG3_CASE is not set (DIR:RES:CBASE:CMAX)";
+  ASSERT_TRUE(parts.size() == 4u || (parts.size() == 5u && (parts[4] == "t" || parts[4] == "r")))
+      << "DIR:RES:CBASE:CMAX[:t|r]";
+  const int res = std::stoi(parts[1]), cbase = std::stoi(parts[2]), cmax = std::stoi(parts[3]);
+  const bool r_config = parts.size() == 5u && parts[4] == "r";
+  expect_host_generator_matches_case(
+      stylegan3_generator(res, r_config, 2, cbase, cmax), parts[0], 512,
+      std::string("stylegan3-") + (r_config ? "R " : "T ") + parts[1] + " px, channel_base " +
+          parts[2] + ", channel_max " + parts[3]);
+}
+
+// CNNBENCH_XL_CASE=DIR:RES:SYN_LAYERS:HEAD_LAYERS:CLASSES:CBASE:CMAX, a case of
+// tools/stylegan_xl_reference.py write-case (the input: z then the one-hot class).
+TEST(Stylegan3Ops, XlHostGeneratorMatchesATorchCase) {
+  const std::vector<std::string> parts = case_fields("CNNBENCH_XL_CASE");
+  if (parts.empty())
+    GTEST_SKIP()
+        << "CNNBENCH_XL_CASE is not set (DIR:RES:SYN_LAYERS:HEAD_LAYERS:CLASSES:CBASE:CMAX)";
+  ASSERT_EQ(parts.size(), 7u) << "DIR:RES:SYN_LAYERS:HEAD_LAYERS:CLASSES:CBASE:CMAX";
+  int v[6];
+  for (int i = 0; i < 6; ++i) v[i] = std::stoi(parts[size_t(i) + 1]);
+  expect_host_generator_matches_case(stylegan_xl_generator(v[0], v[1], v[2], 16, v[3], v[4], v[5]),
+                                     parts[0], 64 + v[3], "stylegan-xl " + parts[1] + " px");
 }
 
 }  // namespace
