@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "harness/check.h"
+#include "kernels/channel_kernels.cuh"
 #include "kernels/convert.cuh"
 #include "kernels/stylegan.h"
 
@@ -13,9 +14,7 @@ namespace cnnbench {
 
 namespace {
 
-int blocks_for(int64_t total, int threads) {
-  return int(std::min<int64_t>((total + threads - 1) / threads, 65536));
-}
+using ck::blocks_for;  // kernels/channel_kernels.cuh
 
 template <typename T>
 __global__ void upfirdn2d_kernel(const T* x, int n, int c, int h, int w, const float* f, FirSpec s,

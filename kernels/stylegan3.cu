@@ -11,6 +11,7 @@
 #include <string>
 
 #include "harness/check.h"
+#include "kernels/channel_kernels.cuh"
 #include "kernels/convert.cuh"
 #include "kernels/fir1d.cuh"
 #include "kernels/stylegan3.h"
@@ -19,9 +20,7 @@ namespace cnnbench {
 
 namespace {
 
-int blocks_for(int64_t total, int threads) {
-  return int(std::min<int64_t>((total + threads - 1) / threads, 65536));
-}
+using ck::blocks_for;  // kernels/channel_kernels.cuh
 
 // x viewed as [outer][len][inner] -> y [outer][out_len][inner]: blockIdx.y walks the outer rows,
 // the x threads the row's out_len x inner outputs (fir1d_output), so that 32-bit index arithmetic
