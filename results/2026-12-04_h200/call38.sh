@@ -5,7 +5,8 @@
 #    StyleGAN2's separable FIR up-sampling), AroundConvOp (the three StyleGAN ops around a conv),
 #    the generator tests of StyleGAN2, StyleGAN3-T and StyleGAN-XL (ClassEmbed's kernel).
 # Z: the zoo test of every StyleGAN (stylegan3_t with the new prior, stylegan_xl at 1024).
-# T: cnnbench_infer against torch: StyleGAN3-T at 256, StyleGAN2 config-f at 1024 (fp32, fp16).
+# T: cnnbench_infer against torch: StyleGAN3-T at 256, StyleGAN2 config-f at 1024, StyleGAN-XL
+#    (the registry's configuration) at 64 (fp32, fp16).
 set -u
 O=${OUT:-/tmp/out}
 mkdir -p $O/a $O/z $O/t
@@ -35,4 +36,5 @@ check() { # tool net res batch
 }
 check stylegan3_reference stylegan3_t 256 2
 check stylegan_reference stylegan2_f 1024 1
+check stylegan_xl_reference stylegan_xl 64 2
 pack t
