@@ -719,7 +719,7 @@ TEST(GpuKernels, FilteredLreluMatchesTheHostReference) {
     cases.push_back(k);
   };
   add(2, 2, 12, 12, 11, 10, 0.f, 1.f);
-  add(4, 2, 24, 12, 21, 20, 1.5f, 1.f);  // a clamp the activations reach
+  add(4, 2, 24, 12, 21, 20, 1.5f, 1.f);   // a clamp the activations reach
   add(2, 2, 12, 12, -3, 15, 0.f, 0.25f);  // a crop on one side
   Case rgb{};
   rgb.s.slope = 1.f, rgb.s.gain = 1.f, rgb.s.clamp = 1.f, rgb.s.out_scale = 0.25f;
