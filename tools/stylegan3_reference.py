@@ -304,23 +304,29 @@ def state_specs(resolution, config="t", channel_base=None, channel_max=None,
     return specs
 
 
-def param_specs(*args, buffers=False, **kw):
-    """[(state_dict name, shape)] of every parameter (with buffers: every entry), in order."""
-    return [(n, s) for n, s, t in state_specs(*args, **kw) if t or buffers]
+def param_functions(state_specs):
+    """param_specs, param_count and module_param_counts of a tool's state_specs (this one's, or
+    stylegan_xl_reference's)."""
+    def param_specs(*args, buffers=False, **kw):
+        """[(state_dict name, shape)] of every parameter (with buffers: every entry), in order."""
+        return [(n, s) for n, s, t in state_specs(*args, **kw) if t or buffers]
+
+    def param_count(*args, **kw):
+        """Trainable parameters, as NVlabs counts them (buffers not)."""
+        return sum(numel(s) for _, s in param_specs(*args, **kw))
+
+    def module_param_counts(*args, **kw):
+        """{"mapping": n, "synthesis.input": n, "synthesis.L0_36_512": n, ...}."""
+        out = {}
+        for name, shape in param_specs(*args, **kw):
+            key = "mapping" if name.startswith("mapping.") else ".".join(name.split(".")[:2])
+            out[key] = out.get(key, 0) + numel(shape)
+        return out
+
+    return param_specs, param_count, module_param_counts
 
 
-def param_count(*args, **kw):
-    """Trainable parameters, as NVlabs counts them (buffers not)."""
-    return sum(numel(s) for _, s in param_specs(*args, **kw))
-
-
-def module_param_counts(*args, **kw):
-    """{"mapping": n, "synthesis.input": n, "synthesis.L0_36_512": n, ...}."""
-    out = {}
-    for name, shape in param_specs(*args, **kw):
-        key = "mapping" if name.startswith("mapping.") else ".".join(name.split(".")[:2])
-        out[key] = out.get(key, 0) + numel(shape)
-    return out
+param_specs, param_count, module_param_counts = param_functions(state_specs)
 
 
 def conv_macs(resolution, config="t", channel_base=None, channel_max=None,
@@ -921,16 +927,16 @@ class _Calibrated(Exception):
     pass
 
 
-def calibrate_clamp(model, z):
+def calibrate_clamp(model, z, index=CLAMP_LAYER):
     """Makes conv_clamp matter (with magnitude_ema ~ U(0.5, 2) everywhere no element comes near
-    256): measures the RMS of layer CLAMP_LAYER's input on z (a forward stopped there), sets that
+    256): measures the RMS of layer `index`'s input on z (a forward stopped there), sets that
     layer's magnitude_ema to (rms / CLAMP_TARGET_RMS)^2, so its input gain makes the conv's output
     RMS about CLAMP_TARGET_RMS, and multiplies the next layer's by CLAMP_TARGET_RMS^2. Returns
     (layer name, the input RMS, its new magnitude_ema)."""
     torch = require_torch()
     names = model.synthesis.layer_names
-    layer = getattr(model.synthesis, names[CLAMP_LAYER])
-    after = getattr(model.synthesis, names[CLAMP_LAYER + 1])
+    layer = getattr(model.synthesis, names[index])
+    after = getattr(model.synthesis, names[index + 1])
     seen = {}
 
     def hook(module, inputs):
@@ -948,7 +954,7 @@ def calibrate_clamp(model, z):
     with torch.no_grad():
         layer.magnitude_ema.fill_((seen["rms"] / CLAMP_TARGET_RMS) ** 2)
         after.magnitude_ema.mul_(CLAMP_TARGET_RMS ** 2)
-    return names[CLAMP_LAYER], seen["rms"], layer.magnitude_ema.item()
+    return names[index], seen["rms"], layer.magnitude_ema.item()
 
 
 def upfirdn2d_crosscheck(torch, device):

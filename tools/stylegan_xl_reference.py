@@ -65,7 +65,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stylegan3_reference as sg3  # noqa: E402
 import torch_reference_common as common  # noqa: E402
-from torch_reference_common import MAPPING_LR, W_DIM, numel, require_torch  # noqa: E402
+from torch_reference_common import MAPPING_LR, W_DIM, require_torch  # noqa: E402
 
 NETWORK = "stylegan_xl"
 XL_Z_DIM = 64
@@ -273,23 +273,8 @@ def state_specs(resolution, syn_layers=DEFAULT_SYN_LAYERS, head_layers=DEFAULT_H
     return specs
 
 
-def param_specs(*args, buffers=False, **kw):
-    """[(state_dict name, shape)] of every parameter (with buffers: every entry), in order."""
-    return [(n, s) for n, s, t in state_specs(*args, **kw) if t or buffers]
-
-
-def param_count(*args, **kw):
-    """Trainable parameters (the embedding's 320,000 counted, w_avg and the filters not)."""
-    return sum(numel(s) for _, s in param_specs(*args, **kw))
-
-
-def module_param_counts(*args, **kw):
-    """{"mapping": n, "synthesis.input": n, "synthesis.L0_36_1024": n, ...}."""
-    out = {}
-    for name, shape in param_specs(*args, **kw):
-        key = "mapping" if name.startswith("mapping.") else ".".join(name.split(".")[:2])
-        out[key] = out.get(key, 0) + numel(shape)
-    return out
+# The embedding's 320,000 counted, w_avg and the filters not.
+param_specs, param_count, module_param_counts = sg3.param_functions(state_specs)
 
 
 def conv_macs(resolution, syn_layers=DEFAULT_SYN_LAYERS, head_layers=DEFAULT_HEAD_LAYERS,
@@ -416,40 +401,6 @@ def mapping_explicit(model, zc):
     return x
 
 
-class _Calibrated(Exception):
-    pass
-
-
-def calibrate_clamp(model, zc, index):
-    """stylegan3_reference.calibrate_clamp's calibration at layer `index` (its CLAMP_LAYER is
-    StyleGAN3's 7; the XL's lists vary): the layer's magnitude_ema set so that its conv's output
-    RMS is about CLAMP_TARGET_RMS, the next layer's multiplied by its square. Returns (layer name,
-    the input RMS, its new magnitude_ema)."""
-    torch = require_torch()
-    names = model.synthesis.layer_names
-    layer = getattr(model.synthesis, names[index])
-    after = getattr(model.synthesis, names[index + 1])
-    seen = {}
-
-    def hook(module, inputs):
-        seen["rms"] = inputs[0].double().square().mean().sqrt().item()
-        raise _Calibrated()
-
-    handle = layer.register_forward_pre_hook(hook)
-    try:
-        with torch.no_grad():
-            model(zc)
-    except _Calibrated:
-        pass
-    finally:
-        handle.remove()
-    target = sg3.CLAMP_TARGET_RMS
-    with torch.no_grad():
-        layer.magnitude_ema.fill_((seen["rms"] / target) ** 2)
-        after.magnitude_ema.mul_(target ** 2)
-    return names[index], seen["rms"], layer.magnitude_ema.item()
-
-
 def random_classes(torch, gen, batch, classes):
     """Class indices for a batch: a random permutation's first `batch` (cycled past `classes`), so
     the images' classes differ where they can."""
@@ -498,7 +449,7 @@ def write_case(args):
     model = model.to(device).eval()
     xd = x.to(device)
     clamp_index = max(i for i in range(len(specs) // 2 + 1) if not specs[i]["torgb"])
-    calibrated = (calibrate_clamp(model, xd, clamp_index) if model.opts.conv_clamp else None)
+    calibrated = (sg3.calibrate_clamp(model, xd, clamp_index) if model.opts.conv_clamp else None)
     stats = []
     checks = []
     with torch.no_grad():
