@@ -179,11 +179,16 @@ std::vector<float> stylegan2_generate_reference(const HostWeights& wt, int resol
   return img;
 }
 
-std::vector<Sg3Layer> stylegan3_schedule(int resolution, int channel_base, int channel_max,
-                                         int num_layers, int num_critical) {
-  // SynthesisNetwork.__init__: first_cutoff 2, first_stopband 2^2.1, last_stopband_rel 2^0.3,
-  // margin_size 10.
-  const double first_cutoff = 2, first_stopband = std::exp2(2.1);
+namespace {
+
+// The geometric progressions of SynthesisNetwork.__init__ and compute_superres_filterparams:
+// cutoffs and stopbands from the first to resolution / 2 and its 2^0.3 multiple over num_layers
+// - num_critical layers, the sampling rates their powers of two, margins of 10, channels from the
+// cutoffs, the last ToRGB's 3; entry 0's rate and channels replaced where first_rate and
+// first_channels are given (a SuperresGenerator head continues its stem's last layer).
+std::vector<Sg3Layer> progression(double first_cutoff, double first_stopband, int resolution,
+                                  int num_layers, int num_critical, int channel_base,
+                                  int channel_max, double first_rate = 0, int first_channels = 0) {
   const double last_cutoff = resolution / 2.0, last_stopband = last_cutoff * std::exp2(0.3);
   std::vector<Sg3Layer> out;
   for (int i = 0; i <= num_layers; ++i) {
@@ -191,12 +196,16 @@ std::vector<Sg3Layer> stylegan3_schedule(int resolution, int channel_base, int c
     Sg3Layer l;
     l.cutoff = first_cutoff * std::pow(last_cutoff / first_cutoff, e);
     l.stopband = first_stopband * std::pow(last_stopband / first_stopband, e);
-    l.sampling_rate = std::exp2(std::ceil(std::log2(std::min(l.stopband * 2, double(resolution)))));
+    l.sampling_rate =
+        i == 0 && first_rate > 0
+            ? first_rate
+            : std::exp2(std::ceil(std::log2(std::min(l.stopband * 2, double(resolution)))));
     l.half_width = std::max(l.stopband, l.sampling_rate / 2) - l.cutoff;
     l.size = i >= num_layers - 1 ? resolution : int(l.sampling_rate) + 2 * 10;
     // np.rint: to the nearest, halves to even, as nearbyint in the default rounding mode.
     l.channels =
-        i == num_layers
+        i == 0 && first_channels > 0 ? first_channels
+        : i == num_layers
             ? 3
             : int(std::nearbyint(std::min(channel_base / 2.0 / l.cutoff, double(channel_max))));
     l.name =
@@ -204,6 +213,15 @@ std::vector<Sg3Layer> stylegan3_schedule(int resolution, int channel_base, int c
     out.push_back(l);
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<Sg3Layer> stylegan3_schedule(int resolution, int channel_base, int channel_max,
+                                         int num_layers, int num_critical) {
+  // SynthesisNetwork.__init__: first_cutoff 2, first_stopband 2^2.1.
+  return progression(2, std::exp2(2.1), resolution, num_layers, num_critical, channel_base,
+                     channel_max);
 }
 
 namespace {
@@ -288,30 +306,10 @@ Graph stylegan3_generator(int resolution, bool r_config, int mapping_layers, int
 std::vector<Sg3Layer> stylegan_xl_head_schedule(const Sg3Layer& last, int resolution,
                                                 int head_layers, int channel_base, int channel_max,
                                                 int num_critical) {
-  // compute_superres_filterparams: from the last stem layer's output, geometric progressions of
-  // cutoffs and stopbands to the new resolution's; its sampling rate and channels kept for
-  // entry 0, 3 channels for the last.
-  const double first_cutoff = last.cutoff, first_stopband = last.half_width + last.cutoff;
-  const double last_cutoff = resolution / 2.0, last_stopband = last_cutoff * std::exp2(0.3);
-  std::vector<Sg3Layer> out;
-  for (int i = 0; i <= head_layers; ++i) {
-    const double e = std::min(double(i) / (head_layers - num_critical), 1.0);
-    Sg3Layer l;
-    l.cutoff = first_cutoff * std::pow(last_cutoff / first_cutoff, e);
-    l.stopband = first_stopband * std::pow(last_stopband / first_stopband, e);
-    l.sampling_rate =
-        i == 0 ? last.sampling_rate
-               : std::exp2(std::ceil(std::log2(std::min(l.stopband * 2, double(resolution)))));
-    l.half_width = std::max(l.stopband, l.sampling_rate / 2) - l.cutoff;
-    l.size = i >= head_layers - 1 ? resolution : int(l.sampling_rate) + 2 * 10;
-    l.channels =
-        i == 0 ? last.channels
-        : i == head_layers
-            ? 3
-            : int(std::nearbyint(std::min(channel_base / 2.0 / l.cutoff, double(channel_max))));
-    out.push_back(l);
-  }
-  return out;
+  // compute_superres_filterparams: from the last stem layer's output (its cutoff, stopband,
+  // sampling rate and channels) to the new resolution's.
+  return progression(last.cutoff, last.half_width + last.cutoff, resolution, head_layers,
+                     num_critical, channel_base, channel_max, last.sampling_rate, last.channels);
 }
 
 Graph stylegan_xl_generator(int resolution, int syn_layers, int head_layers, int stem_resolution,
