@@ -10,7 +10,9 @@
 namespace cnnbench {
 
 // y = upfirdn2d(x) for dims in (n, c, h, w) -> (n, c, s.out_h(h), s.out_w(w)); f on the device
-// as float [fh][fw]. `y_ld`: y's channel stride (a slice of a wider buffer), c where 0.
+// as float [fh][fw]. `y_ld`: y's channel stride (a slice of a wider buffer), c where 0. The 2-D
+// form: no op uses it since StyleGAN2's up-sampling went separable (launch_upfirdn2d_separable);
+// kept, with its GPU test, for a non-separable filter (StyleGAN3-R's radial down filter).
 void launch_upfirdn2d(const void* x, const Dims& in, DType t, const float* f, const FirSpec& s,
                       void* y, int y_ld, cudaStream_t st);
 // y = bias_act(x + noise), bias [c] float or null, noise [h][w] float or null; y may be x.
