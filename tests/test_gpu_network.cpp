@@ -473,6 +473,9 @@ class GpuZoo : public testing::TestWithParam<std::string> {};
 
 TEST_P(GpuZoo, FiniteDeterministicGraphEqualsEager) {
   GpuContext ctx;
+  // --deterministic: bitwise-equal replays are only promised without the engines cuDNN marks
+  // nondeterministic (call 38: StyleGAN-XL in fp32 and tf32 took one, and its replays differed).
+  ctx.excluded.push_back(kNondeterministic);
   {
     const NetworkInfo& info = find_network(GetParam());
     const Graph g = build_network(info.name);
@@ -485,6 +488,7 @@ TEST_P(GpuZoo, FiniteDeterministicGraphEqualsEager) {
         opt.precision = p;
         opt.batch = batch;
         Model m(ctx, g, w, opt);
+        EXPECT_EQ(nondeterministic_layers(m.layers()), 0);
         Runner r(m, ctx);
         r.launch(false);
         const std::vector<float> eager = m.output();
