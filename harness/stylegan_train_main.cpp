@@ -1,0 +1,286 @@
+// cnnbench_stylegan_train: StyleGAN3-T's training step with the StyleGAN2 discriminator
+// (issue 6; networks/stylegan_train.h).
+//   --check=DIR --output=F: the phases Gmain, Dmain and Dreg, each from the weights of a case
+//     written by tools/stylegan3_train_reference.py write-case (DIR/g.safetensors,
+//     d.safetensors, inputs.safetensors), their gradients and values into F for that tool's
+//     compare.
+//   --batches=4,8,16 --json=F: the benchmark. NVlabs' iteration (Gmain + Adam, Dmain + Adam, Dreg
+//     + Adam every 16th, G_ema) on random weights, timed with CUDA events over --iters
+//     iterations (a multiple of the R1 interval) after --warmup: img/s, ms per iteration, the time
+//     for 5 kimg, device memory; --max_batch: the largest batch (doubling) that builds and runs.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/check.h"
+#include "harness/context.h"
+#include "harness/device.h"
+#include "harness/safetensors.h"
+#include "harness/session.h"
+#include "networks/registry.h"
+#include "networks/stylegan_train.h"
+#include "networks/zoo.h"
+
+namespace cnnbench {
+namespace {
+
+const char* kUsage =
+    "usage: cnnbench_stylegan_train --check=DIR --output=FILE [--precision=fp32|tf32] "
+    "[--gamma=2]\n"
+    "       cnnbench_stylegan_train --batches=4,8,16 [--resolution=256] [--precision=fp32|tf32]\n"
+    "           [--iters=32] [--warmup=16] [--gamma=2] [--max_batch] [--json=FILE]\n";
+
+bool take(const std::string& arg, const char* name, std::string* value) {
+  const std::string prefix = std::string("--") + name;
+  if (arg == prefix && !value) return true;
+  if (value && arg.rfind(prefix + "=", 0) == 0) {
+    *value = arg.substr(prefix.size() + 1);
+    return true;
+  }
+  return false;
+}
+
+Precision precision_of(const std::string& s) {
+  if (s == "fp32") return Precision::FP32;
+  if (s == "tf32") return Precision::TF32;
+  throw UserError("--precision must be fp32 or tf32 (the training step is float32), not '" + s +
+                  "'");
+}
+
+std::vector<int> parse_batches(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(int(parse_count(item, "batches")));
+  if (out.empty()) throw UserError("--batches: no batch given");
+  return out;
+}
+
+HostWeights read_weights(const std::string& path) {
+  const SafetensorsFile f = SafetensorsFile::load(path);
+  HostWeights w;
+  for (const auto& [name, info] : f.tensors()) w[name] = f.to_float(name);
+  return w;
+}
+
+std::vector<float> randn(size_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+int run_check(const std::string& dir, const std::string& output, SgTrainOptions opt) {
+  const SafetensorsFile in = SafetensorsFile::load(dir + "/inputs.safetensors");
+  const std::vector<int64_t> rs = in.info("reals").shape;
+  if (rs.size() != 4 || rs[1] != 3 || rs[2] != rs[3])
+    throw UserError(dir + "/inputs.safetensors: 'reals' must be [N, 3, R, R]");
+  opt.batch = int(rs[0]), opt.resolution = int(rs[2]);
+  const HostWeights g = read_weights(dir + "/g.safetensors");
+  const HostWeights d = read_weights(dir + "/d.safetensors");
+  require_cuda_device();
+  GpuContext ctx;
+  std::vector<SafetensorOut> out;
+  for (const char* phase : {"Gmain", "Dmain", "Dreg"}) {
+    StyleganTrainer t(ctx, opt, g, d);  // each phase from the case's weights
+    t.set_inputs(in.to_float("z_gmain"), in.to_float("z_dmain"), in.to_float("reals"));
+    const std::string p = phase;
+    if (p == "Gmain") t.gmain(ctx.stream);
+    if (p == "Dmain") t.dmain(ctx.stream);
+    if (p == "Dreg") t.dreg(ctx.stream);
+    CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    for (SafetensorOut& o : t.results(p)) out.push_back(std::move(o));
+    std::fprintf(stderr, "cnnbench_stylegan_train: %s done (G %lld, D %lld parameters)\n", phase,
+                 static_cast<long long>(t.g_params()), static_cast<long long>(t.d_params()));
+  }
+  save_safetensors(output, out,
+                   {{"precision", opt.precision == Precision::TF32 ? "tf32" : "fp32"}});
+  std::fprintf(stderr, "cnnbench_stylegan_train: wrote %zu tensors to %s\n", out.size(),
+               output.c_str());
+  return 0;
+}
+
+struct BenchRow {
+  int batch = 0;
+  bool fits = false;
+  std::string error;
+  double ms_median = 0, ms_min = 0, ms_max = 0;
+  std::vector<double> reps;
+  size_t trainer_bytes = 0, device_used_bytes = 0;
+  double build_s = 0;
+};
+
+BenchRow bench_one(GpuContext& ctx, SgTrainOptions opt, int batch, int iters, int warmup,
+                   int repetitions) {
+  BenchRow row;
+  row.batch = batch;
+  opt.batch = batch;
+  const int R = opt.resolution;
+  try {
+    std::mt19937_64 rng(1234 + batch);
+    HostWeights g = network_random_weights("stylegan3_t", R, 0, 7);
+    const HostWeights d =
+        stylegan2_discriminator_random(R, 11, opt.d_channel_base, opt.d_channel_max);
+    const auto t0 = std::chrono::steady_clock::now();
+    StyleganTrainer t(ctx, opt, g, d);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    std::vector<float> reals(size_t(batch) * 3 * R * R);
+    for (float& x : reals) x = u(rng);
+    t.set_inputs(randn(size_t(batch) * 512, rng), randn(size_t(batch) * 512, rng), reals);
+    int index = 0;
+    for (int i = 0; i < warmup; ++i) t.iteration(index++, ctx.stream);
+    CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    row.build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    cudaEvent_t a, b;
+    CNN_CHECK_CUDA(cudaEventCreate(&a));
+    CNN_CHECK_CUDA(cudaEventCreate(&b));
+    for (int r = 0; r < repetitions; ++r) {
+      index = 0;  // each window starts where Dreg runs: iters / interval of them
+      CNN_CHECK_CUDA(cudaEventRecord(a, ctx.stream));
+      for (int i = 0; i < iters; ++i) t.iteration(index++, ctx.stream);
+      CNN_CHECK_CUDA(cudaEventRecord(b, ctx.stream));
+      CNN_CHECK_CUDA(cudaEventSynchronize(b));
+      float ms = 0;
+      CNN_CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+      row.reps.push_back(ms / iters);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    size_t free_b = 0, total_b = 0;
+    CNN_CHECK_CUDA(cudaMemGetInfo(&free_b, &total_b));
+    row.device_used_bytes = total_b - free_b;
+    row.trainer_bytes = t.device_bytes();
+    std::vector<double> s = row.reps;
+    std::sort(s.begin(), s.end());
+    row.ms_median = s[s.size() / 2], row.ms_min = s.front(), row.ms_max = s.back();
+    row.fits = true;
+  } catch (const LibraryError& e) {
+    row.error = e.what();
+    cudaGetLastError();  // an allocation failure is not sticky
+  }
+  return row;
+}
+
+int run_bench(const std::vector<int>& batches, SgTrainOptions opt, int iters, int warmup,
+              bool max_batch, const std::string& json_path) {
+  if (iters % opt.r1_interval)
+    throw UserError("--iters must be a multiple of the R1 interval (" +
+                    std::to_string(opt.r1_interval) + ")");
+  require_cuda_device();
+  const DeviceInfo dev = discover_device();
+  GpuContext ctx;
+  nlohmann::ordered_json doc;
+  nlohmann::ordered_json context = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : context_entries(dev)) context[k] = v;
+  doc["context"] = context;
+  doc["settings"] = {
+      {"network", "stylegan3_t"},
+      {"discriminator", "stylegan2 resnet, cbase " + std::to_string(opt.d_channel_base) +
+                            ", cmax " + std::to_string(opt.d_channel_max)},
+      {"resolution", opt.resolution},
+      {"precision", opt.precision == Precision::TF32 ? "tf32" : "fp32"},
+      {"gamma", opt.gamma},
+      {"r1_interval", opt.r1_interval},
+      {"iters_per_rep", iters},
+      {"warmup_iters", warmup},
+      {"iteration", "Gmain+Adam(G), Dmain+Adam(D), every 16th Dreg+Adam(D), G_ema"},
+      {"engines", "cuDNN heuristics"}};
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  auto add = [&](const BenchRow& r) {
+    nlohmann::ordered_json j;
+    j["batch"] = r.batch;
+    j["fits"] = r.fits;
+    if (!r.fits) {
+      j["error"] = r.error;
+    } else {
+      const double img_s = r.batch * 1000.0 / r.ms_median;
+      j["ms"] = r.ms_median, j["ms_min"] = r.ms_min, j["ms_max"] = r.ms_max;
+      j["img_s"] = img_s;
+      j["s_per_5kimg"] = 5000.0 / img_s;
+      j["reps"] = r.reps;
+      j["trainer_mib"] = r.trainer_bytes / 1048576.0;
+      j["device_used_mib"] = r.device_used_bytes / 1048576.0;
+      j["build_and_warmup_s"] = r.build_s;
+      std::printf(
+          "stylegan3_t train %d px batch %d: %.2f ms/iter (%.2f-%.2f), %.1f img/s, %.0f s "
+          "per 5 kimg, %.0f MiB allocated\n",
+          opt.resolution, r.batch, r.ms_median, r.ms_min, r.ms_max, img_s, 5000.0 / img_s,
+          r.trainer_bytes / 1048576.0);
+    }
+    rows.push_back(j);
+    doc["rows"] = rows;
+    if (!json_path.empty()) {  // after every row: a killed run keeps what it measured
+      std::ofstream f(json_path);
+      f << doc.dump(2) << "\n";
+      if (!f) throw UserError("cannot write " + json_path);
+    }
+  };
+  for (int b : batches) add(bench_one(ctx, opt, b, iters, warmup, 3));
+  if (max_batch) {
+    int b = batches.back() * 2, best = 0;
+    for (int b0 : batches) best = std::max(best, b0);
+    while (b <= 4096) {
+      const BenchRow r = bench_one(ctx, opt, b, opt.r1_interval, 2, 1);
+      add(r);
+      if (!r.fits) break;
+      best = b, b *= 2;
+    }
+    doc["max_batch_doubling"] = best;
+    std::printf("largest batch that ran (doubling): %d\n", best);
+    if (!json_path.empty()) {
+      std::ofstream f(json_path);
+      f << doc.dump(2) << "\n";
+    }
+  }
+  return 0;
+}
+
+int run(int argc, char** argv) {
+  std::string check, output, batches_s, json, precision = "fp32", res_s = "256", iters_s = "32",
+                                              warmup_s = "16", gamma_s = "2";
+  bool max_batch = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (take(a, "check", &check) || take(a, "output", &output) || take(a, "batches", &batches_s) ||
+        take(a, "json", &json) || take(a, "precision", &precision) ||
+        take(a, "resolution", &res_s) || take(a, "iters", &iters_s) ||
+        take(a, "warmup", &warmup_s) || take(a, "gamma", &gamma_s))
+      continue;
+    if (take(a, "max_batch", nullptr)) {
+      max_batch = true;
+      continue;
+    }
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    throw UserError("unknown argument '" + a + "'\n" + kUsage);
+  }
+  SgTrainOptions opt;
+  opt.precision = precision_of(precision);
+  opt.resolution = int(parse_count(res_s, "resolution"));
+  char* end = nullptr;
+  opt.gamma = std::strtof(gamma_s.c_str(), &end);
+  if (end == gamma_s.c_str() || *end || !(opt.gamma >= 0))
+    throw UserError("--gamma must be a number >= 0, not '" + gamma_s + "'");
+  if (!check.empty()) {
+    if (output.empty()) throw UserError("--check needs --output=FILE\n" + std::string(kUsage));
+    return run_check(check, output, opt);
+  }
+  if (batches_s.empty()) throw UserError(std::string("nothing to do\n") + kUsage);
+  return run_bench(parse_batches(batches_s), opt, int(parse_count(iters_s, "iters")),
+                   int(parse_count(warmup_s, "warmup")), max_batch, json);
+}
+
+}  // namespace
+}  // namespace cnnbench
+
+int main(int argc, char** argv) {
+  return cnnbench::run_main("cnnbench_stylegan_train", cnnbench::run, argc, argv);
+}
