@@ -34,7 +34,8 @@ const char* kUsage =
     "usage: cnnbench_stylegan_train --check=DIR --output=FILE [--precision=fp32|tf32] "
     "[--gamma=2]\n"
     "       cnnbench_stylegan_train --batches=4,8,16 [--resolution=256] [--precision=fp32|tf32]\n"
-    "           [--iters=32] [--warmup=16] [--gamma=2] [--max_batch] [--json=FILE]\n";
+    "           [--iters=16] [--warmup=2] [--repetitions=2] [--gamma=2] [--max_batch] "
+    "[--json=FILE]\n";
 
 bool take(const std::string& arg, const char* name, std::string* value) {
   const std::string prefix = std::string("--") + name;
@@ -114,10 +115,12 @@ struct BenchRow {
   std::vector<double> reps;
   size_t trainer_bytes = 0, device_used_bytes = 0;
   double build_s = 0;
+  double phase_ms[3] = {0, 0, 0};  // Gmain, Dmain, Dreg, each once
 };
 
 BenchRow bench_one(GpuContext& ctx, SgTrainOptions opt, int batch, int iters, int warmup,
                    int repetitions) {
+  if (repetitions < 1) repetitions = 1;
   BenchRow row;
   row.batch = batch;
   opt.batch = batch;
@@ -133,6 +136,9 @@ BenchRow bench_one(GpuContext& ctx, SgTrainOptions opt, int batch, int iters, in
     std::vector<float> reals(size_t(batch) * 3 * R * R);
     for (float& x : reals) x = u(rng);
     t.set_inputs(randn(size_t(batch) * 512, rng), randn(size_t(batch) * 512, rng), reals);
+    std::fprintf(stderr, "batch %d: built in %.1f s (%.0f MiB)\n", batch,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                 t.device_bytes() / 1048576.0);
     int index = 0;
     for (int i = 0; i < warmup; ++i) t.iteration(index++, ctx.stream);
     CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
@@ -140,6 +146,20 @@ BenchRow bench_one(GpuContext& ctx, SgTrainOptions opt, int batch, int iters, in
     cudaEvent_t a, b;
     CNN_CHECK_CUDA(cudaEventCreate(&a));
     CNN_CHECK_CUDA(cudaEventCreate(&b));
+    // Each phase once on its own (no optimizer), for the breakdown.
+    for (int p = 0; p < 3; ++p) {
+      CNN_CHECK_CUDA(cudaEventRecord(a, ctx.stream));
+      if (p == 0) t.gmain(ctx.stream);
+      if (p == 1) t.dmain(ctx.stream);
+      if (p == 2) t.dreg(ctx.stream);
+      CNN_CHECK_CUDA(cudaEventRecord(b, ctx.stream));
+      CNN_CHECK_CUDA(cudaEventSynchronize(b));
+      float ms = 0;
+      CNN_CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+      row.phase_ms[p] = ms;
+    }
+    std::fprintf(stderr, "batch %d: Gmain %.1f ms, Dmain %.1f ms, Dreg %.1f ms\n", batch,
+                 row.phase_ms[0], row.phase_ms[1], row.phase_ms[2]);
     for (int r = 0; r < repetitions; ++r) {
       index = 0;  // each window starts where Dreg runs: iters / interval of them
       CNN_CHECK_CUDA(cudaEventRecord(a, ctx.stream));
@@ -168,7 +188,7 @@ BenchRow bench_one(GpuContext& ctx, SgTrainOptions opt, int batch, int iters, in
 }
 
 int run_bench(const std::vector<int>& batches, SgTrainOptions opt, int iters, int warmup,
-              bool max_batch, const std::string& json_path) {
+              int repetitions, bool max_batch, const std::string& json_path) {
   if (iters % opt.r1_interval)
     throw UserError("--iters must be a multiple of the R1 interval (" +
                     std::to_string(opt.r1_interval) + ")");
@@ -207,6 +227,7 @@ int run_bench(const std::vector<int>& batches, SgTrainOptions opt, int iters, in
       j["trainer_mib"] = r.trainer_bytes / 1048576.0;
       j["device_used_mib"] = r.device_used_bytes / 1048576.0;
       j["build_and_warmup_s"] = r.build_s;
+      j["phase_ms"] = {{"Gmain", r.phase_ms[0]}, {"Dmain", r.phase_ms[1]}, {"Dreg", r.phase_ms[2]}};
       std::printf(
           "stylegan3_t train %d px batch %d: %.2f ms/iter (%.2f-%.2f), %.1f img/s, %.0f s "
           "per 5 kimg, %.0f MiB allocated\n",
@@ -221,7 +242,7 @@ int run_bench(const std::vector<int>& batches, SgTrainOptions opt, int iters, in
       if (!f) throw UserError("cannot write " + json_path);
     }
   };
-  for (int b : batches) add(bench_one(ctx, opt, b, iters, warmup, 3));
+  for (int b : batches) add(bench_one(ctx, opt, b, iters, warmup, repetitions));
   if (max_batch) {
     int b = batches.back() * 2, best = 0;
     for (int b0 : batches) best = std::max(best, b0);
@@ -242,15 +263,16 @@ int run_bench(const std::vector<int>& batches, SgTrainOptions opt, int iters, in
 }
 
 int run(int argc, char** argv) {
-  std::string check, output, batches_s, json, precision = "fp32", res_s = "256", iters_s = "32",
-                                              warmup_s = "16", gamma_s = "2";
+  std::string check, output, batches_s, json, precision = "fp32", res_s = "256";
+  std::string iters_s = "16", warmup_s = "2", gamma_s = "2", reps_s = "2";
   bool max_batch = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (take(a, "check", &check) || take(a, "output", &output) || take(a, "batches", &batches_s) ||
         take(a, "json", &json) || take(a, "precision", &precision) ||
         take(a, "resolution", &res_s) || take(a, "iters", &iters_s) ||
-        take(a, "warmup", &warmup_s) || take(a, "gamma", &gamma_s))
+        take(a, "warmup", &warmup_s) || take(a, "gamma", &gamma_s) ||
+        take(a, "repetitions", &reps_s))
       continue;
     if (take(a, "max_batch", nullptr)) {
       max_batch = true;
@@ -275,7 +297,8 @@ int run(int argc, char** argv) {
   }
   if (batches_s.empty()) throw UserError(std::string("nothing to do\n") + kUsage);
   return run_bench(parse_batches(batches_s), opt, int(parse_count(iters_s, "iters")),
-                   int(parse_count(warmup_s, "warmup")), max_batch, json);
+                   int(parse_count(warmup_s, "warmup")), int(parse_count(reps_s, "repetitions")),
+                   max_batch, json);
 }
 
 }  // namespace

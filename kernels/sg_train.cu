@@ -1,5 +1,8 @@
 #include "kernels/sg_train.h"
 
+#include <algorithm>
+#include <stdexcept>
+
 #include "harness/check.h"
 #include "kernels/channel_kernels.cuh"
 
@@ -113,39 +116,59 @@ __global__ void bias_act_bwd_kernel(const float* da, const float* v, int64_t mas
   }
 }
 
-// blockDim (32, 8): x over 32 channels, y over rows.
-__global__ void column_sum_kernel(const float* g, int64_t rows, int c, float gain, float* out) {
+// Stage 1 of a segmented column reduction: grid (channel tiles, chunks, segments), blockDim
+// (32, 8). Block (t, k, s) sums rows [k chunk, (k + 1) chunk) of segment s (seg_rows rows from
+// s seg_rows) of g (times x where given) into part[(s chunks + k) c + ch].
+__global__ void reduce_rows_kernel(const float* g, const float* x, int64_t seg_rows, int64_t chunk,
+                                   int c, float* part) {
   const int ch = blockIdx.x * 32 + threadIdx.x;
+  const int64_t seg = blockIdx.z, k = blockIdx.y;
+  const int64_t r0 = k * chunk, r1 = min(seg_rows, r0 + chunk);
   float s = 0.f;
-  if (ch < c)
-    for (int64_t r = threadIdx.y; r < rows; r += 8) s += g[r * c + ch];
-  __shared__ float part[8][33];
-  part[threadIdx.y][threadIdx.x] = s;
+  if (ch < c) {
+    const size_t base = size_t(seg * seg_rows) * c + ch;
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) {
+      const size_t j = base + size_t(r) * c;
+      s += x ? g[j] * x[j] : g[j];
+    }
+  }
+  __shared__ float sh[8][33];
+  sh[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.y == 0 && ch < c) {
     float t = 0.f;
-    for (int i = 0; i < 8; ++i) t += part[i][threadIdx.x];
-    out[ch] += t * gain;
+    for (int i = 0; i < 8; ++i) t += sh[i][threadIdx.x];
+    part[(seg * gridDim.y + k) * c + ch] = t;
   }
 }
 
-// grid (channel tiles, n); blockDim (32, 8).
-__global__ void channel_dot_kernel(const float* g, const float* x, int hw, int c, float* out) {
-  const int ch = blockIdx.x * 32 + threadIdx.x, ni = blockIdx.y;
-  float s = 0.f;
-  if (ch < c) {
-    const size_t base = size_t(ni) * hw * c + ch;
-    for (int r = threadIdx.y; r < hw; r += 8)
-      s += g[base + size_t(r) * c] * x[base + size_t(r) * c];
-  }
-  __shared__ float part[8][33];
-  part[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y == 0 && ch < c) {
-    float t = 0.f;
-    for (int i = 0; i < 8; ++i) t += part[i][threadIdx.x];
-    out[size_t(ni) * c + ch] += t;
-  }
+// Stage 2: out[s][ch] += gain * the sum over the chunks, in order.
+__global__ void reduce_chunks_kernel(const float* part, int segments, int chunks, int c, float gain,
+                                     float* out) {
+  const int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (j >= int64_t(segments) * c) return;
+  const int64_t seg = j / c, ch = j % c;
+  float t = 0.f;
+  for (int k = 0; k < chunks; ++k) t += part[(seg * chunks + k) * c + ch];
+  out[j] += t * gain;
+}
+
+void reduce_rows(const float* g, const float* x, int segments, int64_t seg_rows, int c, float gain,
+                 float* out, float* scratch, cudaStream_t st) {
+  if (segments <= 0 || seg_rows <= 0 || c <= 0) return;
+  // About 256 rows a block, at most what the scratch holds.
+  int64_t chunks = std::max<int64_t>(1, (seg_rows + 255) / 256);
+  chunks = std::min<int64_t>(chunks, int64_t(kReduceScratch) / (int64_t(segments) * c));
+  chunks = std::min<int64_t>(chunks, 65535);
+  if (chunks < 1) throw std::invalid_argument("reduce_rows: too many channels for the scratch");
+  const int64_t chunk = (seg_rows + chunks - 1) / chunks;
+  chunks = (seg_rows + chunk - 1) / chunk;
+  reduce_rows_kernel<<<dim3(unsigned((c + 31) / 32), unsigned(chunks), unsigned(segments)),
+                       dim3(32, 8), 0, st>>>(g, x, seg_rows, chunk, c, scratch);
+  CNN_CHECK_CUDA(cudaGetLastError());
+  reduce_chunks_kernel<<<unsigned((int64_t(segments) * c + 255) / 256), 256, 0, st>>>(
+      scratch, segments, int(chunks), c, gain, out);
+  CNN_CHECK_CUDA(cudaGetLastError());
 }
 
 __global__ void row_rms_kernel(const float* w, int r, float* wp) {
@@ -362,17 +385,14 @@ void launch_bias_act_bwd(const float* da, const float* v, int64_t mask_rows, int
   CNN_CHECK_CUDA(cudaGetLastError());
 }
 
-void launch_column_sum(const float* g, int64_t rows, int c, float gain, float* out,
+void launch_column_sum(const float* g, int64_t rows, int c, float gain, float* out, float* scratch,
                        cudaStream_t st) {
-  column_sum_kernel<<<unsigned((c + 31) / 32), dim3(32, 8), 0, st>>>(g, rows, c, gain, out);
-  CNN_CHECK_CUDA(cudaGetLastError());
+  reduce_rows(g, nullptr, 1, rows, c, gain, out, scratch, st);
 }
 
 void launch_channel_dot(const float* g, const float* x, int n, int hw, int c, float* out,
-                        cudaStream_t st) {
-  channel_dot_kernel<<<dim3(unsigned((c + 31) / 32), unsigned(n)), dim3(32, 8), 0, st>>>(g, x, hw,
-                                                                                         c, out);
-  CNN_CHECK_CUDA(cudaGetLastError());
+                        float* scratch, cudaStream_t st) {
+  reduce_rows(g, x, n, hw, c, 1.f, out, scratch, st);
 }
 
 void launch_row_rms_normalize(const float* w, int o, int r, float* wp, cudaStream_t st) {

@@ -41,13 +41,16 @@ void launch_bias_act_bwd(const float* da, const float* v, int64_t mask_rows, int
                          int hw, const float* scale, const BiasAct& s, float* dv, float* dx,
                          bool accumulate_dx, cudaStream_t st);
 
-// out[ch] += gain * sum over rows of g[row][ch] (a bias gradient). One block per 32 channels.
-void launch_column_sum(const float* g, int64_t rows, int c, float gain, float* out,
-                       cudaStream_t st);
+// out[ch] += gain * sum over rows of g[row][ch] (a bias gradient).
 // out[n][ch] += sum over the image's hw rows of g * x (the gradient of a per-(image, channel)
-// scale). One block per (image, 32 channels).
+// scale).
+// Both reduce in two fixed-order stages (chunks of rows, then the chunks) through `scratch`, of
+// kReduceScratch floats.
+constexpr size_t kReduceScratch = size_t(8) << 20;
+void launch_column_sum(const float* g, int64_t rows, int c, float gain, float* out, float* scratch,
+                       cudaStream_t st);
 void launch_channel_dot(const float* g, const float* x, int n, int hw, int c, float* out,
-                        cudaStream_t st);
+                        float* scratch, cudaStream_t st);
 
 // ---- The modulated conv's coefficients (SynthesisLayer, NVlabs' modulated_conv2d) -----------
 // w [o][r] (KRSC rows, r = k * k * c) -> wp = w * rsqrt(mean over r of w^2); one block per o.

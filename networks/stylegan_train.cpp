@@ -428,6 +428,7 @@ struct StyleganTrainer::Impl {
   std::vector<GLayer> layers;
   float *g_a, *g_b, *g_c, *gwp, *gtmp0, *gtmp1, *partials, *gw2;
   float *g_ddcoef, *g_dxs, *g_dsn, *g_dstyles, *g_dwsq;
+  float* red = nullptr;  // the reductions' scratch (kReduceScratch floats)
   float magnitude_beta = 1.f;
   float* img = nullptr;  // G's output [N][R][R][3]
   // D
@@ -470,6 +471,7 @@ void StyleganTrainer::Impl::build_g(const HostWeights& wt) {
   for (const ParamSpec& p : g.params())
     if (p.trainable) gp.add(p.name, p.shape);
   gp.allocate(heap, true);
+  red = heap.floats(kReduceScratch);
   gp.upload(wt, "stylegan3_t training");
   magnitude_beta = float(std::pow(0.5, double(N) / 20000.0));
   const int wdim = 512;
@@ -636,6 +638,10 @@ void StyleganTrainer::Impl::prepare() {
   scratch.bytes = size_t(256) << 20;
   CNN_CHECK_CUDA(cudaMalloc(&scratch.ptr, scratch.bytes));
   size_t ws = 0;
+  // The trainer runs eagerly, never replayed from a CUDA graph: the plans' replay check (each
+  // output downloaded twice; seconds per op at 256 px) guards nothing here.
+  const bool check_replays = ctx.check_replays;
+  ctx.check_replays = false;
   try {
     for (auto& op : ops.ops) {
       op->prepare(ctx, opt.engine, 4, scratch);
@@ -643,9 +649,11 @@ void StyleganTrainer::Impl::prepare() {
       records.push_back(op->record());
     }
   } catch (...) {
+    ctx.check_replays = check_replays;
     cudaFree(scratch.ptr);
     throw;
   }
+  ctx.check_replays = check_replays;
   cudaFree(scratch.ptr);
   float* w = heap.floats((ws + 3) / 4);
   for (auto& op : ops.ops) op->bind_workspace(w, ws);
@@ -751,10 +759,10 @@ void StyleganTrainer::Impl::g_backward(cudaStream_t st) {
           cudaMemcpyAsync(g_c, g_b, size_t(conv_rows) * L.cout * 4, cudaMemcpyDeviceToDevice, st));
     else
       L.up.backward(g_b, N, gtmp0, gtmp1, g_c, st);
-    launch_column_sum(g_c, conv_rows, L.cout, 1.f, gp.grad(L.name + ".bias"), st);
+    launch_column_sum(g_c, conv_rows, L.cout, 1.f, gp.grad(L.name + ".bias"), red, st);
     if (!L.torgb) {
       CNN_CHECK_CUDA(cudaMemsetAsync(g_ddcoef, 0, size_t(N) * L.cout * 4, st));
-      launch_channel_dot(g_c, L.c, N, L.conv.h * L.conv.w, L.cout, g_ddcoef, st);
+      launch_channel_dot(g_c, L.c, N, L.conv.h * L.conv.w, L.cout, g_ddcoef, red, st);
       launch_channel_scale(g_c, g_a, batched(L.conv, N), DType::F32, L.dcoef, st);
     } else {
       CNN_CHECK_CUDA(
@@ -766,7 +774,7 @@ void StyleganTrainer::Impl::g_backward(cudaStream_t st) {
     // xm = x * xs: g_b -> g_a (x's gradient: the previous layer's output), g_dxs.
     const int kk = L.k * L.k, nc = N * L.cin;
     CNN_CHECK_CUDA(cudaMemsetAsync(g_dxs, 0, size_t(nc) * 4, st));
-    launch_channel_dot(g_b, x_in, N, L.in.h * L.in.w, L.cin, g_dxs, st);
+    launch_channel_dot(g_b, x_in, N, L.in.h * L.in.w, L.cin, g_dxs, red, st);
     launch_channel_scale(g_b, g_a, batched(L.in, N), DType::F32, L.xs, st);
     const float* W = gp.at(L.name + ".weight");
     float* gW = gp.grad(L.name + ".weight");
@@ -886,7 +894,7 @@ void StyleganTrainer::Impl::d_backward(int b, bool wgrad, cudaStream_t st) {
         if (wgrad) {
           if (s.bias)
             launch_column_sum(D.gtmp, int64_t(N) * hw, out.d.c, 1.f / s.act.pre_gain,
-                              D.params.grad(s.name + ".bias"), st);
+                              D.params.grad(s.name + ".bias"), red, st);
           s.filter[b]->run(st);
         }
         if (!first || !wgrad) s.data[b]->run(st);
@@ -905,7 +913,8 @@ void StyleganTrainer::Impl::d_backward(int b, bool wgrad, cudaStream_t st) {
         const float wg = float(1.0 / std::sqrt(double(s.fc_in)));
         launch_bias_act_bwd(out.g, s.v, N, rows_n, s.fc_out, 1, nullptr, s.act, nullptr, D.gtmp,
                             false, st);
-        if (wgrad) launch_column_sum(D.gtmp, N, s.fc_out, 1.f, D.params.grad(s.name + ".bias"), st);
+        if (wgrad)
+          launch_column_sum(D.gtmp, N, s.fc_out, 1.f, D.params.grad(s.name + ".bias"), red, st);
         launch_fc_backward(in.x, D.gtmp, rows_n, s.fc_in, D.params.at(s.name + ".weight"), s.fc_out,
                            wg, 1.f, 1.f, in.g, s.grad_in_acc,
                            wgrad ? D.params.grad(s.name + ".weight") : nullptr, nullptr, st);
@@ -999,7 +1008,7 @@ void StyleganTrainer::dreg(cudaStream_t st) {
   m.d_backward(0, false, st);
   // R1 penalty per image: |v_n|^2.
   CNN_CHECK_CUDA(cudaMemsetAsync(m.r1, 0, nb, st));
-  launch_channel_dot(im.g, im.g, m.N, int(per), 1, m.r1, st);
+  launch_channel_dot(im.g, im.g, m.N, int(per), 1, m.r1, m.red, st);
   // The tangent half: the image's gradient, then D's derivative along it.
   CNN_CHECK_CUDA(cudaMemcpyAsync(im.x + size_t(m.N) * per, im.g, size_t(m.N) * per * 4,
                                  cudaMemcpyDeviceToDevice, st));
