@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/stylegan3_ref.h"
@@ -32,6 +33,22 @@ struct Fir1dPass {
     return o;
   }
 };
+// The transpose of pass p over an axis of `len` samples: the gradient of its input from its
+// output's (up and down swapped, taps flipped: the caller passes the reversed filter; the padding
+// mirrored; gain times out_scale). No bias, scale or activation. Throws std::logic_error where
+// the lengths do not come back to `len`.
+inline Fir1dPass fir1d_transposed(const Fir1dPass& p, int len) {
+  if (p.act) throw std::logic_error("fir1d_transposed: the pass has an activation");
+  Fir1dPass q;
+  q.along_h = p.along_h;
+  q.up = p.down, q.down = p.up, q.taps = p.taps;
+  q.gain = p.gain * p.out_scale;
+  const int out = p.out_len(len);
+  q.pad0 = p.taps - 1 - p.pad0;
+  q.pad1 = (len - 1) * p.up + p.taps - out * p.down - q.pad0;
+  if (q.out_len(out) != len) throw std::logic_error("fir1d_transposed: no transpose");
+  return q;
+}
 // y (out_dims(in)) from x (in), both NHWC in type t.
 void launch_fir1d(const void* x, const Dims& in, DType t, const float* f, const float* pre_scale,
                   const float* bias, const Fir1dPass& p, void* y, cudaStream_t st);

@@ -140,20 +140,6 @@ struct OpSet {
   }
 };
 
-// The transpose of a fir1d pass over an axis of `len` samples: the gradient of its input from
-// its output's (up and down swapped, the taps flipped, the padding mirrored).
-Fir1dPass transposed(const Fir1dPass& p, int len) {
-  Fir1dPass q;
-  q.along_h = p.along_h;
-  q.up = p.down, q.down = p.up, q.taps = p.taps;
-  q.gain = p.gain * p.out_scale;
-  const int out = p.out_len(len);
-  q.pad0 = p.taps - 1 - p.pad0;
-  q.pad1 = (len - 1) * p.up + p.taps - out * p.down - q.pad0;
-  if (q.out_len(out) != len) throw std::logic_error("stylegan_train: a FIR pass has no transpose");
-  return q;
-}
-
 // A chain of fir1d passes and its transpose, on tensors of per-image dims `in`.
 struct FirChain {
   Dims in;
@@ -188,7 +174,7 @@ struct FirChain {
     const float* cur = dy;
     for (size_t k = 0; k < passes.size(); ++k) {
       const size_t i = passes.size() - 1 - k;
-      const Fir1dPass q = transposed(passes[i], passes[i].along_h ? dims[i].h : dims[i].w);
+      const Fir1dPass q = fir1d_transposed(passes[i], passes[i].along_h ? dims[i].h : dims[i].w);
       float* dst = k + 1 == passes.size() ? dx : (k % 2 == 0 ? tmp0 : tmp1);
       launch_fir1d(cur, batched(dims[i + 1], n), DType::F32, flipped[i], nullptr, nullptr, q, dst,
                    st);

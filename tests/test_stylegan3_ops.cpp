@@ -288,6 +288,69 @@ double rel_l2_nhwc(const std::vector<float>& got, const std::vector<float>& want
   return std::sqrt(num / den);
 }
 
+// The training step's backward runs each fir1d pass's transpose (fir1d_transposed, the taps
+// reversed): <A x, y> must equal <x, A^T y> for every pass of StyleGAN3-T's layers at 256 (their
+// up- and down-sampling geometry along one axis, the other axis 3 long) and the discriminator's
+// two FIR steps (padding 2; down 2 with padding 1). An off-by-one padding fails by far more
+// than the 1e-5.
+TEST(Stylegan3FilteredLrelu, TransposedPassesAreAdjoint) {
+  std::mt19937 rng(45);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  struct Geometry {
+    Fir1dPass p;
+    int len;
+  };
+  std::vector<Geometry> cases;
+  const Graph g = stylegan3_generator(256);
+  int prev = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.kind == OpKind::FourierInput) prev = n.out.h;
+    if (n.kind != OpKind::FilteredModConv) continue;
+    const Sg3Spec& f = n.sg3;
+    const int conv = prev + n.kernel - 1;
+    Fir1dPass up;
+    up.up = f.up, up.taps = f.up_taps, up.pad0 = f.pad_lo, up.pad1 = f.pad_hi, up.gain = f.up;
+    if (f.up > 1 || f.up_taps > 1) cases.push_back({up, conv});
+    Fir1dPass down;
+    down.down = f.down, down.taps = f.down_taps, down.out_scale = f.out_scale;
+    if (f.down > 1 || f.down_taps > 1) cases.push_back({down, up.out_len(conv)});
+    prev = n.out.h;
+  }
+  ASSERT_GE(cases.size(), 20u);
+  Fir1dPass d2;  // the discriminator's conv1 pre-filter and skip filter at 16 px
+  d2.taps = 4, d2.pad0 = d2.pad1 = 2;
+  cases.push_back({d2, 16});
+  d2.down = 2, d2.pad0 = d2.pad1 = 1;
+  cases.push_back({d2, 16});
+  for (const Geometry& gc : cases)
+    for (bool along_h : {false, true}) {
+      Fir1dPass p = gc.p;
+      p.along_h = along_h;
+      const Fir1dPass q = fir1d_transposed(p, gc.len);
+      std::vector<float> f(size_t(p.taps)), fr;
+      for (float& v : f) v = u(rng);
+      fr.assign(f.rbegin(), f.rend());
+      const int c = 2;
+      Dims din = along_h ? Dims{1, c, gc.len, 3} : Dims{1, c, 3, gc.len};
+      Dims dout = p.out_dims(din);
+      std::vector<float> x(size_t(din.numel())), y(size_t(dout.numel()));
+      for (float& v : x) v = u(rng);
+      for (float& v : y) v = u(rng);
+      Dims da = din, db = dout;
+      const std::vector<float> ax = passes_on_host(x, da, {p}, {f.data()}, nullptr, nullptr);
+      const std::vector<float> aty = passes_on_host(y, db, {q}, {fr.data()}, nullptr, nullptr);
+      ASSERT_EQ(ax.size(), y.size());
+      ASSERT_EQ(aty.size(), x.size());
+      double l = 0, r = 0, scale = 0;
+      for (size_t i = 0; i < y.size(); ++i)
+        l += double(ax[i]) * y[i], scale += std::fabs(ax[i] * y[i]);
+      for (size_t i = 0; i < x.size(); ++i) r += double(x[i]) * aty[i];
+      EXPECT_NEAR(l, r, 1e-5 * scale)
+          << "up " << p.up << " down " << p.down << " taps " << p.taps << " pad " << p.pad0 << "/"
+          << p.pad1 << " len " << gc.len << (along_h ? " along H" : " along W");
+    }
+}
+
 // The GPU's filtered_lrelu, run on the host: the passes filtered_lrelu_passes builds (the
 // demodulation and bias in the first, the lrelu in the up-sampling's second, out_scale in the
 // last), each element computed by the kernel's own fir1d_output over NHWC rows, against the
