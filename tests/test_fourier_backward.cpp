@@ -9,6 +9,8 @@
 #include <functional>
 #include <random>
 
+#include "fd_util.h"
+
 #include "kernels/fourier_backward_ref.h"
 #include "kernels/stylegan3_ref.h"
 
@@ -16,43 +18,10 @@ using namespace cnnbench;
 
 namespace {
 
-RefVec randn(size_t count, unsigned seed, double scale = 1.0) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<double> d(0.0, scale);
-  RefVec v(count);
-  for (double& x : v) x = d(gen);
-  return v;
-}
-
-double rel_l2(const RefVec& got, const RefVec& want) {
-  EXPECT_EQ(got.size(), want.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
-    num += (got[i] - want[i]) * (got[i] - want[i]);
-    den += want[i] * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
-
-double dot(const RefVec& a, const RefVec& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
-RefVec fd_grad(const std::function<double(const RefVec&)>& f, RefVec x, double step = 1e-6) {
-  RefVec g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double keep = x[i];
-    x[i] = keep + step;
-    const double up = f(x);
-    x[i] = keep - step;
-    const double down = f(x);
-    x[i] = keep;
-    g[i] = (up - down) / (2 * step);
-  }
-  return g;
-}
+using fd::dot;
+using fd::fd_grad;
+using fd::randn;
+using fd::rel_l2;
 
 // n 2, c 8, size 6; sampling rate 16, bandwidth 2: amplitude 1 below |f| = 2, 0 above 8, linear
 // in between. A transform near the identity (its third row too), t away from the identity.

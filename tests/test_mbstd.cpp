@@ -10,50 +10,18 @@
 #include <functional>
 #include <random>
 
+#include "fd_util.h"
+
 #include "kernels/mbstd_ref.h"
 
 using namespace cnnbench;
 
 namespace {
 
-RefVec randn(size_t count, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<double> d(0.0, 1.0);
-  RefVec v(count);
-  for (double& x : v) x = d(gen);
-  return v;
-}
-
-double rel_l2(const RefVec& got, const RefVec& want) {
-  EXPECT_EQ(got.size(), want.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
-    num += (got[i] - want[i]) * (got[i] - want[i]);
-    den += want[i] * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
-
-double dot(const RefVec& a, const RefVec& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
-// The gradient of f at x by central differences.
-RefVec fd_grad(const std::function<double(const RefVec&)>& f, RefVec x, double step = 1e-6) {
-  RefVec g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double keep = x[i];
-    x[i] = keep + step;
-    const double up = f(x);
-    x[i] = keep - step;
-    const double down = f(x);
-    x[i] = keep;
-    g[i] = (up - down) / (2 * step);
-  }
-  return g;
-}
+using fd::dot;
+using fd::fd_grad;
+using fd::randn;
+using fd::rel_l2;
 
 struct Shape {
   int n, h, w, c, group;
