@@ -58,7 +58,12 @@ std::vector<int> parse_batches(const std::string& s) {
   std::vector<int> out;
   std::stringstream ss(s);
   std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(int(parse_count(item, "batches")));
+  while (std::getline(ss, item, ',')) {
+    const long b = parse_count(item, "batches");
+    if (b < 1 || b > 65536)
+      throw UserError("--batches: each batch must be 1 to 65536, not " + item);
+    out.push_back(int(b));
+  }
   if (out.empty()) throw UserError("--batches: no batch given");
   return out;
 }
@@ -287,6 +292,8 @@ int run(int argc, char** argv) {
   SgTrainOptions opt;
   opt.precision = precision_of(precision);
   opt.resolution = int(parse_count(res_s, "resolution"));
+  if (opt.resolution < 16 || opt.resolution > 1024 || (opt.resolution & (opt.resolution - 1)))
+    throw UserError("--resolution must be a power of two from 16 to 1024, not " + res_s);
   char* end = nullptr;
   opt.gamma = std::strtof(gamma_s.c_str(), &end);
   if (end == gamma_s.c_str() || *end || !(opt.gamma >= 0))
