@@ -24,22 +24,6 @@ __device__ __forceinline__ float fourier_arg(const float* q, int ix, int iy, int
   return (gx * half) * q[0] + (gy * half) * q[1] + q[2];
 }
 
-__global__ void fourier_features_f32_kernel(const float* fp, int n, int c, int size, float half,
-                                            float scale, float* y) {
-  const int64_t total = int64_t(n) * size * size * c;
-  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < total;
-       j += int64_t(gridDim.x) * blockDim.x) {
-    const int ci = int(j % c);
-    int64_t r = j / c;
-    const int ix = int(r % size);
-    r /= size;
-    const int iy = int(r % size);
-    const int64_t ni = r / size;
-    const float* q = fp + (ni * c + ci) * 4;
-    y[j] = sinpif(2.f * fourier_arg(q, ix, iy, size, half)) * q[3] * scale;
-  }
-}
-
 // Block (kTileC, kLanes): threadIdx.x a channel of the tile blockIdx.x, threadIdx.y a lane over
 // the positions of image blockIdx.y; the lanes' partial sums are added in lane order.
 constexpr int kTileC = 32, kLanes = 8;
@@ -144,15 +128,6 @@ __global__ void fourier_prepare_backward_kernel(const float* t, const float* tr,
 }
 
 }  // namespace
-
-void launch_fourier_features_f32(const float* fp, int n, int c, int size, float sampling_rate,
-                                 float scale, float* y, cudaStream_t stream) {
-  const int64_t total = int64_t(n) * size * size * c;
-  if (total <= 0) return;
-  fourier_features_f32_kernel<<<blocks_for(total, 256), 256, 0, stream>>>(
-      fp, n, c, size, 0.5f * size / sampling_rate, scale, y);
-  CNN_CHECK_LAUNCH();
-}
 
 void launch_fourier_features_backward(const float* fp, const float* dy, int n, int c, int size,
                                       float sampling_rate, float scale, float* dfp,

@@ -9,14 +9,10 @@
 #include <cuda_runtime.h>
 
 #include "kernels/fourier_backward_ref.h"
+#include "kernels/stylegan3.h"  // launch_fourier_features_f32, the forward
 
 namespace cnnbench {
 
-// The features in float32 times `scale` (the caller's constant factor folded in): y [n][size]
-// [size][c] = scale * sin(2 pi (gx half fx + gy half fy + phase)) * amplitude, half = 0.5 size /
-// sampling_rate; with scale 1 bit for bit launch_fourier_features' float32 output.
-void launch_fourier_features_f32(const float* fp, int n, int c, int size, float sampling_rate,
-                                 float scale, float* y, cudaStream_t stream);
 // dfp [n][c][4], the gradient of sum(dy * y) with respect to fp, y as
 // launch_fourier_features_f32 writes it with this `scale`; dy [n][size][size][c]. One block per
 // (image, tile of 32 channels) loops over the positions.

@@ -66,7 +66,8 @@ __global__ void fourier_prepare_kernel(const float* t, const float* tr, const fl
 }
 
 template <typename T>
-__global__ void fourier_features_kernel(const float* fp, int n, int c, int size, float half, T* y) {
+__global__ void fourier_features_kernel(const float* fp, int n, int c, int size, float half,
+                                        float scale, T* y) {
   const int64_t total = int64_t(n) * size * size * c;
   for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < total;
        j += int64_t(gridDim.x) * blockDim.x) {
@@ -79,7 +80,7 @@ __global__ void fourier_features_kernel(const float* fp, int n, int c, int size,
     const float gx = (2.f * ix + 1.f) / size - 1.f, gy = (2.f * iy + 1.f) / size - 1.f;
     const float* q = fp + (ni * c + ci) * 4;
     const float arg = (gx * half) * q[0] + (gy * half) * q[1] + q[2];
-    store_f(y, j, sinpif(2.f * arg) * q[3]);
+    store_f(y, j, sinpif(2.f * arg) * q[3] * scale);
   }
 }
 
@@ -258,7 +259,16 @@ void launch_fourier_features(const float* fp, int n, int c, int size, float samp
   const int64_t total = int64_t(n) * size * size * c;
   if (total == 0) return;
   CNN_DISPATCH_DTYPE(t, fourier_features_kernel<T><<<blocks_for(total, 256), 256, 0, st>>>(
-                            fp, n, c, size, 0.5f * size / sampling_rate, static_cast<T*>(y)));
+                            fp, n, c, size, 0.5f * size / sampling_rate, 1.f, static_cast<T*>(y)));
+  CNN_CHECK_CUDA(cudaGetLastError());
+}
+
+void launch_fourier_features_f32(const float* fp, int n, int c, int size, float sampling_rate,
+                                 float scale, float* y, cudaStream_t st) {
+  const int64_t total = int64_t(n) * size * size * c;
+  if (total <= 0) return;
+  fourier_features_kernel<float><<<blocks_for(total, 256), 256, 0, st>>>(
+      fp, n, c, size, 0.5f * size / sampling_rate, scale, y);
   CNN_CHECK_CUDA(cudaGetLastError());
 }
 

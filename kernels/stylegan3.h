@@ -84,6 +84,11 @@ void launch_fourier_prepare(const float* t, const float* transform, const float*
 // affine_grid's sample points (align_corners false), half-extent 0.5 size / sampling_rate.
 void launch_fourier_features(const float* fp, int n, int c, int size, float sampling_rate, DType t,
                              void* y, cudaStream_t st);
+// The same in float32 times `scale` (a constant factor folded in: the training step's 1 / sqrt(C)
+// of the channel mixing); with scale 1 bit for bit launch_fourier_features' float32 output. Its
+// backward is kernels/fourier_backward.h's.
+void launch_fourier_features_f32(const float* fp, int n, int c, int size, float sampling_rate,
+                                 float scale, float* y, cudaStream_t st);
 // StyleGAN-XL's class conditioning for n inputs x [n][z_dim + classes] (type t): the class the
 // argmax of the one-hot part (the first of equal maxima, as torch.argmax), its embed row
 // [embed_dim] (float [1000][embed_dim]), embed_proj (proj_w [z_dim][embed_dim] * weight_gain,

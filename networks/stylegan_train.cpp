@@ -15,6 +15,7 @@
 #include "kernels/storage.h"
 #include "kernels/stylegan.h"
 #include "kernels/stylegan3.h"
+#include "kernels/stylegan_ref.h"
 #include "kernels/train_kernels.h"
 #include "networks/registry.h"
 
@@ -229,10 +230,6 @@ struct Discriminator {
   }
 };
 
-std::vector<float> fir_1d_taps() {
-  return {1 / 8.f, 3 / 8.f, 3 / 8.f, 1 / 8.f};
-}
-
 // The structure of NVlabs' Discriminator (resnet): steps and values, no memory yet.
 void plan_discriminator(Discriminator& D, const SgTrainOptions& o, const float* fir) {
   const int R = o.resolution;
@@ -378,7 +375,7 @@ struct GLayer {
   FirChain up, down;
   BiasAct act;
   // Device buffers (batch N): x is the previous layer's output.
-  float *styles, *sn, *xs, *wp, *wsq, *dcoef, *xm, *c, *u, *v, *a, *y, *ema, *up_f, *down_f;
+  float *styles, *sn, *xs, *wp, *wsq, *dcoef, *xm, *c, *v, *a, *y, *ema, *up_f, *down_f;
   float *up_flip, *down_flip;
   ConvSpec spec;
   ConvOp* fwd = nullptr;
@@ -431,7 +428,7 @@ struct StyleganTrainer::Impl {
 
   Impl(GpuContext& c, const SgTrainOptions& o) : ctx(c), opt(o), N(o.batch) {}
 
-  const float* copy(const std::vector<float>& h) {
+  float* copy(const std::vector<float>& h) {
     float* p = heap.floats(h.size());
     CNN_CHECK_CUDA(cudaMemcpy(p, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
     return p;
@@ -464,7 +461,7 @@ void StyleganTrainer::Impl::build_g(const HostWeights& wt) {
   z_gmain = heap.floats(size_t(N) * wdim), z_dmain = heap.floats(size_t(N) * wdim);
   zn = heap.floats(size_t(N) * wdim), w = heap.floats(size_t(N) * wdim);
   gw = heap.floats(size_t(N) * wdim);
-  w_avg = const_cast<float*>(copy(tensor("mapping.w_avg")));
+  w_avg = copy(tensor("mapping.w_avg"));
   size_t max_act = 0, max_small = 0;
   int prev_c = 0;
   Dims prev{};
@@ -477,9 +474,9 @@ void StyleganTrainer::Impl::build_g(const HostWeights& wt) {
     } else if (n.kind == OpKind::FourierInput) {
       in_name = n.name, in_c = n.out.c, in_size = n.out.h;
       in_sr = float(n.sg3.fs), in_bw = float(n.sg3.up_cutoff), in_wg = n.weight_gain;
-      in_transform = const_cast<float*>(copy(tensor(n.name + ".transform")));
-      in_freqs = const_cast<float*>(copy(tensor(n.name + ".freqs")));
-      in_phases = const_cast<float*>(copy(tensor(n.name + ".phases")));
+      in_transform = copy(tensor(n.name + ".transform"));
+      in_freqs = copy(tensor(n.name + ".freqs"));
+      in_phases = copy(tensor(n.name + ".phases"));
       in_t = heap.floats(size_t(N) * 4), in_gt = heap.floats(size_t(N) * 4);
       in_fp = heap.floats(size_t(N) * in_c * 4), in_gfp = heap.floats(size_t(N) * in_c * 4);
       const size_t act = size_t(N) * in_c * in_size * in_size;
@@ -507,7 +504,7 @@ void StyleganTrainer::Impl::build_g(const HostWeights& wt) {
         if (taps <= 1) return {nullptr, nullptr};
         const std::vector<double> t = design_lowpass_filter(taps, cutoff, width, f.fs);
         std::vector<float> a(t.begin(), t.end()), b(a.rbegin(), a.rend());
-        return {const_cast<float*>(copy(a)), const_cast<float*>(copy(b))};
+        return {copy(a), copy(b)};
       };
       std::tie(L.up_f, L.up_flip) = design(f.up_taps, f.up_cutoff, f.up_width);
       std::tie(L.down_f, L.down_flip) = design(f.down_taps, f.down_cutoff, f.down_width);
@@ -539,11 +536,10 @@ void StyleganTrainer::Impl::build_g(const HostWeights& wt) {
       L.wsq = heap.floats(size_t(L.cout) * L.cin);
       L.xm = heap.floats(size_t(N) * L.in.numel());
       L.c = heap.floats(size_t(N) * L.conv.numel());
-      L.u = L.up.passes.empty() ? heap.floats(size_t(N) * L.conv.numel()) : nullptr;
       L.v = heap.floats(size_t(N) * L.up.out().numel());
       L.a = heap.floats(size_t(N) * L.up.out().numel());
       L.y = heap.floats(size_t(N) * L.down.out().numel());
-      L.ema = const_cast<float*>(copy(tensor(n.name + ".magnitude_ema")));
+      L.ema = copy(tensor(n.name + ".magnitude_ema"));
       L.spec.name = n.name;
       L.spec.x = batched(L.in, N), L.spec.y = batched(L.conv, N);
       L.spec.kernel = L.spec.kernel_w = L.k, L.spec.pad = L.spec.pad_w = L.k - 1;
@@ -582,7 +578,7 @@ void StyleganTrainer::Impl::build_d(const HostWeights& wt) {
   D.group = std::min(opt.mbstd_group, N);
   if (N % D.group)
     throw UserError("stylegan3_t training: the batch must divide by the mbstd group");
-  d_fir = const_cast<float*>(copy(fir_1d_taps()));
+  d_fir = copy(fir_1d(stylegan2_fir_1d()));
   plan_discriminator(D, opt, d_fir);
   D.params.allocate(heap, false);
   D.params.upload(wt, "the discriminator");
@@ -616,7 +612,7 @@ void StyleganTrainer::Impl::build_d(const HostWeights& wt) {
   }
   reals = heap.floats(size_t(N) * D.vals[D.image].per());
   loss = heap.floats(4), logits_saved = heap.floats(2 * size_t(N)), r1 = heap.floats(size_t(N));
-  ones = const_cast<float*>(copy(std::vector<float>(size_t(N), 1.f)));
+  ones = copy(std::vector<float>(size_t(N), 1.f));
 }
 
 void StyleganTrainer::Impl::prepare() {
@@ -836,8 +832,7 @@ void StyleganTrainer::Impl::d_forward(int half, const float* image, cudaStream_t
           launch_mbstd_forward_dual(in.x, N, in.d.h, in.d.w, in.d.c, D.group, out.x, st);
         break;
       case DKind::Flatten: {
-        const DVal& src = in;
-        launch_nhwc_to_nchw(src.x + oi, N, src.d.h * src.d.w, src.d.c, out.x + oo, st);
+        launch_nhwc_to_nchw(in.x + oi, N, in.d.h * in.d.w, in.d.c, out.x + oo, st);
         break;
       }
       case DKind::Fc: {
