@@ -25,6 +25,7 @@
 #include "harness/session.h"
 #include "kernels/depthwise.h"
 #include "kernels/storage.h"
+#include "kernels/timing.h"
 #include "networks/train_model.h"
 
 namespace cnnbench {
@@ -211,18 +212,7 @@ class Session {
     CNN_CHECK_CUDA(cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking));
     CNN_CHECK_CUDA(cudaEventCreate(&p->start));
     CNN_CHECK_CUDA(cudaEventCreate(&p->stop));
-    CNN_CHECK_CUDA(cudaStreamBeginCapture(p->stream, cudaStreamCaptureModeThreadLocal));
-    try {
-      p->model->step(p->stream);
-    } catch (...) {
-      cudaGraph_t dropped = nullptr;
-      cudaStreamEndCapture(p->stream, &dropped);
-      if (dropped) cudaGraphDestroy(dropped);
-      cudaGetLastError();  // what ending a broken capture left: the error thrown is the one
-      throw;
-    }
-    CNN_CHECK_CUDA(cudaStreamEndCapture(p->stream, &p->graph));
-    CNN_CHECK_CUDA(cudaGraphInstantiate(&p->exec, p->graph, 0));
+    capture_graph([&](cudaStream_t s) { p->model->step(s); }, p->stream, &p->graph, &p->exec);
     // Warm-up: at least three steps and about warmup_ms; the last gives the step's time.
     double spent = 0;
     for (int i = 0; i < 3 || spent < opt_.config.warmup_ms; ++i) {

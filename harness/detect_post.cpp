@@ -4,6 +4,7 @@
 
 #include "harness/check.h"
 #include "kernels/storage.h"
+#include "kernels/timing.h"
 
 namespace cnnbench {
 
@@ -60,20 +61,7 @@ void DetectPost::enqueue(cudaStream_t s) {
 }
 
 void DetectPost::launch(cudaStream_t s) {
-  if (!exec_) {
-    CNN_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    try {
-      enqueue(s);
-    } catch (...) {
-      cudaGraph_t dropped = nullptr;
-      cudaStreamEndCapture(s, &dropped);
-      if (dropped) cudaGraphDestroy(dropped);
-      cudaGetLastError();
-      throw;
-    }
-    CNN_CHECK_CUDA(cudaStreamEndCapture(s, &graph_));
-    CNN_CHECK_CUDA(cudaGraphInstantiate(&exec_, graph_, 0));
-  }
+  if (!exec_) capture_graph([this](cudaStream_t st) { enqueue(st); }, s, &graph_, &exec_);
   CNN_CHECK_CUDA(cudaGraphLaunch(exec_, s));
 }
 

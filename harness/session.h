@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/cli.h"
 #include "harness/detect_post.h"
 #include "harness/device.h"
 #include "harness/runner.h"
@@ -47,21 +48,11 @@ std::unique_ptr<Prepared> prepare_model(GpuContext& ctx, const Graph& g, const H
                                         const CompileOptions& opt, double warmup_ms,
                                         const std::function<void(const Prepared&)>& built = {});
 
-// main() of the binaries: runs `body`; a UserError is one line on stderr and exit status 2, any
-// other error (a library's) one line and exit status 1.
-int run_main(const char* program, int (*body)(int, char**), int argc, char** argv);
-
-// A flag's non-negative whole number ("--batch must be a non-negative integer, not 'x'").
-long parse_count(const std::string& s, const char* flag);
-
 // --build_threads: 1 to 64; UserError otherwise.
 int parse_build_threads(const std::string& s);
 
 // "eng4,eng8{k24=0}" -> {"eng4", "eng8{k24=0}"} (--exclude_engines); an empty string gives none.
 // Each item must be an engine name (eng<N>) or a whole tag; otherwise UserError.
 std::vector<std::string> parse_engine_list(const std::string& s);
-
-// Named-flag parsing shared by the binaries: "--name=value" or "--name value".
-bool take_flag(int& i, int argc, char** argv, const std::string& name, std::string* value);
 
 }  // namespace cnnbench

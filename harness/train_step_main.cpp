@@ -52,16 +52,6 @@ const char* kUsage =
             non-finite value (a diagnosis of fp16's skipped steps); then it stops, timing nothing
 )";
 
-double to_double(const std::string& s, const char* what) {
-  try {
-    size_t used = 0;
-    const double v = std::stod(s, &used);
-    if (used == s.size() && std::isfinite(v)) return v;
-  } catch (const std::exception&) {
-  }
-  throw UserError(std::string("--") + what + " must be a number, not '" + s + "'");
-}
-
 // --breakdown: the step's graph time, then each launch alone; JSON to `path`, a table to stdout.
 int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path, int check_steps) {
   require_cuda_device();
@@ -196,9 +186,9 @@ int run(int argc, char** argv) {
     throw UserError(
         "--precision: this tool checks fp32 and tf32 steps (gradients unscaled), not '" +
         precision + "'");
-  opt.lr = to_double(lr_s, "lr");
-  opt.momentum = to_double(momentum_s, "momentum");
-  opt.weight_decay = to_double(wd_s, "weight_decay");
+  opt.lr = parse_number(lr_s, "lr");
+  opt.momentum = parse_number(momentum_s, "momentum");
+  opt.weight_decay = parse_number(wd_s, "weight_decay");
   opt.engine = parse_engine_mode(engine);
   if (reuse_s != "0" && reuse_s != "1")
     throw UserError("--reuse_memory takes 1 or 0, not '" + reuse_s + "'");
@@ -209,7 +199,7 @@ int run(int argc, char** argv) {
   Graph g = build_training_network(network, int(parse_count(size_s, "input_size")),
                                    int(parse_count(classes_s, "num_classes")));
   if (!dropout_s.empty()) {
-    const double p = to_double(dropout_s, "dropout");
+    const double p = parse_number(dropout_s, "dropout");
     if (!(p >= 0 && p < 1)) throw UserError("--dropout must be in [0, 1), not '" + dropout_s + "'");
     if (g.set_dropout_p(p) == 0) throw UserError("--dropout: " + network + " has no dropout layer");
   }

@@ -7,6 +7,22 @@
 
 namespace cnnbench {
 
+void capture_graph(const std::function<void(cudaStream_t)>& enqueue, cudaStream_t stream,
+                   cudaGraph_t* graph, cudaGraphExec_t* exec) {
+  CNN_CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    enqueue(stream);
+  } catch (...) {
+    cudaGraph_t dropped = nullptr;
+    cudaStreamEndCapture(stream, &dropped);
+    if (dropped) cudaGraphDestroy(dropped);
+    cudaGetLastError();  // what ending a broken capture left: the error thrown is the one
+    throw;
+  }
+  CNN_CHECK_CUDA(cudaStreamEndCapture(stream, graph));
+  CNN_CHECK_CUDA(cudaGraphInstantiate(exec, *graph, 0));
+}
+
 double graph_us(const std::function<void(cudaStream_t)>& run, cudaStream_t stream, int runs) {
   constexpr int kReplays = 5;
   struct Owned {

@@ -13,4 +13,10 @@ namespace cnnbench {
 
 double graph_us(const std::function<void(cudaStream_t)>& run, cudaStream_t stream, int runs = 20);
 
+// What `enqueue` puts on `stream`, captured into *graph and instantiated into *exec. Where enqueue
+// throws, the capture is ended, what it left freed and CUDA's sticky capture error cleared, and
+// the exception goes on (*graph and *exec stay null).
+void capture_graph(const std::function<void(cudaStream_t)>& enqueue, cudaStream_t stream,
+                   cudaGraph_t* graph, cudaGraphExec_t* exec);
+
 }  // namespace cnnbench

@@ -155,6 +155,19 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   // krsc: a conv weight (OIHW on the host, KRSC here), or a linear weight whose input is a flatten
   // of C x H x W: torchvision's columns are (c, h, w), a flatten of NHWC storage reads (h, w, c),
   // the same permutation with K = out, R x S = H x W.
+  // Parameter gradients are placed together, after everything else of the parameters, in the
+  // order the backward writes them (its plan op, then the parameter's role), so a data-parallel
+  // all-reduce finds a stretch of them that is ready as one contiguous run (harness/dist.h).
+  std::vector<int> grad_order(nodes.size(), int(plan_.ops.size()));
+  for (size_t i = 0; i < plan_.ops.size(); ++i)
+    if (plan_.ops[i].pass == TrainPass::Backward && plan_.ops[i].param_grads)
+      grad_order[plan_.ops[i].node] = std::min(grad_order[plan_.ops[i].node], int(i));
+  struct DeferredGrad {
+    std::string name;
+    size_t bytes;
+    int order;
+  };
+  std::vector<DeferredGrad> deferred_grads;
   auto add_param = [&](const Node& n, size_t role, bool krsc, bool copy) -> Param& {
     const ParamSpec& spec = g.params().at(n.params.at(role));
     auto it = weights.find(spec.name);
@@ -166,7 +179,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     const size_t bytes = size_t(p.count) * sizeof(float);
     p.value = arena_.add_weights(bytes);
     if (spec.trainable) {
-      p.grad = arena_.add_weights(bytes);
+      deferred_grads.push_back({spec.name, bytes, grad_order[&n - nodes.data()]});
       if (opt.optimizer == Optimizer::Adam) {
         p.momentum = arena_.add_weights(bytes);
         p.second = arena_.add_weights(bytes);
@@ -236,6 +249,10 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
       reduce_scratch = std::max(reduce_scratch, channel_reduce_scratch_bytes(rows_of(d), d.c));
     }
   }
+  std::stable_sort(deferred_grads.begin(), deferred_grads.end(),
+                   [](const DeferredGrad& a, const DeferredGrad& b) { return a.order < b.order; });
+  for (const DeferredGrad& d : deferred_grads)
+    params_.at(d.name).grad = arena_.add_weights(d.bytes);
   const int scratch_buf = arena_.add_weights(std::max<size_t>(reduce_scratch, 1));
   input_buf_ = value[g.input_id()];
   labels_buf_ = arena_.add_weights(size_t(N) * sizeof(int));
@@ -283,7 +300,11 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     return params_.at(g.params()[n.params[role]].name);
   };
   auto pval = [&](const Node& n, size_t role) { return fptr(param_of(n, role).value); };
-  auto pgrad = [&](const Node& n, size_t role) { return fptr(param_of(n, role).grad); };
+  // A parameter's gradient, for the launch about to be added (add() below): that launch writes it.
+  auto pgrad = [&](const Node& n, size_t role) {
+    grad_writer_[g.params()[n.params[role]].name] = int(run_.size());
+    return fptr(param_of(n, role).grad);
+  };
   // What the forward and backward-data read: the working copy in t, or the fp32 master.
   auto wval = [&](const Node& n, size_t role) -> void* {
     const Param& p = param_of(n, role);
@@ -754,8 +775,34 @@ TrainModel::~TrainModel() {
 }
 
 void TrainModel::step(cudaStream_t stream) {
-  for (auto& f : run_) f(stream);
+  forward_backward(stream);
+  update(stream);
+}
+
+void TrainModel::forward_backward(cudaStream_t stream,
+                                  const std::function<void(int, cudaStream_t)>& after) {
+  for (size_t i = 0; i < run_.size(); ++i) {
+    run_[i](stream);
+    if (after) after(int(i), stream);
+  }
+}
+
+void TrainModel::update(cudaStream_t stream) {
   for (auto& f : optimizer_) f(stream);
+}
+
+std::vector<TrainModel::GradientBuffer> TrainModel::gradient_buffers() const {
+  std::vector<GradientBuffer> out;
+  for (const auto& [name, p] : params_) {
+    if (p.grad < 0) continue;
+    auto it = grad_writer_.find(name);
+    if (it == grad_writer_.end())
+      throw std::logic_error("training: no launch writes the gradient of " + name);
+    out.push_back({name, arena_.ptr(p.grad), p.count, p.grad_t, it->second});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const GradientBuffer& a, const GradientBuffer& b) { return a.ptr < b.ptr; });
+  return out;
 }
 
 std::vector<TrainModel::LaunchTime> TrainModel::time_each_launch(int runs) {

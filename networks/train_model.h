@@ -74,6 +74,25 @@ class TrainModel {
 
   // One iteration on `stream`: forward, loss, backward, SGD. Enqueues only.
   void step(cudaStream_t stream);
+  // The same step in two parts, for data-parallel training (harness/data_parallel.h): the
+  // forward, loss and backward launches, calling after(i, stream) once launch i is enqueued; then
+  // the optimizer (with fp16, its overflow check first), which reads the gradients as they are.
+  void forward_backward(cudaStream_t stream,
+                        const std::function<void(int launch, cudaStream_t)>& after = {});
+  void update(cudaStream_t stream);
+  // Every trainable parameter's gradient buffer, in address order (the order the backward writes
+  // them: they sit together in the arena), with the index of the forward_backward launch that
+  // writes it (it is final once that launch has run) and its element type (a conv weight's may
+  // be the storage type: dw_type()).
+  struct GradientBuffer {
+    std::string name;
+    void* ptr = nullptr;
+    int64_t count = 0;
+    DType type = DType::F32;
+    int ready = 0;
+  };
+  std::vector<GradientBuffer> gradient_buffers() const;
+  int launch_count() const { return int(run_.size()); }
 
   // Host float NCHW images, as PyTorch holds them; class indices in [0, classes).
   void set_input(const std::vector<float>& nchw);
@@ -148,6 +167,7 @@ class TrainModel {
   std::vector<std::string> labels_;                     // run_[i]'s, for time_each_launch
   std::vector<std::function<void(cudaStream_t)>> optimizer_;
   std::map<std::string, Param> params_;
+  std::map<std::string, int> grad_writer_;  // a parameter's name: the launch writing its gradient
   Dims input_dims_;
   int classes_ = 0;
   int input_buf_ = -1, labels_buf_ = -1, loss_scale_buf_ = -1, step_buf_ = -1;

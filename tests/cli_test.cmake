@@ -91,3 +91,22 @@ expect_failure("sg_train resolution" "--resolution must be a power of two" ${SGT
 expect_failure("sg_train gamma" "--gamma must be a number >= 0, not 'big'" ${SGTRAIN} --batches=8 --gamma=big)
 expect_failure("sg_train nothing to do" "nothing to do" ${SGTRAIN})
 expect_failure("sg_train no device" "no CUDA device" ${SGTRAIN} --batches=8)
+
+# cnnbench_dp (data-parallel training, issue 11), where NCCL was found: bad input fails before any
+# rank waits for another; a lone process is a world of one and then needs the device.
+if(DP)
+  expect_failure("dp no network" "--network is required" ${DP})
+  expect_failure("dp unknown network" "unknown network 'resnet51'" ${DP} --network=resnet51)
+  expect_failure("dp unknown flag" "unknown flag '--nprocs=2'" ${DP} --network=resnet50 --nprocs=2)
+  expect_failure("dp bad batches" "--batches takes whole numbers from 1 to 65536" ${DP} --network=resnet50 --batches=64,0)
+  expect_failure("dp verify fp16" "--verify checks fp32 and tf32 steps" ${DP} --network=resnet50 --verify --precision=fp16)
+  expect_failure("dp verify two batches" "--verify takes one batch per GPU, not '4,8'" ${DP} --network=resnet50 --verify --batches=4,8)
+  expect_failure("dp overlap" "--overlap takes 1 or 0, not 'yes'" ${DP} --network=resnet50 --overlap=yes)
+  expect_failure("dp bucket" "--bucket_mb must be a number, not 'big'" ${DP} --network=resnet50 --bucket_mb=big)
+  expect_failure("dp inference-only network" "inference only" ${DP} --network=yolor_csp_x)
+  expect_failure("dp json unwritable" "--json: cannot write /nonexistent/dp.json" ${DP} --network=resnet50 --json=/nonexistent/dp.json)
+  expect_failure("dp bad rank variable" "CNNBENCH_RANK" ${CMAKE_COMMAND} -E env CNNBENCH_RANK=x CNNBENCH_WORLD_SIZE=2 ${DP} --network=resnet50)
+  if(NOT has_gpu EQUAL 0)
+    expect_failure("dp no device" "no CUDA device" ${DP} --network=resnet50)
+  endif()
+endif()
