@@ -60,6 +60,80 @@ def capped(doc, gib):
     return doc
 
 
+VIDEO_FIXTURE = os.path.join(DATA, "video_fixture_h200.json")
+
+
+def stylegan_train_doc(rows):
+    """A file in the shape cnnbench_stylegan_train --json writes (harness/stylegan_train_main.cpp's
+    run_bench: context, settings, rows); no run of it has finished on a GPU yet, so the figures are
+    made up here."""
+    with open(FIXTURE) as f:
+        context = json.load(f)["context"]
+    return {"context": context,
+            "settings": {"network": "stylegan3_t", "discriminator": "stylegan2 resnet",
+                         "resolution": 256, "precision": "tf32", "r1_interval": 16},
+            "rows": rows}
+
+
+class TimeToSolution(unittest.TestCase):
+    def test_yolor_video_task_from_the_recorded_run(self):
+        run = report.load_run(VIDEO_FIXTURE)
+        with open(VIDEO_FIXTURE) as f:
+            entries = json.load(f)["benchmarks"]
+        for batch in (8, 32):
+            reps = sorted(e["time_to_completion_s"] for e in entries
+                          if e.get("run_type") == "iteration"
+                          and f"/batch:{batch}/" in e["name"])
+            self.assertEqual(len(reps), 2)
+            row = run["rows"][("yolor_csp_x", "fp16", "video", batch)]
+            self.assertAlmostEqual(row["time_to_completion_s"], (reps[0] + reps[1]) / 2, places=9)
+            self.assertEqual(row["frames"], 1000)
+            self.assertEqual(row["size"], 1280)
+        data = report.build([run], {}, [], PRICES)
+        tasks = {t["task"]: t for t in data["tasks"]}
+        t8 = tasks["1,000 frames of yolor_csp_x at 1280 px to final boxes, fp16, batch 8"]
+        self.assertAlmostEqual(t8["seconds"], run["rows"][("yolor_csp_x", "fp16", "video", 8)]
+                               ["time_to_completion_s"])
+        self.assertAlmostEqual(t8["cost"], t8["seconds"] / 3600 * 4.0)
+        self.assertFalse(any("YOLOR's video task" in n for n in data["notes"]))
+        self.assertTrue(any("5 kimg" in n for n in data["notes"]), data["notes"])
+
+    def test_stylegan_5_kimg_from_a_training_file(self):
+        doc = stylegan_train_doc([
+            {"batch": 8, "fits": True, "ms": 400.0, "img_s": 20.0, "s_per_5kimg": 250.0},
+            {"batch": 4096, "fits": False, "error": "out of memory"}])
+        with tempfile.TemporaryDirectory() as d:
+            path = write_json(d, "sg.json", doc)
+            self.assertTrue(report.is_stylegan_train(path))
+            self.assertFalse(report.is_stylegan_train(FIXTURE))
+            sg = report.load_stylegan_train(path)
+            data = report.build([report.load_run(FIXTURE)], {}, [], PRICES, sg_runs=[sg])
+            sg_tasks = [t for t in data["tasks"] if "5 kimg" in t["task"]]
+            self.assertEqual(len(sg_tasks), 1)  # the row that did not fit has no time
+            self.assertEqual(sg_tasks[0]["task"],
+                             "5 kimg of stylegan3_t training at 256 px, tf32, batch 8")
+            self.assertAlmostEqual(sg_tasks[0]["cost"], 250.0 / 3600 * 4.0)
+            self.assertTrue(any("YOLOR's video task" in n for n in data["notes"]))
+            # Through main(): the file is told apart from Google Benchmark's and listed.
+            out = os.path.join(d, "out")
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(report.main([FIXTURE, path, VIDEO_FIXTURE, "--out-dir", out,
+                                              "--prices", report.DEFAULT_PRICES, "--seed", "",
+                                              "--cost-seed", "", "--no-plots"]), 0)
+            with open(os.path.join(out, "report.md")) as f:
+                md = f.read()
+            self.assertIn("5 kimg of stylegan3_t training at 256 px, tf32, batch 8", md)
+            self.assertIn("frames of yolor_csp_x at 1280 px", md)
+            self.assertIn("`sg.json`", md)
+
+    def test_a_bad_training_file_is_named(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = write_json(d, "sg.json", stylegan_train_doc([{"batch": 8, "fits": True}]))
+            with self.assertRaises(report.InputError) as e:
+                report.load_stylegan_train(path)
+            self.assertIn("sg.json: row 1 lacks batch or s_per_5kimg", str(e.exception))
+
+
 class CostArithmetic(unittest.TestCase):
     @unittest.skipUnless(HAVE_COST_SEED, "the seed's cost CSV (../shared/reference) is not here")
     def test_every_seed_row(self):

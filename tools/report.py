@@ -8,7 +8,10 @@ Writes report.md and a self-contained report.html (PNG plots inlined) in --out-d
 as PNG files. Tables:
   - images/s by network x batch, per GPU (ours: --precision, graph replay; the seed's MXNet rows);
   - time and cost of 1,000,000 images at --batch (32, as the seed), per network and GPU;
-  - time to solution of the article's tasks where a run measured them;
+  - time to solution and single-run cost of the article's tasks where a run measured them: an
+    epoch of training (train rows' epoch_s), N video frames of YOLOR at 1280 to final boxes
+    (cnnbench's `video` rows), 5 kimg of StyleGAN3-T training (cnnbench_stylegan_train --json
+    files, told apart from Google Benchmark's by their "settings" and "rows");
   - the largest batch per network from max-batch rows, and cost per batch item;
   - recommendations per metric: fastest, best cost per million, cheapest per hour, largest batch,
     best largest batch per unit of currency; ties listed together.
@@ -22,7 +25,7 @@ import argparse
 import base64
 import csv
 import html
-import io
+import json
 import math
 import os
 import statistics
@@ -171,13 +174,50 @@ def load_run(path):
         rows[key] = {"img_s": img_s, "peak_mib": median_counter(ok, "device_peak_mib"),
                      "arena_mib": median_counter(ok, "arena_peak_mib"),
                      "tflops": median_counter(ok, "tflops"),
-                     "epoch_s": median_counter(ok, "epoch_s")}
+                     "epoch_s": median_counter(ok, "epoch_s"),
+                     # mode video: N frames from the host to final boxes (the article's task)
+                     "time_to_completion_s": median_counter(ok, "time_to_completion_s"),
+                     "frames": median_counter(ok, "frames"),
+                     "size": cp.name_size(es[0].get("run_name") or es[0].get("name", ""))}
     gpu = context.get("gpu_name") or "unknown GPU"
     peaks = {prec: median_counter(es, "tflops") for prec, es in ceiling.items()}
     return {"gpu": gpu, "context": context, "path": path, "rows": rows, "max_batch": maxb,
             "max_batch_failed": maxb_failed, "memory_limit_gib": cap_gib,
             "max_batch_errors": maxb_errors, "ceiling": {k: v for k, v in peaks.items() if v},
             "truncated": bool(doc.get("truncated"))}
+
+
+def is_stylegan_train(path):
+    """Whether `path` is cnnbench_stylegan_train's --json: one JSON object with "settings" and
+    "rows" and no "benchmarks" (Google Benchmark's files, and their JSON lines, are not)."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and "settings" in doc and "rows" in doc and \
+        "benchmarks" not in doc
+
+
+def load_stylegan_train(path):
+    """cnnbench_stylegan_train --json: {"gpu", "context", "path", "settings", "rows": [{batch,
+    img_s, s_per_5kimg, ...}]} (rows that did not fit are kept with their error)."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(f"cannot read results {path}: {e}") from e
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list) or \
+            not isinstance(doc.get("settings"), dict):
+        raise InputError(f"{path}: not a cnnbench_stylegan_train file (no 'settings' and 'rows')")
+    context = dict(doc.get("context") or {})
+    schema_major(context, path)
+    for i, r in enumerate(doc["rows"]):
+        if not isinstance(r, dict) or "batch" not in r or (r.get("fits") and not isinstance(
+                r.get("s_per_5kimg"), (int, float))):
+            raise InputError(f"{path}: row {i + 1} lacks batch or s_per_5kimg")
+    return {"gpu": context.get("gpu_name") or "unknown GPU", "context": context, "path": path,
+            "settings": doc["settings"], "rows": doc["rows"]}
 
 
 def load_seed(path):
@@ -266,7 +306,7 @@ def money(v, currency):
     return "–" if v is None else f"{v:,.3f} {currency}"
 
 
-def build(runs, seed, cost_seed, prices, batch=32, precision="fp16", mode="graph"):
+def build(runs, seed, cost_seed, prices, batch=32, precision="fp16", mode="graph", sg_runs=()):
     """Everything the report shows, as plain data: {"gpus", "throughput", "cost", "tasks",
     "max_batch", "recommendations", "notes"}."""
     notes = []
@@ -351,8 +391,33 @@ def build(runs, seed, cost_seed, prices, batch=32, precision="fp16", mode="graph
                          "--gemm_ceiling): the efficiency column is blank")
     if not tasks:
         notes.append("time to solution: no training rows with an epoch figure in these results")
-    notes.append("time to solution of YOLOR at 1280 and of StyleGAN's 5 kimg: not measured "
-                 "(cnnbench does not run those networks yet)")
+
+    def task(gpu, what, seconds):
+        price = prices.get(gpu)
+        return {"gpu": gpu, "task": what, "seconds": seconds,
+                "cost": run_cost(seconds, price["per_hour"]) if price else None,
+                "currency": price["currency"] if price else None}
+    video = 0
+    for r in runs:  # the article's YOLOR task: a video's frames at 1280 to final boxes
+        for (net, prec, m, b), row in sorted(r["rows"].items()):
+            if m == "video" and row.get("time_to_completion_s") and row.get("frames"):
+                size = f" at {row['size']} px" if row.get("size") else ""
+                tasks.append(task(r["gpu"], f"{row['frames']:,.0f} frames of {net}{size} to "
+                                  f"final boxes, {prec}, batch {b}", row["time_to_completion_s"]))
+                video += 1
+    if not video:
+        notes.append("time to solution of YOLOR's video task: no `video` rows in these results "
+                     "(configs/yolor.yaml runs them)")
+    for sg in sg_runs:  # the article's StyleGAN task: 5 kimg of training
+        st = sg["settings"]
+        for row in sg["rows"]:
+            if row.get("fits") and row.get("s_per_5kimg"):
+                tasks.append(task(sg["gpu"], f"5 kimg of {st.get('network', 'StyleGAN')} training "
+                                  f"at {st.get('resolution', '?')} px, {st.get('precision', '?')}"
+                                  f", batch {row['batch']}", row["s_per_5kimg"]))
+    if not sg_runs:
+        notes.append("time to solution of StyleGAN's 5 kimg: no cnnbench_stylegan_train --json "
+                     "file among the inputs")
 
     # One entry per (GPU, network, precision, mode, memory cap), merged over the runs: the largest
     # batch any of them fitted, "at least" only while no run saw the batch above it fail.
@@ -705,7 +770,8 @@ def update_readme(path, block):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("results", nargs="+", help="cnnbench JSON files (one per GPU)")
+    ap.add_argument("results", nargs="+", help="cnnbench JSON files (one per GPU), and "
+                    "cnnbench_stylegan_train --json files")
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--prices", default=DEFAULT_PRICES)
     ap.add_argument("--seed", default=DEFAULT_SEED, help="the seed's images/s CSV ('' for none)")
@@ -722,17 +788,18 @@ def main(argv=None):
         if args.batch < 1:
             raise InputError("--batch must be at least 1")
         prices = load_prices(args.prices)
-        runs = [load_run(p) for p in args.results]
+        sg_runs = [load_stylegan_train(p) for p in args.results if is_stylegan_train(p)]
+        runs = [load_run(p) for p in args.results if not is_stylegan_train(p)]
         seed = load_seed(args.seed) if args.seed else {}
         cost_seed = load_cost_seed(args.cost_seed) if args.cost_seed else []
     except InputError as e:
         print(f"report: {e}", file=sys.stderr)
         return 2
     os.makedirs(args.out_dir, exist_ok=True)
-    data = build(runs, seed, cost_seed, prices, args.batch, args.precision, args.mode)
+    data = build(runs, seed, cost_seed, prices, args.batch, args.precision, args.mode, sg_runs)
     data["prices"] = prices
     plots = [] if args.no_plots else make_plots(data, args.out_dir)
-    md = render_markdown(data, runs, prices, plots)
+    md = render_markdown(data, runs + sg_runs, prices, plots)
     with open(os.path.join(args.out_dir, "report.md"), "w") as f:
         f.write(md)
     with open(os.path.join(args.out_dir, "report.html"), "w") as f:

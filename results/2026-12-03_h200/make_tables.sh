@@ -58,11 +58,18 @@ python3 tools/seed_table.py --cnnbench $S/call1/zoo_alexnet.json --cnnbench $S/c
 # Issue 7's report: the H200 runs beside the seed's GPUs, costs from configs/prices.yaml (the
 # H200's price there is an example). Plots need Debian's python3-matplotlib (/usr/bin/python3).
 PY=python3; /usr/bin/python3 -c 'import matplotlib' 2>/dev/null && PY=/usr/bin/python3
+# With YOLOR's video task (call 37 of 2026-12-04) and the max-batch searches of
+# results/2026-12-04_h200/max_batch_table.md (calls 29 to 33, every card size), which replace
+# call 15's search of 2026-12-03 (stopped by an error that those calls no longer meet).
+T=results/2026-12-04_h200
+MB="$(ls $T/call29/s/max_batch_*.jsonl $T/call30/s/max_batch_*.jsonl $T/call31/s/max_batch_*.jsonl \
+  $T/call32/s8/max_batch_8.jsonl $T/call32/s/max_batch_*.jsonl $T/call32/b/max_batch_48.jsonl \
+  $T/call33/w/max_batch_whole.jsonl)"
 $PY tools/report.py $S/call1/zoo_alexnet.json $S/call1/zoo_vgg16.json $S/call2/zoo_inception_bn.json \
   $S/call2/zoo_inception_v3.json $S/call2/zoo_resnet50.json $S/call7/s/cnnbench.json \
   $S/call2/zoo_resnet152.json $S/call4/r/zoo_resnet152.json $S/call5/v/zoo_alexnet_lrn.json \
-  $S/call9/m/cnnbench.json $S/call11/m/cnnbench.json $S/call15/m/max_batch_8.json $S/call18/x/gemm.json \
-  --out-dir $S/report --readme README.md
+  $S/call9/m/cnnbench.json $S/call11/m/cnnbench.json $S/call18/x/gemm.json \
+  $T/call37/v/video.json $MB --out-dir $S/report --readme README.md
 # Issue 8's compare tool on two recorded default sweeps of ResNet-50 (the same cuDNN 9.19; the
 # suite's revision and the residual schedule changed between call 3 and call 7).
 python3 tools/compare_runs.py $S/call3/s/cnnbench.json $S/call7/s/cnnbench.json \
