@@ -297,6 +297,10 @@ class MaxBatchRows(unittest.TestCase):
             vgg = [m for m in data["max_batch"] if m["network"] == "vgg16"]
             self.assertEqual([m["largest"] for m in vgg], [300, 700, 1100, 5000])
             self.assertEqual([m["memory_limit_gib"] for m in vgg], [8, 16, 24, None])
+            # The plot's x: the cap, or the whole device's memory from the run's context.
+            whole = float(doc["context"]["gpu_memory_mib"]) / 1024
+            self.assertGreater(whole, 24)
+            self.assertEqual([m["card_gib"] for m in vgg], [8, 16, 24, whole])
             # The price per item is the whole GPU's only: a capped run stands for another card.
             self.assertIsNone(vgg[0]["per_item_per_hour"])
             self.assertAlmostEqual(vgg[3]["per_item_per_hour"], 4.0 / 5000)

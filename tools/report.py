@@ -124,6 +124,10 @@ def load_run(path):
         cap_gib = float(context.get("memory_limit_mib") or 0) / 1024 or None
     except (TypeError, ValueError):
         cap_gib = None
+    try:  # the whole device's memory, where a search ran uncapped
+        device_gib = float(context.get("gpu_memory_mib") or 0) / 1024 or None
+    except (TypeError, ValueError):
+        device_gib = None
     groups, maxb, maxb_errors, ceiling = {}, {}, [], {}
     for e in doc["benchmarks"]:
         name = e.get("run_name") or e.get("name", "")
@@ -145,7 +149,7 @@ def load_run(path):
                     "largest": int(e["largest_batch"]),
                     "first_failed": e.get("first_failed"),
                     "capped": bool(e.get("capped")),  # the search's cap fitted: at least this
-                    "memory_limit_gib": cap_gib}
+                    "memory_limit_gib": cap_gib, "device_gib": device_gib}
             continue
         key = cp.parse_name(name)
         if key is None:
@@ -447,6 +451,8 @@ def build(runs, seed, cost_seed, prices, batch=32, precision="fp16", mode="graph
         max_batch.append({"gpu": gpu, "network": net, "precision": prec, "mode": m,
                           "largest": mb["largest"], "capped": capped,
                           "memory_limit_gib": cap, "per_item_per_hour": per_item,
+                          # the memory the batch had: the cap, or the whole device's
+                          "card_gib": cap or mb.get("device_gib"),
                           "currency": priced["currency"] if priced else None})
 
     recs = []
@@ -658,11 +664,11 @@ def make_plots(data, out_dir):
             ax.grid(alpha=0.3, axis="y", which="both")
             ax.legend(fontsize=7)
         save(fig, "cost.png", "cost per million images")
-    mb = [m for m in data["max_batch"] if m["memory_limit_gib"]]
+    mb = [m for m in data["max_batch"] if m.get("card_gib")]
     if mb:
         fig, ax = plt.subplots(figsize=(6, 4))
         for key in sorted({(m["network"], m["mode"]) for m in mb}):
-            pts = sorted((m["memory_limit_gib"], m["largest"], m.get("capped", False))
+            pts = sorted((m["card_gib"], m["largest"], m.get("capped", False))
                          for m in mb if (m["network"], m["mode"]) == key)
             line, = ax.plot([p for p, _, _ in pts], [v for _, v, _ in pts], marker="o",
                             label=" ".join(key))
