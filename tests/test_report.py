@@ -134,6 +134,66 @@ class TimeToSolution(unittest.TestCase):
             self.assertIn("sg.json: row 1 lacks batch or s_per_5kimg", str(e.exception))
 
 
+SCALING_FIXTURE = os.path.join(DATA, "scaling_fixture_h200.json")
+
+
+class Scaling(unittest.TestCase):
+    def test_resnet50_sweep_saturates(self):
+        run = report.load_run(SCALING_FIXTURE)
+        data = report.build([run], {}, [], PRICES)
+        (sc,) = data["scaling"]
+        pts = sorted((b, row["img_s"]) for (n, p, m, b), row in run["rows"].items()
+                     if (n, p, m) == ("resnet50", "fp16", "graph"))
+        self.assertEqual(sc["batches"], [b for b, _ in pts])
+        self.assertEqual(len(pts), 9)
+        top = max(v for _, v in pts)
+        self.assertEqual(sc["plateau_img_s"], top)
+        first = min(b for b, v in pts if v >= 0.9 * top)
+        self.assertEqual(sc["batch_90"], first)
+        below = [b for b, v in pts if b < first]
+        self.assertTrue(all(dict(pts)[b] < 0.9 * top for b in below))
+        for b, v, ms in zip(sc["batches"], sc["img_s"], sc["ms_per_batch"]):
+            self.assertAlmostEqual(ms, 1000.0 * b / v)
+        self.assertIsNone(sc["largest_batch"])
+
+    def test_still_rising_single_batch_and_fits(self):
+        t = {("a", 1): 100.0, ("a", 8): 700.0, ("a", 64): 1000.0,  # +43% at the last: rising
+             ("b", 1): 50.0, ("b", 8): 90.0, ("b", 64): 95.0, ("b", 256): 94.0,  # flat
+             ("c", 32): 10.0}  # one batch: left out
+        mb = [{"gpu": "G", "network": "b", "mode": "graph", "largest": 4000,
+               "memory_limit_gib": None},
+              {"gpu": "G", "network": "b", "mode": "graph", "largest": 900,
+               "memory_limit_gib": 8},
+              {"gpu": "G", "network": "b", "mode": "train", "largest": 300,
+               "memory_limit_gib": None}]
+        out = {s["network"]: s for s in report.saturation([("G", "ours"), ("S", "seed")],
+                                                          {"G": t, "S": t}, mb, "graph")}
+        self.assertEqual(sorted(out), ["a", "b"])  # the seed's GPU is not ours
+        self.assertTrue(out["a"]["still_rising"])
+        self.assertEqual(out["a"]["batch_90"], 64)
+        self.assertFalse(out["b"]["still_rising"])
+        self.assertEqual((out["b"]["plateau_batch"], out["b"]["batch_90"]), (64, 8))
+        self.assertEqual(out["b"]["largest_batch"], 4000)  # whole device, this mode only
+        self.assertIsNone(out["a"]["largest_batch"])
+
+    def test_table_and_json(self):
+        with tempfile.TemporaryDirectory() as d:
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(report.main([SCALING_FIXTURE, "--out-dir", d, "--prices",
+                                              report.DEFAULT_PRICES, "--seed", "",
+                                              "--cost-seed", "", "--no-plots"]), 0)
+            with open(os.path.join(d, "report.md")) as f:
+                md = f.read()
+            with open(os.path.join(d, "report.json")) as f:
+                doc = json.load(f)
+        (sc,) = doc["scaling"]
+        self.assertIn("## How throughput grows with batch", md)
+        self.assertIn(f"| resnet50 | NVIDIA H200 | 1-256 (9) | {sc['img_s'][0]:,.0f} |", md)
+        self.assertIn(f"| {sc['batch_90']} | – |", md)
+        self.assertEqual(doc["precision"], "fp16")
+        self.assertTrue(any(r["metric"].startswith("fastest") for r in doc["recommendations"]))
+
+
 class CostArithmetic(unittest.TestCase):
     @unittest.skipUnless(HAVE_COST_SEED, "the seed's cost CSV (../shared/reference) is not here")
     def test_every_seed_row(self):

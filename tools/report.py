@@ -310,6 +310,40 @@ def money(v, currency):
     return "–" if v is None else f"{v:,.3f} {currency}"
 
 
+PLATEAU_SHARE = 0.9  # "saturates": the first batch whose img/s reaches 90% of the plateau
+STILL_RISING = 1.05  # the largest batch measured gained more than 5% on the one before it
+
+
+def saturation(gpus, throughput, max_batch, mode):
+    """How throughput grows with batch, per cnnbench GPU and network (issue 9's scaling figures):
+    img/s and ms per batch at each measured batch, the plateau (the highest img/s measured and
+    its batch), the first batch reaching PLATEAU_SHARE of it, whether the curve was still rising
+    at the largest batch measured (then the plateau is a lower bound), and the largest batch that
+    fits the whole device in this mode, where a max-batch row says so. Networks measured at one
+    batch only are left out."""
+    out = []
+    for gpu, kind in gpus:
+        if kind != "ours":
+            continue
+        t = throughput.get(gpu, {})
+        for net in sorted({n for n, _ in t}):
+            pts = sorted((b, v) for (n, b), v in t.items() if n == net and v)
+            if len(pts) < 2:
+                continue
+            plateau_batch, plateau = max(pts, key=lambda p: (p[1], -p[0]))
+            batch_90 = next(b for b, v in pts if v >= PLATEAU_SHARE * plateau)
+            rising = plateau_batch == pts[-1][0] and pts[-1][1] > STILL_RISING * pts[-2][1]
+            fits = [m["largest"] for m in max_batch if m["gpu"] == gpu and m["network"] == net
+                    and m["mode"] == mode and not m["memory_limit_gib"]]
+            out.append({"gpu": gpu, "network": net, "batches": [b for b, _ in pts],
+                        "img_s": [v for _, v in pts],
+                        "ms_per_batch": [1000.0 * b / v for b, v in pts],
+                        "plateau_img_s": plateau, "plateau_batch": plateau_batch,
+                        "batch_90": batch_90, "still_rising": rising,
+                        "largest_batch": max(fits) if fits else None})
+    return out
+
+
 def build(runs, seed, cost_seed, prices, batch=32, precision="fp16", mode="graph", sg_runs=()):
     """Everything the report shows, as plain data: {"gpus", "throughput", "cost", "tasks",
     "max_batch", "recommendations", "notes"}."""
@@ -455,6 +489,7 @@ def build(runs, seed, cost_seed, prices, batch=32, precision="fp16", mode="graph
                           "card_gib": cap or mb.get("device_gib"),
                           "currency": priced["currency"] if priced else None})
 
+    scaling = saturation(gpus, throughput, max_batch, mode)
     recs = []
     nets = sorted({c["network"] for c in cost})
     for net in nets:
@@ -490,7 +525,18 @@ def build(runs, seed, cost_seed, prices, batch=32, precision="fp16", mode="graph
     return {"gpus": gpus, "throughput": throughput, "peaks": peaks, "cost": cost,
             "seed_costs": seed_costs, "tasks": tasks, "max_batch": max_batch,
             "recommendations": recs, "notes": notes, "batch": batch, "precision": precision,
-            "mode": mode, "ceiling": ceiling}
+            "mode": mode, "ceiling": ceiling, "scaling": scaling}
+
+
+def report_json(data):
+    """What the report derives, as JSON (report.json): the scaling figures, the cost and task
+    rows, the largest batches, the recommendations and the notes."""
+    keys = ("precision", "mode", "batch", "scaling", "cost", "tasks", "max_batch", "notes")
+    out = {k: data[k] for k in keys}
+    out["ceiling_tflops"] = data["ceiling"]
+    out["recommendations"] = [{"metric": m, "choice": [{"gpu": g, "figure": v} for g, v in picks],
+                               "unit": unit} for m, picks, unit, _ in data["recommendations"]]
+    return out
 
 
 def render_markdown(data, runs, prices, plots):
@@ -546,7 +592,27 @@ def render_markdown(data, runs, prices, plots):
             out.append(f"| {t['gpu']} | {t['task']} | {fmt(t['seconds'], 1)} s | "
                        f"{money(t['cost'], t['currency']) if t['currency'] else '–'} |")
     else:
-        out.append("None of these results holds a training epoch figure.")
+        out.append("None of these results measures one of the article's tasks (a training "
+                   "epoch, YOLOR's video, StyleGAN's 5 kimg).")
+    if data.get("scaling"):
+        out += ["", "## How throughput grows with batch", "",
+                f"Where each network saturates ({data['precision']} {data['mode']}): the plateau is "
+                f"the highest img/s measured; \"saturates at\" is the first batch reaching "
+                f"{PLATEAU_SHARE:.0%} of it. A plateau at the largest batch measured that still "
+                f"gained over {STILL_RISING - 1:.0%} on the batch before is a lower bound "
+                "(\">=\"). \"fits\": the largest batch of a max-batch search on the whole device.",
+                "", "| network | GPU | batches | img/s at the first | ms per batch, first / "
+                "saturated / last | plateau img/s (batch) | saturates at | fits |",
+                "|---|---|---|---:|---|---:|---:|---:|"]
+        for sc in data["scaling"]:
+            i90 = sc["batches"].index(sc["batch_90"])
+            ms = " / ".join(f"{sc['ms_per_batch'][i]:,.2f}" for i in (0, i90, -1))
+            plateau = (">= " if sc["still_rising"] else "") + \
+                f"{sc['plateau_img_s']:,.0f} ({sc['plateau_batch']})"
+            fits = fmt(sc["largest_batch"]) if sc["largest_batch"] else "–"
+            out.append(f"| {sc['network']} | {sc['gpu']} | {sc['batches'][0]}-{sc['batches'][-1]}"
+                       f" ({len(sc['batches'])}) | {fmt(sc['img_s'][0])} | {ms} | {plateau} | "
+                       f"{sc['batch_90']} | {fits} |")
     out += ["", "## The largest batch", ""]
     if data["max_batch"]:
         out += ["| network | GPU | mode | memory cap | largest batch | price / h per item |",
@@ -808,6 +874,9 @@ def main(argv=None):
     md = render_markdown(data, runs + sg_runs, prices, plots)
     with open(os.path.join(args.out_dir, "report.md"), "w") as f:
         f.write(md)
+    with open(os.path.join(args.out_dir, "report.json"), "w") as f:
+        json.dump(report_json(data), f, indent=1)
+        f.write("\n")
     with open(os.path.join(args.out_dir, "report.html"), "w") as f:
         f.write(render_html(md, args.out_dir, plots))
     print(f"report: wrote {os.path.join(args.out_dir, 'report.md')} and report.html"
