@@ -20,6 +20,8 @@
 #include <map>
 #include <random>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "harness/check.h"
@@ -88,8 +90,12 @@ struct Comm {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   double* scratch = nullptr;  // world doubles
+  char* text = nullptr;       // world x kText bytes
+  static constexpr size_t kText = 256;
+  std::vector<std::string> ranks;  // each rank's "host GPU-name UUID", gathered at setup
   ~Comm() {
     if (scratch) cudaFree(scratch);
+    if (text) cudaFree(text);
     if (comm) ncclCommDestroy(comm);
     if (stream) cudaStreamDestroy(stream);
   }
@@ -105,6 +111,20 @@ struct Comm {
     return out;
   }
   void barrier() { gather(0); }
+  // Every rank's `s` (cut at kText - 1 bytes), in rank order.
+  std::vector<std::string> gather_text(const std::string& s) {
+    std::vector<char> mine(kText, 0);
+    std::memcpy(mine.data(), s.data(), std::min(s.size(), kText - 1));
+    char* slot = text + size_t(me.rank) * kText;
+    CNN_CHECK_CUDA(cudaMemcpyAsync(slot, mine.data(), kText, cudaMemcpyHostToDevice, stream));
+    CNN_CHECK_NCCL(ncclAllGather(slot, text, kText, ncclChar, comm, stream));
+    std::vector<char> all(kText * size_t(me.world));
+    CNN_CHECK_CUDA(cudaMemcpyAsync(all.data(), text, all.size(), cudaMemcpyDeviceToHost, stream));
+    CNN_CHECK_CUDA(cudaStreamSynchronize(stream));
+    std::vector<std::string> out;
+    for (int r = 0; r < me.world; ++r) out.emplace_back(all.data() + size_t(r) * kText);
+    return out;
+  }
 };
 
 void setup(Comm& c, double timeout_s) {
@@ -136,6 +156,12 @@ void setup(Comm& c, double timeout_s) {
   CNN_CHECK_NCCL(ncclCommInitRank(&c.comm, c.me.world, id, c.me.rank));
   CNN_CHECK_CUDA(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
   CNN_CHECK_CUDA(cudaMalloc(&c.scratch, sizeof(double) * size_t(c.me.world)));
+  CNN_CHECK_CUDA(cudaMalloc(&c.text, Comm::kText * size_t(c.me.world)));
+  // Which GPU of which host each rank drives, for the context (a mixed host shows here).
+  char host[128] = {0};
+  gethostname(host, sizeof host - 1);
+  const DeviceInfo d = discover_device(c.me.local_rank);
+  c.ranks = c.gather_text(std::string(host) + " " + d.name + " " + d.uuid);
 }
 
 // A step captured in a CUDA graph, timed by events over `steps` replays.
@@ -180,6 +206,7 @@ nlohmann::ordered_json context_of(const Comm& c, const Settings& s) {
   j["world_size"] = c.me.world;
   j["local_world_size"] = c.me.local_world;
   j["rank_source"] = c.me.source;
+  j["ranks"] = c.ranks;  // rank r: "host GPU-name UUID"
   const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
   j["nccl_nvls_enable"] = nvls ? nvls : "";
   j["bucket_bytes"] = s.dp.bucket_bytes;
