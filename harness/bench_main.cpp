@@ -21,6 +21,7 @@
 #include "harness/gpus.h"
 #include "harness/jsonl.h"
 #include "harness/max_batch.h"
+#include "harness/plan_cache.h"
 #include "harness/resume.h"
 #include "harness/session.h"
 #include "kernels/depthwise.h"
@@ -45,6 +46,10 @@ const char* kUsage =
   --deterministic  only engines cuDNN does not mark nondeterministic (the same as adding
                        'nondeterministic' to --exclude_engines): the same output from run to run.
                        Every benchmark counts its nondeterministic layers (nondeterministic_layers)
+  --plan_cache=FILE  autotune's choice per conv shape kept on disk, keyed by GPU, cuDNN version,
+                       shape and precision: a later run builds that engine alone instead of
+                       timing the top-k (a replay check still applies; an engine no longer
+                       offered is tuned again). Written after every model
   --build_threads=N  host threads that build cuDNN plans (NVRTC compiles) ahead of tuning;
                        default the host's cores, at most 16; 1 builds them one by one
   --graph_edges=captured|full  the CUDA graph's programmatic (PDL) edges: kept (default), or
@@ -146,6 +151,7 @@ struct Options {
   bool se_fold = false;
   DepthwiseChoice depthwise = DepthwiseChoice::Auto;
   int profile_forwards = 0;  // --profile=N: N forwards under cudaProfilerStart/Stop per benchmark
+  DiskPlanCache* plan_cache = nullptr;  // --plan_cache
 };
 
 class Session {
@@ -173,6 +179,7 @@ class Session {
                              [&](const Prepared& p) { log_layers(job, g, p, false); });
     current_->prepare_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (opt_.plan_cache) opt_.plan_cache->save();  // a run cut short keeps what it tuned
     key_ = key;
     log_layers(job, g, *current_, true);
     return *current_;
@@ -208,6 +215,7 @@ class Session {
     p->key = key;
     p->device_before = p->peak.sample();
     p->model = std::make_unique<TrainModel>(*ctx_, g, wt->second, t);
+    if (opt_.plan_cache) opt_.plan_cache->save();
     p->flops_per_image = 2.0 * double(training_macs(g, p->model->plan()).total());
     CNN_CHECK_CUDA(cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking));
     CNN_CHECK_CUDA(cudaEventCreate(&p->start));
@@ -249,6 +257,7 @@ class Session {
     ctx_->share_plans = opt_.share_plans;
     ctx_->graph_edges = opt_.graph_edges;
     ctx_->excluded = opt_.exclude_engines;
+    ctx_->disk_plans = opt_.plan_cache;
     ctx_->build_threads = opt_.build_threads;
   }
 
@@ -330,30 +339,37 @@ class Session {
                         {"candidates", r.candidates},
                         {"build_ms", r.build_ms},
                         {"plan_reused", r.plan_reused},
+                        {"from_plan_cache", r.from_plan_cache},
                         {"rejected_plans", r.rejected}});
     const Arena& a = m.arena();
     if (!log_.empty() && log_.back()["model"] == p.key) log_.erase(log_.size() - 1);
-    log_.push_back({{"model", p.key},
-                    {"captured", captured},
-                    {"network", g.name()},
-                    {"precision", precision_name(job.precision)},
-                    {"batch", job.batch},
-                    {"engine_choice", engine_mode_name(opt_.engine)},
-                    {"compile_ms", m.compile_ms()},
-                    {"ops", m.op_count()},
-                    {"graph_nodes", p.runner->graph_nodes()},
-                    {"graph_vs_eager_rel_l2", p.runner->graph_vs_eager()},
-                    {"graph_edges", p.runner->edges().total},
-                    {"programmatic_edges", p.runner->edges().programmatic},
-                    {"edges_made_full", p.runner->edges_made_full()},
-                    {"graph_census", p.runner->census()},
-                    {"graph_repairs", p.repairs},
-                    {"arena",
-                     {{"weights_bytes", a.bytes(MemKind::Weights)},
-                      {"activations_bytes", a.bytes(MemKind::Activations)},
-                      {"activations_without_reuse_bytes", a.activations_unplanned_bytes()},
-                      {"workspace_bytes", a.bytes(MemKind::Workspace)}}},
-                    {"layers", layers}});
+    log_.push_back(
+        {{"model", p.key},
+         {"captured", captured},
+         {"network", g.name()},
+         {"precision", precision_name(job.precision)},
+         {"batch", job.batch},
+         {"engine_choice", engine_mode_name(opt_.engine)},
+         {"compile_ms", m.compile_ms()},
+         {"ops", m.op_count()},
+         {"graph_nodes", p.runner->graph_nodes()},
+         {"graph_vs_eager_rel_l2", p.runner->graph_vs_eager()},
+         {"graph_edges", p.runner->edges().total},
+         {"programmatic_edges", p.runner->edges().programmatic},
+         {"edges_made_full", p.runner->edges_made_full()},
+         {"graph_census", p.runner->census()},
+         {"graph_repairs", p.repairs},
+         {"plan_cache", opt_.plan_cache ? nlohmann::json{{"hits", opt_.plan_cache->hits},
+                                                         {"used", opt_.plan_cache->used},
+                                                         {"stale", opt_.plan_cache->stale},
+                                                         {"misses", opt_.plan_cache->misses}}
+                                        : nlohmann::json()},
+         {"arena",
+          {{"weights_bytes", a.bytes(MemKind::Weights)},
+           {"activations_bytes", a.bytes(MemKind::Activations)},
+           {"activations_without_reuse_bytes", a.activations_unplanned_bytes()},
+           {"workspace_bytes", a.bytes(MemKind::Workspace)}}},
+         {"layers", layers}});
     // Rewritten whole after every model, so a run that dies keeps what it built.
     std::ofstream out(opt_.layers_out);
     out << nlohmann::json{{"models", log_}}.dump(1) << "\n";
@@ -835,8 +851,8 @@ bool user_set(int argc, char** argv, const std::string& flag) {
 
 int run(int argc_in, char** argv_in) {
   Options opt;
-  std::string config_path = "configs/default.yaml", engine, benchmark_out, memory_limit, lines_out,
-              resume_path, gpus_path = "configs/gpus.yaml";
+  std::string config_path = "configs/default.yaml", plan_cache_path, engine, benchmark_out,
+              memory_limit, lines_out, resume_path, gpus_path = "configs/gpus.yaml";
   bool eager = false, max_batch = false, gemm_ceiling = false;
   int soak = 0;  // --soak=N: passes of the whole sweep; 0: one, without soak rows
   for (int i = 1; i < argc_in; ++i) {
@@ -920,6 +936,9 @@ int run(int argc_in, char** argv_in) {
       opt.depthwise = parse_depthwise_choice(v);
     } else if (take_flag(i, argc, argv, "eager", nullptr)) {
       eager = true;
+    } else if (take_flag(i, argc, argv, "plan_cache", &v)) {
+      plan_cache_path = v;
+      if (v.empty()) throw UserError("--plan_cache needs a file name");
     } else {
       throw UserError(std::string("unknown flag '") + argv[i] + "' (see --help)");
     }
@@ -959,8 +978,15 @@ int run(int argc_in, char** argv_in) {
   // the device is looked at, so a bad file is named on any host).
   const std::set<std::string> resumed =
       resume_path.empty() ? std::set<std::string>{} : completed_benchmarks(resume_path);
+  // --plan_cache: read (and checked writable) before the device is looked at.
+  std::unique_ptr<DiskPlanCache> plan_cache;
+  if (!plan_cache_path.empty()) plan_cache = std::make_unique<DiskPlanCache>(plan_cache_path);
   require_cuda_device();
   const DeviceInfo dev = discover_device(0);
+  if (plan_cache) {
+    plan_cache->set_scope(plan_cache_scope_device(dev), plan_cache_scope_library(dev));
+    opt.plan_cache = plan_cache.get();
+  }
   // The cap, once the CUDA context exists (it counts toward the limit, as on a real card).
   std::unique_ptr<DeviceMemoryCap> cap;
   if (opt.memory_limit.bytes) {
@@ -992,6 +1018,7 @@ int run(int argc_in, char** argv_in) {
   add_context("build_threads", std::to_string(opt.build_threads));
   add_context("se_fold", opt.se_fold ? "true" : "false");
   add_context("depthwise", depthwise_choice_name(opt.depthwise));
+  add_context("plan_cache", plan_cache ? plan_cache->path() : "none");
   add_context("weights", opt.weights_path.empty()
                              ? "random, seed " + std::to_string(opt.config.seed)
                              : opt.weights_path);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/check.h"
+#include "harness/plan_cache.h"
 #include "kernels/pointwise.h"
 #include "kernels/storage.h"
 
@@ -361,6 +362,7 @@ void prefetch_conv_plans(GpuContext& ctx, const std::vector<const ConvOp*>& conv
   for (const ConvOp* op : convs) {
     const std::string key = op->plan_key(mode);
     if (ctx.plans.count(key) || !seen.insert(key).second) continue;
+    if (ctx.disk_plans && ctx.disk_plans->find(key)) continue;  // one engine to build, in prepare
     auto banned = ctx.banned.find(key);
     const std::vector<std::string> skip =
         banned == ctx.banned.end() ? std::vector<std::string>() : banned->second;
@@ -449,7 +451,19 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
     std::vector<Timed> timed;
     std::vector<std::string> unsafe = ctx.banned[key];
     for (const std::string& tag : unsafe) entry->rejected.push_back(tag + " (whole graph)");
+    // --plan_cache: the engine an earlier run's autotune chose for this key, built alone.
+    const CachedPlan* cached = tune && ctx.disk_plans ? ctx.disk_plans->find(key) : nullptr;
+    if (cached) {
+      ++ctx.disk_plans->hits;
+      if (from_cache(ctx, *cached, unsafe, strided, align, scratch, *entry))
+        ++ctx.disk_plans->used, record_.from_plan_cache = true;
+      else
+        ++ctx.disk_plans->stale;
+    } else if (tune && ctx.disk_plans) {
+      ++ctx.disk_plans->misses;
+    }
     for (bool staged : strided ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
+      if (entry->plan.get()) break;  // from the cache
       const size_t stage = staged ? stage_bytes() : 0;
       if (stage >= scratch.bytes)
         throw LibraryError("cuDNN", CUDNN_STATUS_NOT_SUPPORTED,
@@ -513,6 +527,15 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
     if (!entry->plan.get())
       throw no_engine_error(spec_.signature(), device_free_or_max(), "ConvOp::prepare", __FILE__,
                             __LINE__);
+    if (tune && ctx.disk_plans && !record_.from_plan_cache) {
+      CachedPlan c;
+      c.engine = entry->engine.tag();
+      c.fused = entry->fused;
+      c.staged = entry->staged;
+      c.tuned_us = entry->tuned_us;
+      c.candidates = entry->candidates;
+      ctx.disk_plans->put(key, c);
+    }
     entry->build_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     ctx.plans[key] = entry;
@@ -539,6 +562,50 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
   // Until the arena's workspace exists, run on the tuning scratch (autotune runs layer by layer).
   variant_pack_ = variant_pack(target_buffers(), plan_->fused, spec_.residual,
                                static_cast<char*>(scratch.ptr) + (staged_ ? stage_bytes() : 0));
+}
+
+bool ConvOp::from_cache(GpuContext& ctx, const CachedPlan& c,
+                        const std::vector<std::string>& unsafe, bool strided, int align,
+                        const TuneScratch& scratch, PlanCacheEntry& entry) {
+  if (c.staged && !strided) return false;
+  if (std::find(unsafe.begin(), unsafe.end(), c.engine) != unsafe.end()) return false;
+  const size_t stage = c.staged ? stage_bytes() : 0;
+  if (stage >= scratch.bytes) return false;
+  staged_ = c.staged;
+  stage_ = scratch.ptr;
+  const TuneScratch ws{static_cast<char*>(scratch.ptr) + stage, scratch.bytes - stage};
+  auto g = std::make_shared<OpGraph>(
+      build_graph(ctx.cudnn, spec_, c.fused, c.staged ? 0 : spec_.ldy(), c.staged ? 16 : align));
+  for (cudnnBackendHeurMode_t m : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    for (BackendDesc& cfg : heuristic_configs(g->graph, m)) {
+      EngineInfo info = engine_info(cfg);
+      if (info.tag() != c.engine) continue;
+      // The same checks a tuned candidate passes (candidates()): the precision, --exclude_engines.
+      if (!engine_fits_precision(info, spec_.precision) || engine_excluded(info, ctx.excluded))
+        return false;
+      std::string why;
+      BackendDesc plan = try_plan(ctx.cudnn, cfg, &why);
+      if (!plan.get()) continue;
+      const size_t bytes = size_t(plan.get_i64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
+      if (bytes > ws.bytes) return false;
+      if (ctx.check_replays && !graph_safe(ctx, ctx.cudnn, plan, c.fused, ws)) {
+        entry.rejected.push_back(c.engine + " (from the plan cache)");
+        return false;
+      }
+      entry.plan = std::move(plan);
+      entry.handle = ctx.cudnn;
+      entry.config = std::move(cfg);
+      entry.graph = g;
+      entry.engine = std::move(info);
+      entry.workspace = bytes;
+      entry.fused = c.fused;
+      entry.staged = c.staged;
+      entry.tuned_us = c.tuned_us;
+      entry.candidates = 1;
+      return true;
+    }
+  }
+  return false;
 }
 
 std::string ConvOp::ban_engine(GpuContext& ctx) {

@@ -12,6 +12,8 @@
 
 namespace cnnbench {
 
+struct CachedPlan;  // harness/plan_cache.h
+
 struct OpGraph;  // a cuDNN operation graph and the descriptors it refers to (conv.cpp)
 struct PrefetchedCandidates;
 
@@ -84,6 +86,10 @@ class ConvOp : public Op {
   // poisoned output: true when both give the same output.
   bool graph_safe(GpuContext& ctx, cudnnHandle_t handle, const BackendDesc& plan, bool fused,
                   const TuneScratch& scratch);
+  // --plan_cache: builds the cached engine `c` alone into `entry` (the replay check included);
+  // false where heuristics no longer offer it, it is banned, excluded or refused.
+  bool from_cache(GpuContext& ctx, const CachedPlan& c, const std::vector<std::string>& unsafe,
+                  bool strided, int align, const TuneScratch& scratch, PlanCacheEntry& entry);
   ConvSpec spec_;
   ConvBuffers buf_;
   cudnnHandle_t handle_ = nullptr;

@@ -31,10 +31,11 @@ struct LayerRecord {
   std::string engine_notes;  // cuDNN's numerical and behavior notes of that engine
   bool fused = true;         // false when a cuDNN graph fell back to conv + our epilogue kernel
   size_t workspace_bytes = 0;
-  double tuned_us = 0;       // autotune: the winner's time; 0 under heuristics
-  int candidates = 0;        // plans that built (and, under autotune, were timed)
-  double build_ms = 0;       // host time to choose and build the plan
-  bool plan_reused = false;  // shared with an earlier layer of the same shape
+  double tuned_us = 0;           // autotune: the winner's time; 0 under heuristics
+  int candidates = 0;            // plans that built (and, under autotune, were timed)
+  double build_ms = 0;           // host time to choose and build the plan
+  bool plan_reused = false;      // shared with an earlier layer of the same shape
+  bool from_plan_cache = false;  // autotune's choice read from --plan_cache, not timed again
   // Plans refused because their CUDA-graph replay disagreed with a direct run.
   std::vector<std::string> rejected;
 };
@@ -46,6 +47,7 @@ int nondeterministic_layers(const std::vector<LayerRecord>& layers);
 int default_build_threads();
 
 struct PlanCacheEntry;        // defined by the conv op
+class DiskPlanCache;          // harness/plan_cache.h
 struct PrefetchedCandidates;  // likewise
 
 // Handles and the stream, shared by all ops of a process.
@@ -74,6 +76,9 @@ struct GpuContext {
   // search, whose check downloads every output twice (seconds per probe at thousands of images);
   // the context is dropped after the search so no unchecked plan is timed.
   bool check_replays = true;
+  // --plan_cache: autotune's earlier choices by plan key (forward convs), read before tuning and
+  // written after; nullptr: none.
+  DiskPlanCache* disk_plans = nullptr;
   // Host threads that build conv plans ahead of tuning (--build_threads; 1: none), their cuDNN
   // handles, and what they built, by plan key (prefetch_conv_plans).
   int build_threads = default_build_threads();

@@ -55,6 +55,9 @@ expect_failure("max batch cap" "--max_batch_cap must be at least 1" ${BENCH} --m
 expect_failure("profile count" "--profile takes a count of forwards, 1 or more" ${BENCH} --profile=0)
 expect_failure("resume file" "--resume: cannot read '/nonexistent/partial.json'" ${BENCH} --resume=/nonexistent/partial.json)
 expect_failure("results lines path" "cannot write the results lines to '/nonexistent/dir/r.jsonl'" ${BENCH} --results_lines=/nonexistent/dir/r.jsonl)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/bad_plans.json "{not json")
+expect_failure("plan cache corrupt" "plan cache .*bad_plans.json: not JSON" ${BENCH} --plan_cache=${CMAKE_CURRENT_BINARY_DIR}/bad_plans.json)
+expect_failure("plan cache unwritable" "--plan_cache: cannot write /nonexistent/dir/p.json" ${BENCH} --plan_cache=/nonexistent/dir/p.json)
 expect_failure("breakdown path" "--breakdown: cannot write '/nonexistent/dir/b.json'" ${INFER} --network=resnet50 --output=x.safetensors --breakdown=/nonexistent/dir/b.json)
 
 # --list needs no GPU: every network with its parameter count.

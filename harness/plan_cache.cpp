@@ -1,0 +1,133 @@
+#include "harness/plan_cache.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/check.h"
+#include "harness/context.h"
+
+namespace cnnbench {
+
+std::string plan_cache_scope_device(const DeviceInfo& d) {
+  return d.name + " sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor);
+}
+
+std::string plan_cache_scope_library(const DeviceInfo& d) {
+  return "cuDNN " + version_string(d.cudnn_loaded);
+}
+
+bool DiskPlanCache::Key::operator<(const Key& o) const {
+  return std::tie(device, library, key) < std::tie(o.device, o.library, o.key);
+}
+
+std::map<DiskPlanCache::Key, CachedPlan> DiskPlanCache::read(const std::string& path) {
+  std::map<Key, CachedPlan> out;
+  std::ifstream f(path);
+  if (!f) return out;  // no file yet
+  std::stringstream text;
+  text << f.rdbuf();
+  const std::string bad = "plan cache " + path + ": ";
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::exception&) {
+    throw UserError(bad + "not JSON (delete it to start a new cache)");
+  }
+  if (!doc.is_object() || !doc.contains("cnnbench_plan_cache"))
+    throw UserError(bad + "not a cnnbench plan cache (no \"cnnbench_plan_cache\" field)");
+  if (doc["cnnbench_plan_cache"] != kFormat)
+    throw UserError(bad + "format " + doc["cnnbench_plan_cache"].dump() + ", this cnnbench reads " +
+                    std::to_string(kFormat) + " (delete it to start a new cache)");
+  if (!doc.contains("entries") || !doc["entries"].is_array())
+    throw UserError(bad + "no \"entries\" list");
+  int i = 0;
+  for (const auto& e : doc["entries"]) {
+    ++i;
+    try {
+      Key k{e.at("device").get<std::string>(), e.at("library").get<std::string>(),
+            e.at("key").get<std::string>()};
+      CachedPlan p;
+      p.engine = e.at("engine").get<std::string>();
+      p.fused = e.at("fused").get<bool>();
+      p.staged = e.value("staged", false);
+      p.tuned_us = e.value("tuned_us", 0.0);
+      p.candidates = e.value("candidates", 0);
+      if (k.key.empty() || p.engine.empty()) throw std::runtime_error("an empty key or engine");
+      out[k] = p;
+    } catch (const std::exception& ex) {
+      throw UserError(bad + "entry " + std::to_string(i) + " is malformed (" + ex.what() + ")");
+    }
+  }
+  return out;
+}
+
+DiskPlanCache::DiskPlanCache(std::string path) : path_(std::move(path)) {
+  if (path_.empty()) throw UserError("--plan_cache needs a file name");
+  entries_ = read(path_);
+  // Writable before anything is measured: the file itself, or a file beside it.
+  const bool exists = access(path_.c_str(), F_OK) == 0;
+  const std::string probe = exists ? path_ : path_ + ".probe";
+  {
+    std::ofstream w(probe, std::ios::app);
+    if (!w) throw UserError("--plan_cache: cannot write " + path_);
+  }
+  if (!exists) std::remove(probe.c_str());
+}
+
+void DiskPlanCache::set_scope(const std::string& device, const std::string& library) {
+  device_ = device;
+  library_ = library;
+}
+
+const CachedPlan* DiskPlanCache::find(const std::string& key) const {
+  auto it = entries_.find(Key{device_, library_, key});
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+void DiskPlanCache::put(const std::string& key, const CachedPlan& plan) {
+  const Key k{device_, library_, key};
+  entries_[k] = plan;
+  written_[k] = plan;
+}
+
+void DiskPlanCache::save() {
+  if (written_.empty()) return;
+  // What the file holds now (another process may have added entries), then ours over it.
+  std::map<Key, CachedPlan> merged = read(path_);
+  for (const auto& [k, p] : written_) merged[k] = p;
+  nlohmann::ordered_json doc;
+  doc["cnnbench_plan_cache"] = kFormat;
+  doc["entries"] = nlohmann::ordered_json::array();
+  for (const auto& [k, p] : merged)
+    doc["entries"].push_back({{"device", k.device},
+                              {"library", k.library},
+                              {"key", k.key},
+                              {"engine", p.engine},
+                              {"fused", p.fused},
+                              {"staged", p.staged},
+                              {"tuned_us", p.tuned_us},
+                              {"candidates", p.candidates}});
+  const std::string tmp = path_ + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream f(tmp);
+    f << doc.dump(1) << "\n";
+    if (!f) {
+      std::remove(tmp.c_str());
+      throw UserError("--plan_cache: cannot write " + tmp);
+    }
+  }
+  if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw UserError("--plan_cache: cannot replace " + path_);
+  }
+  for (const auto& [k, p] : merged) entries_.emplace(k, p);  // others' entries, for find()
+  written_.clear();
+}
+
+}  // namespace cnnbench

@@ -1,0 +1,71 @@
+// The autotune plan cache on disk (issue 9): which engine autotune chose for a layer, keyed by the
+// GPU, the cuDNN version loaded and the layer's plan key (its shape, precision, output alignment
+// and engine mode: ConvOp::plan_key). A second run with the same file builds that one engine per
+// shape instead of timing the top-k of each: it starts in seconds and picks the same plans. A
+// plan is still refused if its CUDA-graph replay departs from a direct run, and an engine that
+// heuristics no longer offer (another cuDNN, another driver) falls back to tuning, which then
+// rewrites the entry. Host-only: the file format and its merge are tested on a CPU.
+//
+// File: JSON, {"cnnbench_plan_cache": 1, "entries": [{"device", "library", "key", "engine",
+// "fused", "staged", "tuned_us", "candidates"}]}. One file may hold several GPUs and cuDNN
+// versions: save() keeps every entry of other scopes, and merges with what another process wrote
+// to the file since it was read (its entries win only where this process has none).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace cnnbench {
+
+struct DeviceInfo;
+
+// The scope strings of a device: "NVIDIA H200 sm_90" and "cuDNN 9.19.0" (the library loaded).
+std::string plan_cache_scope_device(const DeviceInfo& d);
+std::string plan_cache_scope_library(const DeviceInfo& d);
+
+struct CachedPlan {
+  std::string engine;   // EngineInfo::tag(): "eng4{k24=23}+rtc"
+  bool fused = true;    // the fused graph, or the conv alone plus our epilogue kernel
+  bool staged = false;  // written into a packed staging buffer, then copied into its slice
+  double tuned_us = 0;  // what autotune measured when it chose it
+  int candidates = 0;   // how many it timed then
+};
+
+class DiskPlanCache {
+ public:
+  static constexpr int kFormat = 1;
+
+  // Reads `path` if it exists (UserError naming the file where it is not a plan cache of this
+  // format) and checks that it can be written (UserError otherwise), before any measurement.
+  explicit DiskPlanCache(std::string path);
+
+  // The scope of find() and put(): the GPU ("NVIDIA H200 sm_90") and the library ("cuDNN
+  // 9.19.0"), known once the device is open.
+  void set_scope(const std::string& device, const std::string& library);
+
+  const CachedPlan* find(const std::string& key) const;  // nullptr: none in this scope
+  void put(const std::string& key, const CachedPlan& plan);
+
+  // Writes the file (a temporary beside it, then a rename), merged with its current contents.
+  // UserError if it cannot. Does nothing when nothing was put since the last save.
+  void save();
+
+  const std::string& path() const { return path_; }
+  size_t size() const { return entries_.size(); }  // every scope
+  // This process's use: lookups that found an entry, entries whose engine was used, entries
+  // found but not usable (the engine no longer offered, or refused), lookups that found none.
+  int hits = 0, used = 0, stale = 0, misses = 0;
+
+ private:
+  struct Key {
+    std::string device, library, key;
+    bool operator<(const Key& o) const;
+  };
+  static std::map<Key, CachedPlan> read(const std::string& path);  // {} where no file
+  std::string path_, device_, library_;
+  std::map<Key, CachedPlan> entries_;
+  std::map<Key, CachedPlan> written_;  // put() since the last save
+};
+
+}  // namespace cnnbench

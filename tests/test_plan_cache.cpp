@@ -1,0 +1,137 @@
+// The autotune plan cache's file (harness/plan_cache.h): scopes, the round trip, the merge of two
+// processes' entries, and the errors a bad file gives.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "harness/check.h"
+#include "harness/context.h"
+#include "harness/plan_cache.h"
+
+using namespace cnnbench;
+
+namespace {
+
+std::string fresh(const std::string& name) {
+  const std::string path = testing::TempDir() + "/" + name;
+  std::remove(path.c_str());
+  return path;
+}
+
+std::string text_of(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+CachedPlan plan(const std::string& engine, double us) {
+  CachedPlan p;
+  p.engine = engine;
+  p.fused = engine.find("rtc") != std::string::npos;
+  p.tuned_us = us;
+  p.candidates = 8;
+  return p;
+}
+
+void expect_user_error(const std::string& path, const std::string& needle) {
+  try {
+    DiskPlanCache c(path);
+    FAIL() << "no error for " << path;
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(PlanCache, RoundTripWithinItsScope) {
+  const std::string path = fresh("plans_round.json");
+  {
+    DiskPlanCache c(path);
+    c.set_scope("NVIDIA H200 sm_90", "cuDNN 9.19.0");
+    EXPECT_EQ(c.find("conv:fp16:a"), nullptr);
+    c.put("conv:fp16:a", plan("eng4{k24=23}+rtc", 12.5));
+    c.put("conv:fp16:b", plan("eng0", 3.0));
+    ASSERT_NE(c.find("conv:fp16:a"), nullptr);
+    c.save();
+  }
+  DiskPlanCache again(path);
+  again.set_scope("NVIDIA H200 sm_90", "cuDNN 9.19.0");
+  const CachedPlan* a = again.find("conv:fp16:a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->engine, "eng4{k24=23}+rtc");
+  EXPECT_TRUE(a->fused);
+  EXPECT_DOUBLE_EQ(a->tuned_us, 12.5);
+  EXPECT_EQ(a->candidates, 8);
+  ASSERT_NE(again.find("conv:fp16:b"), nullptr);
+  EXPECT_FALSE(again.find("conv:fp16:b")->fused);
+  // Another cuDNN, or another GPU, finds nothing: an engine choice is theirs to make.
+  again.set_scope("NVIDIA H200 sm_90", "cuDNN 9.14.0");
+  EXPECT_EQ(again.find("conv:fp16:a"), nullptr);
+  again.set_scope("NVIDIA A100 sm_80", "cuDNN 9.19.0");
+  EXPECT_EQ(again.find("conv:fp16:a"), nullptr);
+  EXPECT_EQ(again.size(), 2u);
+}
+
+TEST(PlanCache, TwoProcessesMergeAndOtherScopesAreKept) {
+  const std::string path = fresh("plans_merge.json");
+  DiskPlanCache first(path), second(path);  // both read the file before either wrote it
+  first.set_scope("GPU-A", "cuDNN 9.19.0");
+  second.set_scope("GPU-B", "cuDNN 9.14.0");
+  first.put("k1", plan("eng1", 1));
+  first.save();
+  second.put("k2", plan("eng2", 2));
+  second.put("k1", plan("eng3", 3));  // the same key in another scope: a separate entry
+  second.save();
+  DiskPlanCache all(path);
+  EXPECT_EQ(all.size(), 3u);
+  all.set_scope("GPU-A", "cuDNN 9.19.0");
+  ASSERT_NE(all.find("k1"), nullptr);
+  EXPECT_EQ(all.find("k1")->engine, "eng1");
+  all.set_scope("GPU-B", "cuDNN 9.14.0");
+  EXPECT_EQ(all.find("k1")->engine, "eng3");
+  EXPECT_EQ(all.find("k2")->engine, "eng2");
+  // No temporary file is left beside it.
+  EXPECT_NE(access((path + ".tmp." + std::to_string(getpid())).c_str(), F_OK), 0);
+}
+
+TEST(PlanCache, NothingPutWritesNothing) {
+  const std::string path = fresh("plans_none.json");
+  DiskPlanCache c(path);
+  c.set_scope("GPU", "cuDNN");
+  c.save();
+  EXPECT_NE(access(path.c_str(), F_OK), 0);  // neither the file nor its probe
+  EXPECT_NE(access((path + ".probe").c_str(), F_OK), 0);
+}
+
+TEST(PlanCache, BadFilesAreNamed) {
+  const std::string dir = testing::TempDir() + "/";
+  std::ofstream(dir + "pc_text.json") << "engines: many";
+  expect_user_error(dir + "pc_text.json", "pc_text.json: not JSON");
+  std::ofstream(dir + "pc_other.json") << "{\"benchmarks\": []}";
+  expect_user_error(dir + "pc_other.json", "not a cnnbench plan cache");
+  std::ofstream(dir + "pc_format.json") << "{\"cnnbench_plan_cache\": 7, \"entries\": []}";
+  expect_user_error(dir + "pc_format.json", "format 7, this cnnbench reads 1");
+  std::ofstream(dir + "pc_entry.json")
+      << "{\"cnnbench_plan_cache\": 1, \"entries\": [{\"device\": \"G\", \"library\": \"L\", "
+         "\"key\": \"k\", \"engine\": \"eng1\", \"fused\": true}, {\"device\": \"G\", "
+         "\"library\": \"L\", \"key\": \"k2\", \"fused\": true}]}";
+  expect_user_error(dir + "pc_entry.json", "entry 2 is malformed");
+  expect_user_error("/nonexistent/dir/plans.json", "--plan_cache: cannot write");
+  expect_user_error("", "--plan_cache needs a file name");
+}
+
+TEST(PlanCache, ScopeNamesTheGpuAndTheCudnnLoaded) {
+  DeviceInfo d;
+  d.name = "NVIDIA H200";
+  d.cc_major = 9, d.cc_minor = 0;
+  d.cudnn_loaded = 91400;
+  d.cudnn_compiled = 91900;  // what counts is the library the run loaded
+  EXPECT_EQ(plan_cache_scope_device(d), "NVIDIA H200 sm_90");
+  EXPECT_EQ(plan_cache_scope_library(d), "cuDNN 9.14.0");
+}
