@@ -47,6 +47,15 @@ std::string info_error(const std::map<std::string, std::string>& env) {
   EXPECT_NE(std::string(text).find(part), std::string::npos) \
       << "'" << (text) << "' lacks '" << (part) << "'"
 
+void expect_rank(const RankInfo& r, const char* source, int rank, int world, int local_rank,
+                 int local_world) {
+  EXPECT_EQ(r.source, source);
+  EXPECT_EQ(r.rank, rank);
+  EXPECT_EQ(r.world, world);
+  EXPECT_EQ(r.local_rank, local_rank);
+  EXPECT_EQ(r.local_world, local_world);
+}
+
 }  // namespace
 
 TEST(DistRankInfo, EachFamily) {
@@ -54,48 +63,28 @@ TEST(DistRankInfo, EachFamily) {
                         {"CNNBENCH_WORLD_SIZE", "8"},
                         {"CNNBENCH_LOCAL_RANK", "1"},
                         {"CNNBENCH_LOCAL_WORLD_SIZE", "4"}});
-  EXPECT_EQ(r.source, "cnnbench");
-  EXPECT_EQ(r.rank, 5);
-  EXPECT_EQ(r.world, 8);
-  EXPECT_EQ(r.local_rank, 1);
-  EXPECT_EQ(r.local_world, 4);
+  expect_rank(r, "cnnbench", 5, 8, 1, 4);
 
   r = info_of({{"OMPI_COMM_WORLD_RANK", "6"},
                {"OMPI_COMM_WORLD_SIZE", "16"},
                {"OMPI_COMM_WORLD_LOCAL_RANK", "6"},
                {"OMPI_COMM_WORLD_LOCAL_SIZE", "8"}});
-  EXPECT_EQ(r.source, "openmpi");
-  EXPECT_EQ(r.rank, 6);
-  EXPECT_EQ(r.world, 16);
-  EXPECT_EQ(r.local_rank, 6);
-  EXPECT_EQ(r.local_world, 8);
+  expect_rank(r, "openmpi", 6, 16, 6, 8);
 
   r = info_of(
       {{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}, {"MPI_LOCALRANKID", "1"}, {"MPI_LOCALNRANKS", "2"}});
-  EXPECT_EQ(r.source, "pmi");
-  EXPECT_EQ(r.rank, 3);
-  EXPECT_EQ(r.world, 4);
-  EXPECT_EQ(r.local_rank, 1);
-  EXPECT_EQ(r.local_world, 2);
+  expect_rank(r, "pmi", 3, 4, 1, 2);
 
   r = info_of({{"SLURM_PROCID", "2"},
                {"SLURM_NTASKS", "3"},
                {"SLURM_LOCALID", "0"},
                {"SLURM_NTASKS_PER_NODE", "1"}});
-  EXPECT_EQ(r.source, "slurm");
-  EXPECT_EQ(r.rank, 2);
-  EXPECT_EQ(r.world, 3);
-  EXPECT_EQ(r.local_rank, 0);
-  EXPECT_EQ(r.local_world, 1);
+  expect_rank(r, "slurm", 2, 3, 0, 1);
 }
 
 TEST(DistRankInfo, NoneSetIsSingle) {
   const RankInfo r = info_of({{"SOMETHING_ELSE", "3"}, {"CNNBENCH_WORLD_SIZE", "4"}});
-  EXPECT_EQ(r.source, "single");
-  EXPECT_EQ(r.rank, 0);
-  EXPECT_EQ(r.world, 1);
-  EXPECT_EQ(r.local_rank, 0);
-  EXPECT_EQ(r.local_world, 1);
+  expect_rank(r, "single", 0, 1, 0, 1);
 }
 
 TEST(DistRankInfo, FirstFamilyWithItsRankWins) {
