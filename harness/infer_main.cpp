@@ -13,6 +13,7 @@
 #include "harness/breakdown.h"
 #include "harness/ceilings.h"
 #include "harness/check.h"
+#include "harness/plan_cache.h"
 #include "harness/safetensors.h"
 #include "harness/session.h"
 #include "kernels/depthwise.h"
@@ -35,6 +36,7 @@ const char* kUsage =
                        them full-completion dependencies
   --max_repairs=N      rebuilds, each banning the engine of the first layer where the graph
                        replay departs from eager, before giving up (default 6; 0: none)
+  --plan_cache=FILE    autotune's choice per conv shape on disk (as cnnbench's --plan_cache)
   --se_fold            at batch 1, fold each squeeze-excitation's gates into the next 1x1 conv
   --depthwise=auto|cudnn|cnnbench  who computes depthwise convs: auto (default) times cuDNN
                        against our kernel per layer under autotune and keeps the faster, and
@@ -56,7 +58,7 @@ int run(int argc, char** argv) {
                        engine = "heuristic", seed_s = "0", size_s = "0", verify_s, share_s = "true",
                        classes_s = "0", edges_s = "captured", exclude_s,
                        threads_s = std::to_string(default_build_threads()), repairs_s = "6",
-                       depthwise_s = "auto", breakdown_s;
+                       depthwise_s = "auto", breakdown_s, plan_cache_s;
   bool bisect = false, se_fold = false;
   bool eager = false, deterministic = false;
   for (int i = 1; i < argc; ++i) {
@@ -93,6 +95,10 @@ int run(int argc, char** argv) {
     if (take_flag(i, argc, argv, "build_threads", &threads_s)) continue;
     if (take_flag(i, argc, argv, "max_repairs", &repairs_s)) continue;
     if (take_flag(i, argc, argv, "depthwise", &depthwise_s)) continue;
+    if (take_flag(i, argc, argv, "plan_cache", &plan_cache_s)) {
+      if (plan_cache_s.empty()) throw UserError("--plan_cache needs a file name");
+      continue;
+    }
     if (take_flag(i, argc, argv, "se_fold", nullptr)) {
       se_fold = true;
       continue;
@@ -147,8 +153,15 @@ int run(int argc, char** argv) {
     std::ofstream probe(breakdown_s);
     if (!probe) throw UserError("--breakdown: cannot write '" + breakdown_s + "'");
   }
+  std::unique_ptr<DiskPlanCache> plan_cache;  // read before the device is looked at
+  if (!plan_cache_s.empty()) plan_cache = std::make_unique<DiskPlanCache>(plan_cache_s);
   require_cuda_device();
   GpuContext ctx;
+  if (plan_cache) {
+    const DeviceInfo dev = discover_device(0);
+    plan_cache->set_scope(plan_cache_scope_device(dev), plan_cache_scope_library(dev));
+    ctx.disk_plans = plan_cache.get();
+  }
   ctx.share_plans = share_s == "true";
   ctx.graph_edges = edges;
   ctx.excluded = excluded;
@@ -179,6 +192,12 @@ int run(int argc, char** argv) {
     runner_p = std::make_unique<Runner>(*model_p, ctx);
   } else {
     build_and_capture(ctx, make, model_p, runner_p, repairs, nullptr, max_repairs);
+  }
+  if (plan_cache) {
+    plan_cache->save();
+    std::fprintf(stderr, "cnnbench_infer: plan cache %s: %d hits (%d used, %d stale), %d misses\n",
+                 plan_cache->path().c_str(), plan_cache->hits, plan_cache->used, plan_cache->stale,
+                 plan_cache->misses);
   }
   Model& model = *model_p;
   Runner& runner = *runner_p;

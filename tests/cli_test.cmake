@@ -57,6 +57,7 @@ expect_failure("resume file" "--resume: cannot read '/nonexistent/partial.json'"
 expect_failure("results lines path" "cannot write the results lines to '/nonexistent/dir/r.jsonl'" ${BENCH} --results_lines=/nonexistent/dir/r.jsonl)
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/bad_plans.json "{not json")
 expect_failure("plan cache corrupt" "plan cache .*bad_plans.json: not JSON" ${BENCH} --plan_cache=${CMAKE_CURRENT_BINARY_DIR}/bad_plans.json)
+expect_failure("infer plan cache corrupt" "bad_plans.json: not JSON" ${INFER} --network=resnet50 --output=x.safetensors --plan_cache=${CMAKE_CURRENT_BINARY_DIR}/bad_plans.json)
 expect_failure("plan cache unwritable" "--plan_cache: cannot write /nonexistent/dir/p.json" ${BENCH} --plan_cache=/nonexistent/dir/p.json)
 expect_failure("breakdown path" "--breakdown: cannot write '/nonexistent/dir/b.json'" ${INFER} --network=resnet50 --output=x.safetensors --breakdown=/nonexistent/dir/b.json)
 
