@@ -199,8 +199,10 @@ def is_stylegan_train(path):
             doc = json.load(f)
     except (OSError, ValueError):
         return False
-    return isinstance(doc, dict) and "settings" in doc and "rows" in doc and \
-        "benchmarks" not in doc
+    # PyTorch's peer (tools/stylegan3_train_reference.py bench) writes "settings" and "rows"
+    # too, but no discriminator in its settings: it is not ours to price.
+    return isinstance(doc, dict) and isinstance(doc.get("settings"), dict) and \
+        "discriminator" in doc["settings"] and "rows" in doc and "benchmarks" not in doc
 
 
 def load_stylegan_train(path):

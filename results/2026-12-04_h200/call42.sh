@@ -7,6 +7,8 @@
 # B: the training iteration (NVlabs': Gmain + Adam, Dmain + Adam, Dreg + Adam every 16th, G_ema),
 #    ours at tf32 batch 4 / 8 / 16 and fp32 batch 8, then the PyTorch peer at tf32.
 # Carry: build/release/cnnbench_stylegan_train, build/release/tests/test_gpu, .carry
+# Then, here: python3 tools/sg_train_table.py --ours call42/b/ours_tf32.json --ours
+#   call42/b/ours_fp32.json --pytorch call42/b/pytorch_tf32.json --out issue6_train.md
 set -u
 O=${OUT:-/tmp/out}
 mkdir -p $O/k $O/c $O/b
