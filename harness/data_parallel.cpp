@@ -1,7 +1,9 @@
 #include "harness/data_parallel.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "harness/check.h"
 
@@ -69,6 +71,7 @@ DataParallel::DataParallel(TrainModel& model, ncclComm_t comm, int world,
     CNN_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   CNN_CHECK_CUDA(cudaEventCreateWithFlags(&start_, cudaEventDisableTiming));
   CNN_CHECK_CUDA(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  check_layout_on_all_ranks();
 }
 
 DataParallel::~DataParallel() {
@@ -111,12 +114,60 @@ std::string DataParallel::coverage_error() const {
 void DataParallel::reduce(int bucket, cudaStream_t s) {
   const Bucket& b = buckets_.at(size_t(bucket));
   CNN_CHECK_NCCL(ncclGroupStart());
+  ncclResult_t first = ncclSuccess;  // the group is closed whatever happens inside it
   for (const BucketRun& r : b.runs) {
     void* p = reinterpret_cast<void*>(r.address);
     const size_t count = r.bytes / dtype_size(static_cast<DType>(r.group));
-    CNN_CHECK_NCCL(ncclAllReduce(p, p, count, nccl_type(r.group), ncclAvg, comm_, s));
+    first = ncclAllReduce(p, p, count, nccl_type(r.group), ncclAvg, comm_, s);
+    if (first != ncclSuccess) break;
   }
-  CNN_CHECK_NCCL(ncclGroupEnd());
+  const ncclResult_t end = ncclGroupEnd();
+  if (first != ncclSuccess) throw_nccl_error(first, "ncclAllReduce", __FILE__, __LINE__);
+  CNN_CHECK_NCCL(end);
+}
+
+uint64_t DataParallel::layout_hash() const {
+  // FNV-1a over the buckets' runs, addresses taken from the first gradient's: the same on every
+  // rank exactly when their all-reduces match call for call.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
+  };
+  uintptr_t base = UINTPTR_MAX;
+  for (const GradSlot& s : slots_) base = std::min(base, s.address);
+  mix(buckets_.size());
+  for (const Bucket& b : buckets_) {
+    mix(b.runs.size());
+    for (const BucketRun& r : b.runs) mix(r.address - base), mix(r.bytes), mix(uint64_t(r.group));
+  }
+  return h;
+}
+
+void DataParallel::check_layout_on_all_ranks() {
+  if (world_ < 2) return;
+  uint64_t* d = nullptr;
+  CNN_CHECK_CUDA(cudaMalloc(&d, sizeof(uint64_t) * size_t(world_)));
+  std::vector<uint64_t> all(static_cast<size_t>(world_));
+  try {
+    int rank = 0;
+    CNN_CHECK_NCCL(ncclCommUserRank(comm_, &rank));
+    const uint64_t mine = layout_hash();
+    CNN_CHECK_CUDA(cudaMemcpy(d + rank, &mine, sizeof mine, cudaMemcpyHostToDevice));
+    CNN_CHECK_NCCL(ncclAllGather(d + rank, d, 1, ncclUint64, comm_, nccl_stream_));
+    CNN_CHECK_CUDA(cudaStreamSynchronize(nccl_stream_));
+    CNN_CHECK_CUDA(
+        cudaMemcpy(all.data(), d, sizeof(uint64_t) * all.size(), cudaMemcpyDeviceToHost));
+  } catch (...) {
+    cudaFree(d);
+    throw;
+  }
+  CNN_CHECK_CUDA(cudaFree(d));
+  for (int r = 1; r < world_; ++r)
+    if (all[size_t(r)] != all[0])
+      throw std::runtime_error(
+          "data parallel: rank " + std::to_string(r) +
+          " laid its gradients out unlike rank 0 (their all-reduces would not match): the ranks "
+          "built different models");
 }
 
 void DataParallel::step(cudaStream_t stream) {

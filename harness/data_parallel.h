@@ -67,8 +67,15 @@ class DataParallel {
   // the model's buffers): an empty string, or what is wrong.
   std::string coverage_error() const;
 
+  // A hash of the buckets' runs (offsets from the first gradient, sizes, types).
+  uint64_t layout_hash() const;
+
  private:
   void reduce(int bucket, cudaStream_t s);
+  // Every rank's layout_hash() against rank 0's (a collective; world 1: nothing). A rank whose
+  // model chose other gradient types would issue other all-reduces and hang the rest: all ranks
+  // throw instead, naming the first that differs.
+  void check_layout_on_all_ranks();
 
   TrainModel& model_;
   ncclComm_t comm_;

@@ -127,6 +127,16 @@ struct Comm {
   }
 };
 
+[[noreturn]] void die(const Comm& c, const char* what, int code) {
+  std::fflush(stdout);
+  if (c.me.world > 1)
+    std::fprintf(stderr, "cnnbench_dp: rank %d of %d: %s\n", c.me.rank, c.me.world, what);
+  else
+    std::fprintf(stderr, "cnnbench_dp: %s\n", what);
+  std::fflush(stderr);
+  std::_Exit(code);
+}
+
 void setup(Comm& c, double timeout_s) {
   c.me = rank_info_from_env();
   const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
@@ -238,8 +248,8 @@ int bench(Comm& c, const Settings& s) {
     const auto t0 = std::chrono::steady_clock::now();
     auto model = std::make_unique<TrainModel>(ctx, g, w, t);
     DataParallel dp(*model, c.comm, c.me.world, s.dp);
-    // One eager step and all-reduce first: NCCL sets up its connections (and allocates) on a
-    // communicator's first collectives, which a stream capture does not allow.
+    // One eager step and all-reduce first, so the captures meet a model and communicator that
+    // have run (NCCL connects peers lazily; the step's first run settles its buffers).
     dp.step(c.stream);
     dp.allreduce_only(c.stream);
     CNN_CHECK_CUDA(cudaStreamSynchronize(c.stream));
@@ -531,6 +541,9 @@ int run(int argc, char** argv) {
   if (optimizer != "sgd" && optimizer != "adam")
     throw UserError("--optimizer takes sgd or adam, not '" + optimizer + "'");
   s.train.optimizer = optimizer == "adam" ? Optimizer::Adam : Optimizer::SGD;
+  // The same gradient types on every rank (their all-reduces must match call for call), in
+  // fp32 as DDP all-reduces them under autocast.
+  s.train.fp32_weight_gradients = true;
   s.train.lr = parse_number(lr_s, "lr");
   s.train.engine = parse_engine_mode(engine);
   s.steps = int(parse_count(steps_s, "steps"));
@@ -559,9 +572,22 @@ int run(int argc, char** argv) {
     std::ofstream probe(s.json_path, std::ios::app);
     if (!probe) throw UserError("--json: cannot write " + s.json_path);
   }
-  Comm c;
-  setup(c, timeout);
-  return verify_mode ? verify(c, s) : bench(c, s);
+  // From here a failure on one rank must not wait for the others: its message goes out with its
+  // rank, and the process ends at once (cnnbench_launch then stops the rest). Unwinding to
+  // run_main would destroy the communicator, which waits for every rank of the node (NCCL:
+  // ncclCommDestroy is an intra-node collective), and they may be waiting for this one.
+  Comm* c = new Comm;
+  int rc = 0;
+  try {
+    setup(*c, timeout);
+    rc = verify_mode ? verify(*c, s) : bench(*c, s);
+  } catch (const UserError& e) {
+    die(*c, e.what(), 2);
+  } catch (const std::exception& e) {
+    die(*c, e.what(), 1);
+  }
+  delete c;  // every rank gets here together
+  return rc;
 }
 
 }  // namespace

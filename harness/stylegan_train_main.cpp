@@ -82,7 +82,39 @@ std::vector<float> randn(size_t n, std::mt19937_64& rng) {
   return v;
 }
 
+// The case's hyper-parameters (case.json, as tools/stylegan3_train_reference.py write-case writes
+// it) into `opt`: gamma, the R1 interval, the mbstd group size, D's channels and clamp. A case
+// whose generator clamp is not the graph's 256 is refused (G's clamp is part of its graph).
+void apply_case(const std::string& dir, SgTrainOptions& opt) {
+  const std::string path = dir + "/case.json";
+  std::ifstream f(path);
+  if (!f) throw UserError("cannot read " + path);
+  nlohmann::json c;
+  try {
+    c = nlohmann::json::parse(f);
+    opt.gamma = c.at("gamma").get<float>();
+    opt.r1_interval = c.at("d_reg_interval").get<int>();
+    opt.mbstd_group = c.at("mbstd_group_size").get<int>();
+    const auto& d = c.at("discriminator");
+    opt.d_channel_base = d.at("channel_base").get<int>();
+    opt.d_channel_max = d.at("channel_max").get<int>();
+    if (d.at("conv_clamp").is_null())
+      throw UserError(path + ": D without a conv_clamp is not supported (ours clamps at a value)");
+    opt.conv_clamp = d.at("conv_clamp").get<float>();
+    const auto& gc = c.at("generator").at("conv_clamp");
+    if (gc.is_null() || gc.get<float>() != 256.f)
+      throw UserError(path +
+                      ": the generator's conv_clamp must be 256 (stylegan3_t's graph), not " +
+                      gc.dump());
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(path + ": " + e.what());
+  }
+  if (opt.r1_interval < 1 || opt.mbstd_group < 1 || !(opt.gamma >= 0))
+    throw UserError(path + ": gamma, d_reg_interval or mbstd_group_size out of range");
+}
+
 int run_check(const std::string& dir, const std::string& output, SgTrainOptions opt) {
+  apply_case(dir, opt);
   const SafetensorsFile in = SafetensorsFile::load(dir + "/inputs.safetensors");
   const std::vector<int64_t> rs = in.info("reals").shape;
   if (rs.size() != 4 || rs[1] != 3 || rs[2] != rs[3])

@@ -128,7 +128,8 @@ std::string ConvBackwardSpec::signature(ConvGrad g) const {
   return std::string(grad_name(g)) + ":" + precision_name(precision) + ":" + x.str() + ":" +
          y.str() + ":k" + std::to_string(kernel) + "x" + std::to_string(kw()) + "s" +
          std::to_string(stride) + "p" + std::to_string(pad) + "x" + std::to_string(pw()) + "d" +
-         std::to_string(dilation) + "g" + std::to_string(groups) + (accumulate ? ":acc" : "");
+         std::to_string(dilation) + "g" + std::to_string(groups) + (accumulate ? ":acc" : "") +
+         (fp32_dw ? ":dw32" : "");
 }
 
 ConvBackwardSpec ConvBackwardSpec::of(const ConvSpec& f) {
@@ -237,6 +238,7 @@ void ConvBackwardOp::prepare(GpuContext& ctx, EngineMode mode, int top_k,
   // then in fp32; under autotune both are timed and the faster is kept.
   std::vector<DType> dw_types{t};
   if (grad_ == ConvGrad::Filter && t != DType::F32) dw_types.push_back(DType::F32);
+  if (spec_.fp32_dw && dw_types.size() == 2) std::swap(dw_types[0], dw_types[1]);
   DType chosen_dw = t;
   std::string why = "heuristics offer no engine";
   std::vector<std::string> skip = ctx.excluded;  // and engines whose graph replay disagreed
@@ -251,7 +253,7 @@ void ConvBackwardOp::prepare(GpuContext& ctx, EngineMode mode, int top_k,
                                    ? size_t(spec_.x.numel()) * dtype_size(t)
                                    : size_t(filter_dims(spec_).numel()) * sizeof(float);
   for (DType dwt : dw_types) {
-    if (chosen && !tune) break;
+    if (chosen && (!tune || spec_.fp32_dw)) break;
     auto g = build_graph(ctx.cudnn, spec_, grad_, buf_, dwt, &why);
     if (!g) continue;
     dw_type_ = dwt;

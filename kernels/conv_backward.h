@@ -52,6 +52,10 @@ struct ConvBackwardSpec {
   // Filter, fp16/bf16, C % 8 != 0: take the padded path (below) even where an engine takes x as
   // it is (tests).
   bool force_padded = false;
+  // Filter, fp16/bf16: dw in fp32 wherever an engine writes it, the storage type only where none
+  // does (not timed against each other), so every process of a data-parallel run lays its
+  // gradients out alike (harness/data_parallel.h); off: both timed under autotune.
+  bool fp32_dw = false;
   int kw() const { return kernel_w > 0 ? kernel_w : kernel; }
   int pw() const { return pad_w >= 0 ? pad_w : pad; }
   std::string signature(ConvGrad g) const;

@@ -504,6 +504,7 @@ __global__ void sgd_kernel(float* p, float* buf, const G* g, int64_t n, SgdArgs 
 
 struct AdamArgs {
   double lr, beta1, beta2, eps, weight_decay;
+  bool nan_to_num;
 };
 
 template <typename G, typename C>
@@ -522,7 +523,9 @@ __global__ void adam_kernel(float* p, float* m, float* v, const G* g, int64_t n,
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     float w = p[i];
-    const float gi = load_f(g, i) * inv + wd * w;
+    float gr = load_f(g, i) * inv;
+    if (h.nan_to_num && !isfinite(gr)) gr = isnan(gr) ? 0.f : copysignf(1e5f, gr);
+    const float gi = gr + wd * w;
     const float mi = b1 * m[i] + omb1 * gi;
     const float vi = b2 * v[i] + omb2 * gi * gi;
     m[i] = mi;
@@ -892,7 +895,7 @@ void launch_adam_step(float* p, float* m, float* v, const void* g, DType gt, int
   if (!c.step) throw std::invalid_argument("launch_adam_step: Adam needs the step count");
   if (!m || !v) throw std::invalid_argument("launch_adam_step: Adam needs m and v");
   if (n <= 0) return;
-  const AdamArgs a{h.lr, h.beta1, h.beta2, h.eps, h.weight_decay};
+  const AdamArgs a{h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.nan_to_num};
   CNN_DISPATCH_TWO(gt, copy_t,
                    adam_kernel<G, C><<<blocks_for(n), kThreads, 0, stream>>>(
                        p, m, v, static_cast<const G*>(g), n, a, c, static_cast<C*>(p_copy)));

@@ -125,6 +125,9 @@ void sgd_step_ref(RefVec& p, const RefVec& g, SgdState& s, const SgdRef& h);
 //   p -= lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
 struct AdamRef {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  // NVlabs' StyleGAN training before each step: grad.nan_to_num_(nan=0, posinf=1e5,
+  // neginf=-1e5) (the device step only; torch.optim.Adam itself does not).
+  bool nan_to_num = false;
 };
 struct AdamState {
   RefVec m, v;  // zeros of p's size before the first step

@@ -376,6 +376,7 @@ struct GLayer {
   BiasAct act;
   // Device buffers (batch N): x is the previous layer's output.
   float *styles, *sn, *xs, *wp, *wsq, *dcoef, *xm, *c, *v, *a, *y, *ema, *up_f, *down_f;
+  float* g_ema_mag = nullptr;  // G_ema's copy of magnitude_ema
   float *up_flip, *down_flip;
   ConvSpec spec;
   ConvOp* fwd = nullptr;
@@ -399,6 +400,7 @@ struct StyleganTrainer::Impl {
   float *z_gmain, *z_dmain, *zn, *w, *gw;
   std::vector<float*> map_h, map_a;  // per mapping layer: pre-activation, output
   float* w_avg = nullptr;
+  float* ema_w_avg = nullptr;  // G_ema's copy of w_avg (NVlabs copies G's buffers each iteration)
   // the input
   std::string in_name;
   int in_c = 0, in_size = 0;
@@ -462,6 +464,7 @@ void StyleganTrainer::Impl::build_g(const HostWeights& wt) {
   zn = heap.floats(size_t(N) * wdim), w = heap.floats(size_t(N) * wdim);
   gw = heap.floats(size_t(N) * wdim);
   w_avg = copy(tensor("mapping.w_avg"));
+  ema_w_avg = copy(tensor("mapping.w_avg"));
   size_t max_act = 0, max_small = 0;
   int prev_c = 0;
   Dims prev{};
@@ -540,6 +543,7 @@ void StyleganTrainer::Impl::build_g(const HostWeights& wt) {
       L.a = heap.floats(size_t(N) * L.up.out().numel());
       L.y = heap.floats(size_t(N) * L.down.out().numel());
       L.ema = copy(tensor(n.name + ".magnitude_ema"));
+      L.g_ema_mag = copy(tensor(n.name + ".magnitude_ema"));
       L.spec.name = n.name;
       L.spec.x = batched(L.in, N), L.spec.y = batched(L.conv, N);
       L.spec.kernel = L.spec.kernel_w = L.k, L.spec.pad = L.spec.pad_w = L.k - 1;
@@ -941,6 +945,7 @@ namespace {
 AdamRef adam_of(double lr, double beta1, double beta2, double eps) {
   AdamRef h;
   h.lr = lr, h.beta1 = beta1, h.beta2 = beta2, h.eps = eps;
+  h.nan_to_num = true;  // NVlabs' training loop, before every optimizer step
   return h;
 }
 
@@ -1029,6 +1034,12 @@ void StyleganTrainer::iteration(int index, cudaStream_t st) {
   const double ema_nimg = o.batch * 10.0 / 32.0 * 1000.0;
   launch_lerp_into(m.gp.p, float(std::pow(0.5, o.batch / ema_nimg)), int64_t(m.gp.total), m.gp.ema,
                    st);
+  // and G's buffers copied into G_ema as they are (NVlabs' training loop: w_avg, magnitude_ema).
+  CNN_CHECK_CUDA(
+      cudaMemcpyAsync(m.ema_w_avg, m.w_avg, 512 * sizeof(float), cudaMemcpyDeviceToDevice, st));
+  for (const GLayer& L : m.layers)
+    CNN_CHECK_CUDA(
+        cudaMemcpyAsync(L.g_ema_mag, L.ema, sizeof(float), cudaMemcpyDeviceToDevice, st));
 }
 
 std::vector<SafetensorOut> StyleganTrainer::results(const std::string& phase) const {

@@ -487,6 +487,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
       switch (n.kind) {
         case OpKind::Conv: {
           ConvBackwardSpec s = ConvBackwardSpec::of(conv_spec(id));
+          s.fp32_dw = opt.fp32_weight_gradients;
           ConvBackwardBuffers b;
           if (op.part == BackwardPart::Filter) {
             b.x = vptr(x), b.dy = dy, b.dw = pgrad(n, 0);

@@ -61,6 +61,10 @@ struct TrainOptions {
   // and ReLU of a block's tail, forward and backward (plan_training's fuse_bn_act); off: an op
   // each, each way (for comparison).
   bool fuse_bn_act = true;
+  // Conv weight gradients in fp32 wherever an engine writes them (fp16, bf16), chosen the same
+  // way on every process: what data-parallel training needs (harness/data_parallel.h), and what
+  // PyTorch's DDP all-reduces under autocast (fp32 .grad). Off: fp32 and the storage type timed.
+  bool fp32_weight_gradients = false;
   uint64_t dropout_seed = 0;  // dropout masks: a counter-based hash of (seed, element, step)
 };
 

@@ -5,10 +5,11 @@
 # C: every gradient of Gmain, Dmain and Dreg against PyTorch autograd (R1 with create_graph), on
 #    the same weights and inputs, batch 4 (one mbstd group), fp32 and tf32.
 # B: the training iteration (NVlabs': Gmain + Adam, Dmain + Adam, Dreg + Adam every 16th, G_ema),
-#    ours at tf32 batch 4 / 8 / 16 and fp32 batch 8, then the PyTorch peer at tf32.
+#    ours at tf32 batch 4 / 8 / 16, then the PyTorch peer at tf32.
+# C8: batch 8 (two mbstd groups) in fp32 against the reference too.
 # Carry: build/release/cnnbench_stylegan_train, build/release/tests/test_gpu, .carry
-# Then, here: python3 tools/sg_train_table.py --ours call42/b/ours_tf32.json --ours
-#   call42/b/ours_fp32.json --pytorch call42/b/pytorch_tf32.json --out issue6_train.md
+# Then, here: python3 tools/sg_train_table.py --ours call42/b/ours_tf32.json
+#   --pytorch call42/b/pytorch_tf32.json --out issue6_train.md
 set -u
 O=${OUT:-/tmp/out}
 mkdir -p $O/k $O/c $O/b
@@ -33,13 +34,21 @@ for p in fp32 tf32; do
   echo "C compare $p rc=$?"; grep -iE "worst|fail|missing|pass" $O/c/compare_$p.log | head -12
 done
 rm -f $O/c/case/*.safetensors $O/c/*.safetensors
+# Batch 8: two mbstd groups (batch 4 has one), fp32 only.
+timeout 90 $PYTHON tools/stylegan3_train_reference.py write-case --dir $O/c/case8 --resolution 256 \
+  --batch 8 --seed 5 --device cuda >$O/c/write8.log 2>&1
+echo "C8 write rc=$? $(date +%T)"; tail -n 2 $O/c/write8.log
+timeout 100 $B/cnnbench_stylegan_train --check=$O/c/case8 --output=$O/c/ours8.safetensors \
+  --precision=fp32 >$O/c/ours8.log 2>&1
+echo "C8 ours rc=$?"; tail -n 1 $O/c/ours8.log
+timeout 60 $PYTHON tools/stylegan3_train_reference.py compare --reference $O/c/case8/reference.safetensors \
+  --ours $O/c/ours8.safetensors --tolerance 1e-3 >$O/c/compare8.log 2>&1
+echo "C8 compare rc=$?"; grep -iE "worst|fail|missing|pass" $O/c/compare8.log | head -8
+rm -f $O/c/case8/*.safetensors $O/c/*.safetensors
 (cd $O && tar czf c.tgz --remove-files c)
 timeout 200 $B/cnnbench_stylegan_train --batches=4,8,16 --precision=tf32 --iters=16 --warmup=2 \
   --repetitions=2 --json=$O/b/ours_tf32.json >$O/b/ours_tf32.log 2>&1
 echo "B ours tf32 rc=$? $(date +%T)"; tail -n 9 $O/b/ours_tf32.log
-timeout 70 $B/cnnbench_stylegan_train --batches=8 --precision=fp32 --iters=16 --warmup=2 \
-  --repetitions=1 --json=$O/b/ours_fp32.json >$O/b/ours_fp32.log 2>&1
-echo "B ours fp32 rc=$? $(date +%T)"; tail -n 3 $O/b/ours_fp32.log
 timeout $((585 - SECONDS)) $PYTHON tools/stylegan3_train_reference.py bench --resolution 256 \
   --batches 4,8,16 --precision tf32 --iters 16 --warmup-iters 2 --out $O/b/pytorch_tf32.json \
   >$O/b/pytorch.log 2>&1
