@@ -63,6 +63,8 @@ const char* kUsage =
             gradients and the weights after the step with one GPU's step on the whole batch;
             every rank's weights after the step must be bitwise the same. Exit 1 on a mismatch.
   --json    rank 0's results, rewritten after every batch (written nowhere else)
+  --rendezvous_check  no GPU: every rank gets rank 0's random bytes over the rendezvous and
+            prints a line (its rank, where it read it from, a hash of the bytes)
 )";
 
 std::vector<int> parse_batches(const std::string& s) {
@@ -172,6 +174,23 @@ void setup(Comm& c, double timeout_s) {
   gethostname(host, sizeof host - 1);
   const DeviceInfo d = discover_device(c.me.local_rank);
   c.ranks = c.gather_text(std::string(host) + " " + d.name + " " + d.uuid);
+}
+
+// --rendezvous_check: the launch without a GPU. Every rank reads its place from the environment
+// and gets rank 0's 128 random bytes over the TCP rendezvous (as NCCL's id travels), then prints
+// one line; a test compares the lines of all ranks.
+int rendezvous_check() {
+  const RankInfo me = rank_info_from_env();
+  std::vector<uint8_t> blob(128);
+  std::random_device rd;
+  for (uint8_t& b : blob) b = uint8_t(rd());
+  const std::vector<uint8_t> got = rendezvous_broadcast(me, rendezvous_from_env(), blob, 30);
+  uint64_t h = 1469598103934665603ull;
+  for (uint8_t b : got) h = (h ^ b) * 1099511628211ull;
+  std::printf("rendezvous: rank %d of %d (local %d of %d, from %s): %zu bytes, fnv %016llx\n",
+              me.rank, me.world, me.local_rank, me.local_world, me.source.c_str(), got.size(),
+              static_cast<unsigned long long>(h));
+  return 0;
 }
 
 // A step captured in a CUDA graph, timed by events over `steps` replays.
@@ -508,6 +527,7 @@ int run(int argc, char** argv) {
       verify_mode = true;
       continue;
     }
+    if (take_flag(i, argc, argv, "rendezvous_check", nullptr)) return rendezvous_check();
     if (take_flag(i, argc, argv, "network", &s.network) ||
         take_flag(i, argc, argv, "batches", &batches_s) ||
         take_flag(i, argc, argv, "precision", &precision) ||

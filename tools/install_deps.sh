@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Installs what cnnbench builds with, from Debian's packages, where it is missing. The CUDA
+# Installs what cnnbench builds with, from Debian's packages, where it is missing (openmpi-bin:
+# mpirun, one of the ways to start data-parallel ranks, and a case of its launch test). The CUDA
 # toolkit with cuDNN and cuBLAS is part of the machine (/usr/local/cuda); it is checked, not
 # installed.
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libbenchmark-dev libgtest-dev libgmock-dev libyaml-cpp-dev
-      nlohmann-json3-dev python3 python3-yaml python3-matplotlib clang)
+      nlohmann-json3-dev python3 python3-yaml python3-matplotlib clang openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
