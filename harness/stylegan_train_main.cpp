@@ -161,6 +161,8 @@ BenchRow bench_one(GpuContext& ctx, SgTrainOptions opt, int batch, int iters, in
   BenchRow row;
   row.batch = batch;
   opt.batch = batch;
+  opt.fresh_latents = true;  // new z each iteration, as NVlabs' loop draws them
+  opt.latent_seed = uint64_t(1234 + batch);
   const int R = opt.resolution;
   try {
     std::mt19937_64 rng(1234 + batch);
@@ -247,7 +249,8 @@ int run_bench(const std::vector<int>& batches, SgTrainOptions opt, int iters, in
       {"iters_per_rep", iters},
       {"warmup_iters", warmup},
       {"iteration", "Gmain+Adam(G), Dmain+Adam(D), every 16th Dreg+Adam(D), G_ema"},
-      {"engines", "cuDNN heuristics"}};
+      {"engines", "cuDNN heuristics"},
+      {"inputs", "fresh latents each iteration (kernels/randn.cuh); one fixed batch of reals"}};
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   auto add = [&](const BenchRow& r) {
     nlohmann::ordered_json j;

@@ -5,6 +5,7 @@
 
 #include "harness/check.h"
 #include "kernels/channel_kernels.cuh"
+#include "kernels/randn.cuh"
 
 namespace cnnbench {
 namespace {
@@ -310,6 +311,12 @@ __global__ void lerp_into_kernel(const float* p, float beta, int64_t n, float* e
     ema[j] = p[j] + beta * (ema[j] - p[j]);
 }
 
+__global__ void randn_kernel(float* out, int64_t n, uint64_t seed, uint64_t offset) {
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < n;
+       j += int64_t(gridDim.x) * blockDim.x)
+    out[j] = counter_normal(seed, offset + uint64_t(j));
+}
+
 __global__ void scale_kernel(const float* x, float s, int64_t n, float* y, bool acc) {
   for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < n;
        j += int64_t(gridDim.x) * blockDim.x)
@@ -467,6 +474,11 @@ void launch_softplus_loss(const float* logits, int n, float sign, float gain, fl
 
 void launch_lerp_into(const float* p, float beta, int64_t n, float* ema, cudaStream_t st) {
   lerp_into_kernel<<<blocks_for(n), ck::kThreads, 0, st>>>(p, beta, n, ema);
+  CNN_CHECK_CUDA(cudaGetLastError());
+}
+
+void launch_randn(float* out, int64_t n, uint64_t seed, uint64_t offset, cudaStream_t st) {
+  randn_kernel<<<blocks_for(n), ck::kThreads, 0, st>>>(out, n, seed, offset);
   CNN_CHECK_CUDA(cudaGetLastError());
 }
 

@@ -90,6 +90,8 @@ void launch_softplus_loss(const float* logits, int n, float sign, float gain, fl
                           float* dl, cudaStream_t st);
 // ema = p + beta * (ema - p) over n (G_ema), beta read on the host.
 void launch_lerp_into(const float* p, float beta, int64_t n, float* ema, cudaStream_t st);
+// out[j] = counter_normal(seed, offset + j) (kernels/randn.cuh), j < n.
+void launch_randn(float* out, int64_t n, uint64_t seed, uint64_t offset, cudaStream_t st);
 // y = x * s over n values (= or += where accumulate).
 void launch_scale(const float* x, float s, int64_t n, float* y, bool accumulate, cudaStream_t st);
 // dst [n][hw][c] from src NCHW-ordered rows for a flattened fc input: the fc weights stay in

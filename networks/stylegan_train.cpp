@@ -1015,6 +1015,11 @@ void StyleganTrainer::iteration(int index, cudaStream_t st) {
   const double ratio = double(o.r1_interval) / (o.r1_interval + 1);
   const AdamRef d_adam =
       adam_of(o.d_lr * ratio, std::pow(o.beta1, ratio), std::pow(o.beta2, ratio), o.eps);
+  if (o.fresh_latents) {  // two latent batches per iteration, each from its own counter range
+    const int64_t nz = int64_t(m.N) * 512;
+    launch_randn(m.z_gmain, nz, o.latent_seed, uint64_t(2 * index) * uint64_t(nz), st);
+    launch_randn(m.z_dmain, nz, o.latent_seed, uint64_t(2 * index + 1) * uint64_t(nz), st);
+  }
   auto adam = [&](Params& p, int* step, const AdamRef& h) {
     launch_step_advance(step, nullptr, st);
     StepControl c;

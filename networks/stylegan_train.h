@@ -51,6 +51,11 @@ struct SgTrainOptions {
   double g_lr = 0.0025, d_lr = 0.002, beta1 = 0.0, beta2 = 0.99, eps = 1e-8;
   int d_channel_base = 32768, d_channel_max = 512, mbstd_group = 4;
   float conv_clamp = 256.f;  // D's layers (G's is in its graph)
+  // iteration() draws fresh latents for Gmain and Dmain each time, as NVlabs' loop does
+  // (torch.randn), from a counter (kernels/randn.cuh) seeded here; off: set_inputs' latents are
+  // reused (the reals are always the same batch: no data loading).
+  bool fresh_latents = false;
+  uint64_t latent_seed = 1;
 };
 
 // NVlabs' Discriminator (resnet, c_dim 0) at `resolution`: its parameters by name, NVlabs'
