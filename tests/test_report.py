@@ -194,6 +194,43 @@ class Scaling(unittest.TestCase):
         self.assertTrue(any(r["metric"].startswith("fastest") for r in doc["recommendations"]))
 
 
+class DataParallelRows(unittest.TestCase):
+    def test_dp_files_get_their_section(self):
+        with open(FIXTURE) as f:
+            context = dict(json.load(f)["context"], nccl_loaded="2.28.9", world_size="2")
+        dp = {"context": context, "results": [
+            {"network": "resnet50", "precision": "fp16", "batch_per_gpu": 256, "world_size": 2,
+             "global_img_per_s": 12000.0, "per_gpu_img_per_s": 6000.0,
+             "one_gpu_img_per_s": 6400.0, "scaling_efficiency": 0.9375,
+             "exposed_comm_ms": 2.5}]}
+        with tempfile.TemporaryDirectory() as d:
+            path = write_json(d, "dp_g2.json", dp)
+            self.assertTrue(report.is_data_parallel(path))
+            self.assertFalse(report.is_data_parallel(FIXTURE))
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(report.main([FIXTURE, path, "--out-dir", d, "--prices",
+                                              report.DEFAULT_PRICES, "--seed", "",
+                                              "--cost-seed", "", "--no-plots"]), 0)
+            with open(os.path.join(d, "report.md")) as f:
+                md = f.read()
+        self.assertIn("## Training on several GPUs", md)
+        self.assertIn("| resnet50 | fp16 | NVIDIA H200 | 256 | 2 | 12,000 | 6,000 | 6,400 | 0.938 "
+                      "| 2.50 |", md)
+        self.assertIn("| resnet50 | GTX 1080 | 4 | 32 | 8 |", md)  # the seed's rows beside
+
+    def test_a_bad_dp_file_is_named(self):
+        with open(FIXTURE) as f:
+            context = dict(json.load(f)["context"], nccl_loaded="2.28.9")
+        with tempfile.TemporaryDirectory() as d:
+            path = write_json(d, "dp_bad.json", {"context": context,
+                                                "results": [{"network": "resnet50"}]})
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(report.main([path, "--out-dir", d, "--seed", "",
+                                              "--cost-seed", "", "--no-plots"]), 2)
+            self.assertIn("dp_bad.json: a result lacks", err.getvalue())
+
+
 class CostArithmetic(unittest.TestCase):
     @unittest.skipUnless(HAVE_COST_SEED, "the seed's cost CSV (../shared/reference) is not here")
     def test_every_seed_row(self):

@@ -13,6 +13,8 @@ as PNG files. Tables:
     (cnnbench's `video` rows), 5 kimg of StyleGAN3-T training (cnnbench_stylegan_train --json
     files, told apart from Google Benchmark's by their "settings" and "rows");
   - the largest batch per network from max-batch rows, and cost per batch item;
+  - training on several GPUs, from cnnbench_dp --json files among the inputs, beside the seed's
+    multi-GPU rows (tools/scaling_table.py's table);
   - recommendations per metric: fastest, best cost per million, cheapest per hour, largest batch,
     best largest batch per unit of currency; ties listed together.
 Prices come from configs/prices.yaml (--prices), joined by GPU name; a GPU without a price gets
@@ -33,6 +35,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_pytorch as cp  # noqa: E402  (the Google Benchmark JSON reader)
+import scaling_table  # noqa: E402  (cnnbench_dp's files beside the seed's multi-GPU rows)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REF = os.path.join(os.path.dirname(ROOT), "shared", "reference")
@@ -203,6 +206,17 @@ def is_stylegan_train(path):
     # too, but no discriminator in its settings: it is not ours to price.
     return isinstance(doc, dict) and isinstance(doc.get("settings"), dict) and \
         "discriminator" in doc["settings"] and "rows" in doc and "benchmarks" not in doc
+
+
+def is_data_parallel(path):
+    """Whether `path` is cnnbench_dp's --json: "results" and a context naming NCCL."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and isinstance(doc.get("results"), list) and \
+        "nccl_loaded" in (doc.get("context") or {})
 
 
 def load_stylegan_train(path):
@@ -596,6 +610,11 @@ def render_markdown(data, runs, prices, plots):
     else:
         out.append("None of these results measures one of the article's tasks (a training "
                    "epoch, YOLOR's video, StyleGAN's 5 kimg).")
+    if data.get("data_parallel"):
+        out += ["", "## Training on several GPUs", "",
+                "cnnbench_dp's runs (data-parallel over NCCL; efficiency: per-GPU img/s over the "
+                "same step alone on one GPU), then the seed's multi-GPU rows with their efficiency "
+                "computed the same way:", "", data["data_parallel"].rstrip("\n")]
     if data.get("scaling"):
         out += ["", "## How throughput grows with batch", "",
                 f"Where each network saturates ({data['precision']} {data['mode']}): the plateau is "
@@ -863,14 +882,24 @@ def main(argv=None):
             raise InputError("--batch must be at least 1")
         prices = load_prices(args.prices)
         sg_runs = [load_stylegan_train(p) for p in args.results if is_stylegan_train(p)]
-        runs = [load_run(p) for p in args.results if not is_stylegan_train(p)]
+        dp_paths = [p for p in args.results if is_data_parallel(p)]
+        runs = [load_run(p) for p in args.results
+                if not is_stylegan_train(p) and p not in dp_paths]
+        dp_rows = scaling_table.read_runs(dp_paths) if dp_paths else []
         seed = load_seed(args.seed) if args.seed else {}
         cost_seed = load_cost_seed(args.cost_seed) if args.cost_seed else []
-    except InputError as e:
+    except (InputError, scaling_table.InputError) as e:
         print(f"report: {e}", file=sys.stderr)
         return 2
     os.makedirs(args.out_dir, exist_ok=True)
     data = build(runs, seed, cost_seed, prices, args.batch, args.precision, args.mode, sg_runs)
+    if dp_rows:  # training on several GPUs, beside the seed's multi-GPU rows
+        try:
+            seed_rows = scaling_table.seed_scaling(scaling_table.read_seed(
+                scaling_table.DEFAULT_SEED))
+        except scaling_table.InputError:
+            seed_rows = []
+        data["data_parallel"] = scaling_table.table(dp_rows, seed_rows)
     data["prices"] = prices
     plots = [] if args.no_plots else make_plots(data, args.out_dir)
     md = render_markdown(data, runs + sg_runs, prices, plots)
