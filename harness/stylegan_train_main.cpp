@@ -208,6 +208,8 @@ BenchRow bench_one(GpuContext& ctx, SgTrainOptions opt, int batch, int iters, in
       float ms = 0;
       CNN_CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
       row.reps.push_back(ms / iters);
+      std::fprintf(stderr, "batch %d: repetition %d of %d: %.2f ms per iteration\n", batch, r + 1,
+                   repetitions, ms / iters);
     }
     cudaEventDestroy(a);
     cudaEventDestroy(b);
