@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "harness/check.h"
+#include "harness/hash.h"
 
 namespace cnnbench {
 
@@ -129,10 +130,8 @@ void DataParallel::reduce(int bucket, cudaStream_t s) {
 uint64_t DataParallel::layout_hash() const {
   // FNV-1a over the buckets' runs, addresses taken from the first gradient's: the same on every
   // rank exactly when their all-reduces match call for call.
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](uint64_t v) {
-    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
-  };
+  uint64_t h = kFnvOffset;
+  auto mix = [&h](uint64_t v) { h = fnv1a(&v, sizeof v, h); };
   uintptr_t base = UINTPTR_MAX;
   for (const GradSlot& s : slots_) base = std::min(base, s.address);
   mix(buckets_.size());

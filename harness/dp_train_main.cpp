@@ -29,6 +29,7 @@
 #include "harness/data_parallel.h"
 #include "harness/device.h"
 #include "harness/dist.h"
+#include "harness/hash.h"
 #include "harness/session.h"
 #include "kernels/timing.h"
 #include "networks/registry.h"
@@ -185,8 +186,7 @@ int rendezvous_check() {
   std::random_device rd;
   for (uint8_t& b : blob) b = uint8_t(rd());
   const std::vector<uint8_t> got = rendezvous_broadcast(me, rendezvous_from_env(), blob, 30);
-  uint64_t h = 1469598103934665603ull;
-  for (uint8_t b : got) h = (h ^ b) * 1099511628211ull;
+  const uint64_t h = fnv1a(got.data(), got.size());
   std::printf("rendezvous: rank %d of %d (local %d of %d, from %s): %zu bytes, fnv %016llx\n",
               me.rank, me.world, me.local_rank, me.local_world, me.source.c_str(), got.size(),
               static_cast<unsigned long long>(h));
@@ -354,12 +354,6 @@ int bench(Comm& c, const Settings& s) {
 
 // ---- --verify ----
 
-uint64_t fnv1a(const std::vector<float>& v, uint64_t h) {
-  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
-  for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
 double rel_l2(const std::vector<float>& a, const std::vector<double>& ref) {
   double d = 0, n = 0;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -411,8 +405,11 @@ int verify(Comm& c, const Settings& s) {
   dp.step(ctx.stream);
   CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
   const std::vector<std::string> names = m.trainable_names();
-  uint64_t h = 1469598103934665603ull;
-  for (const std::string& n : names) h = fnv1a(m.parameter(n), h);
+  uint64_t h = kFnvOffset;
+  for (const std::string& n : names) {
+    const std::vector<float> v = m.parameter(n);
+    h = fnv1a(v.data(), v.size() * sizeof(float), h);
+  }
   // The hash as two exact doubles (32 bits each) per rank.
   const std::vector<double> hi = c.gather(double(h >> 32)), lo = c.gather(double(h & 0xffffffffu));
   const float loss = m.loss();

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "harness/check.h"
+#include "harness/hash.h"
 #include "harness/safetensors.h"
 
 namespace cnnbench {
@@ -17,12 +18,6 @@ uint64_t splitmix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
-  return h;
-}
-
 std::string shape_str(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
@@ -32,7 +27,7 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 }  // namespace
 
 uint64_t random_stream_state(uint64_t seed, const std::string& name) {
-  return seed * 0x2545F4914F6CDD1Dull ^ fnv1a(name);
+  return seed * 0x2545F4914F6CDD1Dull ^ fnv1a(name.data(), name.size());
 }
 
 std::vector<float> random_uniform(uint64_t seed, const std::string& name, size_t count, float lo,

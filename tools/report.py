@@ -194,29 +194,33 @@ def load_run(path):
             "truncated": bool(doc.get("truncated"))}
 
 
-def is_stylegan_train(path):
-    """Whether `path` is cnnbench_stylegan_train's --json: one JSON object with "settings" and
-    "rows" and no "benchmarks" (Google Benchmark's files, and their JSON lines, are not)."""
+def input_kind(path):
+    """What a result file is, read once: "stylegan_train" (cnnbench_stylegan_train --json: one
+    object with "settings" naming a discriminator and "rows"; PyTorch's peer has no
+    discriminator, and is not ours to price), "data_parallel" (cnnbench_dp --json: "results" and
+    a context naming NCCL), else "benchmark" (Google Benchmark's JSON or its JSON lines, which
+    load_run reads and judges)."""
     try:
         with open(path) as f:
             doc = json.load(f)
     except (OSError, ValueError):
-        return False
-    # PyTorch's peer (tools/stylegan3_train_reference.py bench) writes "settings" and "rows"
-    # too, but no discriminator in its settings: it is not ours to price.
-    return isinstance(doc, dict) and isinstance(doc.get("settings"), dict) and \
-        "discriminator" in doc["settings"] and "rows" in doc and "benchmarks" not in doc
+        return "benchmark"
+    if not isinstance(doc, dict) or "benchmarks" in doc:
+        return "benchmark"
+    settings = doc.get("settings")
+    if isinstance(settings, dict) and "discriminator" in settings and "rows" in doc:
+        return "stylegan_train"
+    if isinstance(doc.get("results"), list) and "nccl_loaded" in (doc.get("context") or {}):
+        return "data_parallel"
+    return "benchmark"
+
+
+def is_stylegan_train(path):
+    return input_kind(path) == "stylegan_train"
 
 
 def is_data_parallel(path):
-    """Whether `path` is cnnbench_dp's --json: "results" and a context naming NCCL."""
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        return False
-    return isinstance(doc, dict) and isinstance(doc.get("results"), list) and \
-        "nccl_loaded" in (doc.get("context") or {})
+    return input_kind(path) == "data_parallel"
 
 
 def load_stylegan_train(path):
@@ -881,10 +885,10 @@ def main(argv=None):
         if args.batch < 1:
             raise InputError("--batch must be at least 1")
         prices = load_prices(args.prices)
-        sg_runs = [load_stylegan_train(p) for p in args.results if is_stylegan_train(p)]
-        dp_paths = [p for p in args.results if is_data_parallel(p)]
-        runs = [load_run(p) for p in args.results
-                if not is_stylegan_train(p) and p not in dp_paths]
+        kinds = {p: input_kind(p) for p in args.results}
+        sg_runs = [load_stylegan_train(p) for p in args.results if kinds[p] == "stylegan_train"]
+        dp_paths = [p for p in args.results if kinds[p] == "data_parallel"]
+        runs = [load_run(p) for p in args.results if kinds[p] == "benchmark"]
         dp_rows = scaling_table.read_runs(dp_paths) if dp_paths else []
         seed = load_seed(args.seed) if args.seed else {}
         cost_seed = load_cost_seed(args.cost_seed) if args.cost_seed else []
