@@ -11,6 +11,7 @@
 
 #include "harness/check.h"
 #include "harness/plan_cache.h"
+#include "kernels/conv_ref.h"
 #include "kernels/pointwise.h"
 #include "kernels/storage.h"
 
@@ -43,26 +44,6 @@ enum Uid : int64_t {
   kBiasOut = 102,
   kAddOut = 103
 };
-
-BackendDesc pointwise_desc(cudnnPointwiseMode_t mode) {
-  BackendDesc pw(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-  const cudnnDataType_t math = CUDNN_DATA_FLOAT;
-  pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode)
-      .set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &math);
-  pw.finalize();
-  return pw;
-}
-
-BackendDesc pointwise_op(const BackendDesc& pw, const BackendDesc& x, const BackendDesc* b,
-                         const BackendDesc& y) {
-  BackendDesc op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-  op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw)
-      .set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x)
-      .set_desc(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
-  if (b) op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b);
-  op.finalize();
-  return op;
-}
 
 }  // namespace
 
@@ -124,22 +105,22 @@ OpGraph build_graph(cudnnHandle_t handle, const ConvSpec& s, bool fused, int y_l
     const bool last_is_bias = !s.residual && !relu;
     g.keep.push_back(last_is_bias ? y_tensor() : make_tensor(kBiasOut, DType::F32, s.y, true));
     size_t cur = g.keep.size() - 1;
-    g.keep.push_back(pointwise_desc(CUDNN_POINTWISE_ADD));
-    ops.push_back(pointwise_op(g.keep.back(), g.keep[conv_out], &g.keep[bias], g.keep[cur]));
+    g.keep.push_back(make_pointwise_desc(CUDNN_POINTWISE_ADD));
+    ops.push_back(make_pointwise_op(g.keep.back(), g.keep[conv_out], &g.keep[bias], g.keep[cur]));
     if (s.residual) {  // + z
       g.keep.push_back(make_tensor(kZ, t, s.y));
       const size_t z = g.keep.size() - 1;
       g.keep.push_back(relu ? make_tensor(kAddOut, DType::F32, s.y, true) : y_tensor());
       const size_t out = g.keep.size() - 1;
-      g.keep.push_back(pointwise_desc(CUDNN_POINTWISE_ADD));
-      ops.push_back(pointwise_op(g.keep.back(), g.keep[cur], &g.keep[z], g.keep[out]));
+      g.keep.push_back(make_pointwise_desc(CUDNN_POINTWISE_ADD));
+      ops.push_back(make_pointwise_op(g.keep.back(), g.keep[cur], &g.keep[z], g.keep[out]));
       cur = out;
     }
     if (relu) {
       g.keep.push_back(y_tensor());
       const size_t out = g.keep.size() - 1;
-      g.keep.push_back(pointwise_desc(act_mode(s.act)));
-      ops.push_back(pointwise_op(g.keep.back(), g.keep[cur], nullptr, g.keep[out]));
+      g.keep.push_back(make_pointwise_desc(act_mode(s.act)));
+      ops.push_back(make_pointwise_op(g.keep.back(), g.keep[cur], nullptr, g.keep[out]));
     }
   }
   std::vector<const BackendDesc*> op_ptrs;
@@ -726,6 +707,8 @@ double ConvOp::verify(int samples, uint64_t seed) const {
   const std::vector<float> y = download(buf_.y, y_span() / dtype_size(t), t);
   const std::vector<float> z =
       spec_.residual ? download(buf_.z, size_t(Y.numel()), t) : std::vector<float>();
+  const ConvGeometry geom{X,           Y, R, S, spec_.stride, spec_.pad, spec_.pw(), spec_.dilation,
+                          spec_.groups};
   uint64_t state = seed;
   double num = 0, den = 0;
   for (int i = 0; i < samples; ++i) {
@@ -737,19 +720,7 @@ double ConvOp::verify(int samples, uint64_t seed) const {
     const int ow = int(r % Y.w);
     r /= Y.w;
     const int oh = int(r % Y.h), n = int(r / Y.h);
-    const int g = k / (K / spec_.groups);
-    double acc = b[k];
-    for (int dr = 0; dr < R; ++dr) {
-      const int ih = oh * spec_.stride - spec_.pad + dr * spec_.dilation;
-      if (ih < 0 || ih >= X.h) continue;
-      for (int ds = 0; ds < S; ++ds) {
-        const int iw = ow * spec_.stride - spec_.pw() + ds * spec_.dilation;
-        if (iw < 0 || iw >= X.w) continue;
-        const float* xp = &x[((size_t(n) * X.h + ih) * X.w + iw) * X.c + size_t(g) * C];
-        const float* wp = &w[((size_t(k) * R + dr) * S + ds) * C];
-        for (int c = 0; c < C; ++c) acc += double(xp[c]) * wp[c];
-      }
-    }
+    double acc = b[k] + conv_window(geom, x.data(), w.data(), n, k, oh, ow);
     if (spec_.residual) acc += z[idx];
     acc = act_ref(spec_.act, acc);
     const float got = y[size_t(row) * ld + k];

@@ -84,10 +84,9 @@ int64_t BackendDesc::get_i64(cudnnBackendAttributeName_t a) const {
 }
 
 namespace {
-BackendDesc tensor(int64_t uid, DType type, std::vector<int64_t> dims, std::vector<int64_t> strides,
-                   bool is_virtual, int64_t alignment = 16) {
+BackendDesc tensor(int64_t uid, cudnnDataType_t dt, std::vector<int64_t> dims,
+                   std::vector<int64_t> strides, bool is_virtual, int64_t alignment = 16) {
   BackendDesc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  const cudnnDataType_t dt = cudnn_type(type);
   t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt)
       .set_i64(CUDNN_ATTR_TENSOR_DIMENSIONS, dims)
       .set_i64(CUDNN_ATTR_TENSOR_STRIDES, strides)
@@ -102,7 +101,13 @@ BackendDesc tensor(int64_t uid, DType type, std::vector<int64_t> dims, std::vect
 BackendDesc make_tensor(int64_t uid, DType type, const Dims& d, bool is_virtual, int ld,
                         int alignment) {
   const int64_t n = d.n, c = d.c, h = d.h, w = d.w, l = ld > 0 ? ld : d.c;
-  return tensor(uid, type, {n, c, h, w}, {h * w * l, 1, w * l, l}, is_virtual, alignment);
+  return tensor(uid, cudnn_type(type), {n, c, h, w}, {h * w * l, 1, w * l, l}, is_virtual,
+                alignment);
+}
+
+BackendDesc make_tensor_of(int64_t uid, cudnnDataType_t type, const Dims& d, bool is_virtual) {
+  const int64_t n = d.n, c = d.c, h = d.h, w = d.w;
+  return tensor(uid, type, {n, c, h, w}, {h * w * c, 1, w * c, c}, is_virtual);
 }
 
 int pointer_alignment(const void* p) {
@@ -110,6 +115,26 @@ int pointer_alignment(const void* p) {
   int a = 16;
   while (a > 1 && v % uintptr_t(a)) a /= 2;
   return a;
+}
+
+BackendDesc make_pointwise_desc(cudnnPointwiseMode_t mode) {
+  BackendDesc pw(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+  const cudnnDataType_t math = CUDNN_DATA_FLOAT;
+  pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode)
+      .set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &math);
+  pw.finalize();
+  return pw;
+}
+
+BackendDesc make_pointwise_op(const BackendDesc& pw, const BackendDesc& x, const BackendDesc* b,
+                              const BackendDesc& y) {
+  BackendDesc op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw)
+      .set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x)
+      .set_desc(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
+  if (b) op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b);
+  op.finalize();
+  return op;
 }
 
 BackendDesc make_conv_descriptor(int64_t stride, int64_t pad_h, int64_t pad_w, int64_t dilation) {
@@ -129,6 +154,10 @@ BackendDesc make_conv_descriptor(int64_t stride, int64_t pad_h, int64_t pad_w, i
 }
 
 BackendDesc make_channel_tensor(int64_t uid, DType type, int channels) {
+  return make_channel_tensor_of(uid, cudnn_type(type), channels);
+}
+
+BackendDesc make_channel_tensor_of(int64_t uid, cudnnDataType_t type, int channels) {
   const int64_t c = channels;
   return tensor(uid, type, {1, c, 1, 1}, {c, 1, c, c}, false);
 }

@@ -51,8 +51,17 @@ BackendDesc make_tensor(int64_t uid, DType type, const Dims& dims, bool is_virtu
                         int ld = 0, int alignment = 16);
 // The largest power of two up to 16 that divides the address.
 int pointer_alignment(const void* p);
-// A per-channel [1, C, 1, 1] tensor, e.g. a bias.
+// The same, packed, in any cuDNN data type (FP8's, which no Precision stores: kernels/fp8_conv.h).
+BackendDesc make_tensor_of(int64_t uid, cudnnDataType_t type, const Dims& dims,
+                           bool is_virtual = false);
+// A per-channel [1, C, 1, 1] tensor, e.g. a bias (channels = 1: one scalar for the whole tensor).
 BackendDesc make_channel_tensor(int64_t uid, DType type, int channels);
+BackendDesc make_channel_tensor_of(int64_t uid, cudnnDataType_t type, int channels);
+// A finalized pointwise descriptor computing in float, and an operation applying it: y = op(x)
+// or y = op(x, b).
+BackendDesc make_pointwise_desc(cudnnPointwiseMode_t mode);
+BackendDesc make_pointwise_op(const BackendDesc& pw, const BackendDesc& x, const BackendDesc* b,
+                              const BackendDesc& y);
 // A finalized 2-D cross-correlation descriptor computing in float, for the forward and both
 // backward operations alike.
 BackendDesc make_conv_descriptor(int64_t stride, int64_t pad_h, int64_t pad_w, int64_t dilation);

@@ -1,0 +1,22 @@
+// A host reference for one output of a 2-D convolution, in double: what the layer checks
+// (ConvOp::verify) and the FP8 probe (kernels/fp8_conv.h) recompute sampled outputs with.
+#pragma once
+
+#include "kernels/tensor.h"
+
+namespace cnnbench {
+
+// The geometry of a convolution: x and y with the batch, kernel and padding per axis, stride,
+// dilation and groups (x.c / groups input channels per output channel).
+struct ConvGeometry {
+  Dims x, y;
+  int kernel_h = 1, kernel_w = 1, stride = 1, pad_h = 0, pad_w = 0, dilation = 1, groups = 1;
+};
+
+// sum over the window of x[n, ih, iw, g C + c] * w[k, r, s, c] for output (n, k, oh, ow), in
+// double, where x is NHWC (x.c channels per pixel) and w is KRSC (C = x.c / groups per row).
+// Padding reads zeros. No bias, no activation.
+double conv_window(const ConvGeometry& g, const float* x, const float* w, int n, int k, int oh,
+                   int ow);
+
+}  // namespace cnnbench

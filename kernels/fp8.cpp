@@ -1,0 +1,89 @@
+#include "kernels/fp8.h"
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace cnnbench {
+
+uint8_t fp8_encode(float v) {
+  return uint8_t(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+}
+
+float fp8_decode(uint8_t q) {
+  const __half h(__nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(q), __NV_E4M3));
+  return __half2float(h);
+}
+
+float fp16_round(float v) {
+  return __half2float(__float2half_rn(v));
+}
+
+double abs_max(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) {
+    if (std::isnan(x)) return NAN;
+    m = std::max(m, double(std::fabs(x)));
+  }
+  return m;
+}
+
+float fp8_scale_for(double amax) {
+  if (!(amax > 0) || !std::isfinite(amax)) return 1.f;
+  return float(kFp8E4M3Max / amax);
+}
+
+std::vector<uint8_t> fp8_quantize(const std::vector<float>& v, float scale) {
+  std::vector<uint8_t> q(v.size());
+  for (size_t i = 0; i < v.size(); ++i) q[i] = fp8_encode(v[i] * scale);
+  return q;
+}
+
+namespace {
+void check_rows(size_t count, int64_t row_len, size_t rows) {
+  if (row_len <= 0 || count % size_t(row_len) != 0 || count / size_t(row_len) != rows)
+    throw std::invalid_argument("fp8: " + std::to_string(count) + " values are not " +
+                                std::to_string(rows) + " rows of " + std::to_string(row_len));
+}
+}  // namespace
+
+std::vector<float> fp8_row_scales(const std::vector<float>& v, int64_t row_len) {
+  if (row_len <= 0 || v.size() % size_t(row_len) != 0)
+    throw std::invalid_argument("fp8: rows of " + std::to_string(row_len) + " do not divide " +
+                                std::to_string(v.size()) + " values");
+  std::vector<float> scales(v.size() / size_t(row_len));
+  for (size_t r = 0; r < scales.size(); ++r) {
+    double m = 0;
+    for (int64_t i = 0; i < row_len; ++i)
+      m = std::max(m, double(std::fabs(v[r * size_t(row_len) + size_t(i)])));
+    scales[r] = fp8_scale_for(m);
+  }
+  return scales;
+}
+
+std::vector<uint8_t> fp8_quantize_rows(const std::vector<float>& v, int64_t row_len,
+                                       const std::vector<float>& scales) {
+  check_rows(v.size(), row_len, scales.size());
+  std::vector<uint8_t> q(v.size());
+  for (size_t i = 0; i < v.size(); ++i) q[i] = fp8_encode(v[i] * scales[i / size_t(row_len)]);
+  return q;
+}
+
+std::vector<float> fp8_dequantize(const std::vector<uint8_t>& q, float scale) {
+  std::vector<float> v(q.size());
+  for (size_t i = 0; i < q.size(); ++i) v[i] = fp8_decode(q[i]) / scale;
+  return v;
+}
+
+std::vector<float> fp8_dequantize_rows(const std::vector<uint8_t>& q, int64_t row_len,
+                                       const std::vector<float>& scales) {
+  check_rows(q.size(), row_len, scales.size());
+  std::vector<float> v(q.size());
+  for (size_t i = 0; i < q.size(); ++i) v[i] = fp8_decode(q[i]) / scales[i / size_t(row_len)];
+  return v;
+}
+
+}  // namespace cnnbench

@@ -1,0 +1,367 @@
+#include "kernels/fp8_conv.h"
+
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+
+#include "harness/check.h"
+#include "kernels/cudnn_backend.h"
+#include "kernels/fp8.h"
+#include "kernels/storage.h"
+
+namespace cnnbench {
+
+bool Fp8VariantResult::agrees() const {
+  if (!error.empty() || engines.empty() || !(rel_l2_emulated >= 0)) return false;
+  return fp8_output(variant) ? codes_off == 0 && rel_l2_emulated <= 2e-2 : rel_l2_emulated <= 2e-3;
+}
+
+namespace {
+
+enum Uid : int64_t {
+  kX = 1,
+  kW = 2,
+  kB = 3,
+  kY = 5,
+  kDescaleX = 10,
+  kDescaleW = 11,
+  kScaleY = 12,
+  kAmax = 13,
+  kDescale = 14,
+  kFirstVirtual = 101
+};
+
+struct Fp8Graph {
+  std::deque<BackendDesc> keep;  // descriptors the graph refers to (stable addresses)
+  BackendDesc graph;
+  std::vector<int64_t> uids;  // the real tensors, for the variant pack
+};
+
+// The variant's operation graph (kernels/fp8_case.h says what each computes).
+Fp8Graph build_graph(cudnnHandle_t handle, const ConvGeometry& g, Fp8Variant v) {
+  const cudnnDataType_t in_t = fp8_inputs(v) ? CUDNN_DATA_FP8_E4M3 : CUDNN_DATA_HALF;
+  const cudnnDataType_t out_t = fp8_output(v) ? CUDNN_DATA_FP8_E4M3 : CUDNN_DATA_HALF;
+  Fp8Graph G;
+  auto keep = [&](BackendDesc b) -> const BackendDesc* {
+    G.keep.push_back(std::move(b));
+    return &G.keep.back();
+  };
+  int64_t next_virtual = kFirstVirtual;
+  auto virt = [&] { return keep(make_tensor_of(next_virtual++, CUDNN_DATA_FLOAT, g.y, true)); };
+  auto real = [&](int64_t uid, BackendDesc b) {
+    G.uids.push_back(uid);
+    return keep(std::move(b));
+  };
+  const BackendDesc* x = real(kX, make_tensor_of(kX, in_t, g.x));
+  const BackendDesc* w =
+      real(kW, make_tensor_of(kW, in_t, Dims{g.y.c, g.x.c, g.kernel_h, g.kernel_w}));
+  const BackendDesc* y = real(kY, make_tensor_of(kY, out_t, g.y));
+
+  std::vector<BackendDesc> ops;
+  const BackendDesc* cur = virt();
+  {
+    const BackendDesc* conv = keep(make_conv_descriptor(g.stride, g.pad_h, g.pad_w, g.dilation));
+    BackendDesc op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+    const float alpha = 1.0f, beta = 0.0f;
+    op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, *x)
+        .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, *w)
+        .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, *cur)
+        .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, *conv)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+    op.finalize();
+    ops.push_back(std::move(op));
+  }
+  // cur = mode(cur[, b]) into `out`.
+  auto pointwise = [&](cudnnPointwiseMode_t mode, const BackendDesc* b, const BackendDesc* out) {
+    const BackendDesc* pw = keep(make_pointwise_desc(mode));
+    ops.push_back(make_pointwise_op(*pw, *cur, b, *out));
+    cur = out;
+  };
+  auto scalar = [&](int64_t uid) {
+    return real(uid, make_channel_tensor_of(uid, CUDNN_DATA_FLOAT, 1));
+  };
+  const BackendDesc* amax_of = nullptr;  // the tensor whose amax the graph writes
+  const bool per_channel = v == Fp8Variant::Fp8ToFp16PerChannel || v == Fp8Variant::Fp8ToFp8;
+  switch (v) {
+    case Fp8Variant::Fp16:
+      pointwise(CUDNN_POINTWISE_ADD, real(kB, make_channel_tensor_of(kB, CUDNN_DATA_HALF, g.y.c)),
+                virt());
+      pointwise(CUDNN_POINTWISE_RELU_FWD, nullptr, y);
+      break;
+    case Fp8Variant::Fp8Sample:
+      pointwise(CUDNN_POINTWISE_MUL, scalar(kDescaleX), virt());
+      pointwise(CUDNN_POINTWISE_MUL, scalar(kDescaleW), virt());
+      amax_of = cur;
+      pointwise(CUDNN_POINTWISE_MUL, scalar(kScaleY), y);
+      break;
+    case Fp8Variant::Fp8ToFp16:
+    case Fp8Variant::Fp8ToFp16PerChannel:
+    case Fp8Variant::Fp8ToFp8: {
+      const BackendDesc* descale =
+          per_channel ? real(kDescale, make_channel_tensor_of(kDescale, CUDNN_DATA_FLOAT, g.y.c))
+                      : scalar(kDescale);
+      pointwise(CUDNN_POINTWISE_MUL, descale, virt());
+      pointwise(CUDNN_POINTWISE_ADD, real(kB, make_channel_tensor_of(kB, CUDNN_DATA_FLOAT, g.y.c)),
+                virt());
+      if (v == Fp8Variant::Fp8ToFp8) {
+        pointwise(CUDNN_POINTWISE_RELU_FWD, nullptr, virt());
+        amax_of = cur;
+        pointwise(CUDNN_POINTWISE_MUL, scalar(kScaleY), y);
+      } else {
+        pointwise(CUDNN_POINTWISE_RELU_FWD, nullptr, y);
+      }
+      break;
+    }
+  }
+  if (amax_of) {
+    BackendDesc red(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+    const cudnnReduceTensorOp_t mode = CUDNN_REDUCE_TENSOR_AMAX;
+    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    red.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode)
+        .set(CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+    red.finalize();
+    const BackendDesc* r = keep(std::move(red));
+    BackendDesc op(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+    op.set_desc(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, *amax_of)
+        .set_desc(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, *scalar(kAmax))
+        .set_desc(CUDNN_ATTR_OPERATION_REDUCTION_DESC, *r);
+    op.finalize();
+    ops.push_back(std::move(op));
+  }
+  std::vector<const BackendDesc*> op_ptrs;
+  for (const BackendDesc& op : ops) op_ptrs.push_back(&op);
+  G.graph = BackendDesc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  G.graph.set_handle(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, handle)
+      .set_descs(CUDNN_ATTR_OPERATIONGRAPH_OPS, op_ptrs);
+  std::string why;
+  if (!G.graph.try_finalize(&why)) throw std::runtime_error("operation graph: " + why);
+  for (BackendDesc& op : ops) G.keep.push_back(std::move(op));
+  return G;
+}
+
+// A device allocation freed with its owner.
+struct DeviceMem {
+  void* p = nullptr;
+  explicit DeviceMem(size_t bytes) { CNN_CHECK_CUDA(cudaMalloc(&p, std::max<size_t>(bytes, 16))); }
+  ~DeviceMem() { cudaFree(p); }
+  DeviceMem(const DeviceMem&) = delete;
+  DeviceMem& operator=(const DeviceMem&) = delete;
+  template <typename T>
+  void upload(const std::vector<T>& v) {
+    CNN_CHECK_CUDA(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+};
+
+struct Built {
+  BackendDesc plan;
+  EngineInfo engine;
+  size_t workspace = 0;
+};
+
+// E4M3 codes in value order (sign and magnitude to one signed scale).
+int code_ordinal(uint8_t q) {
+  return q & 0x80 ? -int(q & 0x7f) : int(q & 0x7f);
+}
+
+}  // namespace
+
+Fp8VariantResult run_fp8_variant(GpuContext& ctx, const Fp8CaseData& d, Fp8Variant v,
+                                 int max_engines, int launches) {
+  const ConvGeometry& g = d.c.g;
+  Fp8VariantResult r;
+  r.variant = v;
+  r.flops = 2.0 * double(g.y.numel()) * g.kernel_h * g.kernel_w * g.x.c;
+  Fp8Graph G;
+  try {
+    G = build_graph(ctx.cudnn, g, v);
+  } catch (const std::exception& e) {
+    r.error = e.what();
+    return r;
+  }
+
+  // Every config heuristics offer, each tag once; those that build, up to max_engines.
+  std::vector<Built> built;
+  std::vector<std::string> seen;
+  for (cudnnBackendHeurMode_t mode :
+       {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
+    for (BackendDesc& cfg : heuristic_configs(G.graph, mode)) {
+      EngineInfo info = engine_info(cfg);
+      const std::string tag = info.tag();
+      if (std::find(seen.begin(), seen.end(), tag) != seen.end()) continue;
+      seen.push_back(tag);
+      ++r.configs;
+      if (int(built.size()) >= max_engines) continue;
+      std::string why;
+      BackendDesc plan = try_plan(ctx.cudnn, cfg, &why);
+      if (!plan.get()) {
+        if (r.refusals.size() < 4) r.refusals.push_back(tag + ": " + why);
+        continue;
+      }
+      const size_t ws = size_t(plan.get_i64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
+      built.push_back({std::move(plan), std::move(info), ws});
+    }
+  }
+  if (built.empty()) {
+    r.error = r.configs ? "no engine config builds" : "heuristics offer no engine config";
+    return r;
+  }
+
+  // The buffers, in the variant's types.
+  const bool f8in = fp8_inputs(v), f8out = fp8_output(v);
+  const size_t y_elem = f8out ? 1 : 2;
+  DeviceMem x(size_t(g.x.numel()) * (f8in ? 1 : 2)), w(d.w.size() * (f8in ? 1 : 2));
+  DeviceMem y(size_t(g.y.numel()) * y_elem), bias(size_t(g.y.c) * 4);
+  DeviceMem descale_x(4), descale_w(4), scale_y(4), amax(4), descale(size_t(g.y.c) * 4);
+  if (f8in) {
+    x.upload(d.xq);
+    const bool per_channel = v == Fp8Variant::Fp8ToFp16PerChannel || v == Fp8Variant::Fp8ToFp8;
+    w.upload(per_channel ? d.wq_rows : d.wq);
+    bias.upload(d.bias);
+    descale_x.upload(std::vector<float>{1.f / d.x_scale});
+    descale_w.upload(std::vector<float>{1.f / d.w_scale});
+    std::vector<float> ds(size_t(g.y.c));
+    for (size_t k = 0; k < ds.size(); ++k)
+      ds[k] = 1.f / (d.x_scale * (per_channel ? d.w_scales[k] : d.w_scale));
+    descale.upload(per_channel ? ds : std::vector<float>{ds[0]});
+  } else {
+    x.upload(to_storage(d.x, DType::F16));
+    w.upload(to_storage(d.w, DType::F16));
+    bias.upload(to_storage(d.bias, DType::F16));
+  }
+  scale_y.upload(std::vector<float>{1.f});
+  size_t ws_bytes = 0;
+  for (const Built& b : built) ws_bytes = std::max(ws_bytes, b.workspace);
+  DeviceMem workspace(ws_bytes);
+
+  std::vector<void*> ptrs;
+  for (int64_t uid : G.uids) {
+    switch (uid) {
+      case kX:
+        ptrs.push_back(x.p);
+        break;
+      case kW:
+        ptrs.push_back(w.p);
+        break;
+      case kY:
+        ptrs.push_back(y.p);
+        break;
+      case kB:
+        ptrs.push_back(bias.p);
+        break;
+      case kDescaleX:
+        ptrs.push_back(descale_x.p);
+        break;
+      case kDescaleW:
+        ptrs.push_back(descale_w.p);
+        break;
+      case kScaleY:
+        ptrs.push_back(scale_y.p);
+        break;
+      case kAmax:
+        ptrs.push_back(amax.p);
+        break;
+      case kDescale:
+        ptrs.push_back(descale.p);
+        break;
+      default:
+        throw std::logic_error("fp8 probe: unknown tensor uid");
+    }
+  }
+  BackendDesc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(G.uids.size()),
+           G.uids.data())
+      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(ptrs.size()),
+           ptrs.data())
+      .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace.p);
+  pack.finalize();
+  cudaStream_t s = ctx.stream;
+  auto run = [&](const Built& b) {
+    return execute_on(ctx.cudnn, b.plan, pack, s) == CUDNN_STATUS_SUCCESS;
+  };
+
+  // Delayed scaling: a first run's amax sets scale_y.
+  if (f8out) {
+    if (!run(built.front())) {
+      r.error = "the first engine failed to run";
+      return r;
+    }
+    float a = -1;
+    CNN_CHECK_CUDA(cudaMemcpyAsync(&a, amax.p, 4, cudaMemcpyDeviceToHost, s));
+    CNN_CHECK_CUDA(cudaStreamSynchronize(s));
+    r.amax = a;
+    r.y_scale = fp8_scale_for(a);
+    scale_y.upload(std::vector<float>{r.y_scale});
+  }
+
+  cudaEvent_t start, stop;
+  CNN_CHECK_CUDA(cudaEventCreate(&start));
+  CNN_CHECK_CUDA(cudaEventCreate(&stop));
+  std::vector<size_t> order;
+  for (size_t i = 0; i < built.size(); ++i) {
+    Fp8EngineResult e{built[i].engine.tag(), built[i].engine.notes(), built[i].workspace, -1};
+    bool ok = run(built[i]) && run(built[i]);  // warm-up
+    std::vector<float> groups;
+    for (int rep = 0; ok && rep < 5; ++rep) {
+      CNN_CHECK_CUDA(cudaEventRecord(start, s));
+      for (int l = 0; ok && l < launches; ++l) ok = run(built[i]);
+      CNN_CHECK_CUDA(cudaEventRecord(stop, s));
+      CNN_CHECK_CUDA(cudaEventSynchronize(stop));
+      float ms = 0;
+      CNN_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+      groups.push_back(ms);
+    }
+    if (ok) {
+      std::sort(groups.begin(), groups.end());
+      e.us = groups[2] * 1000.0 / launches;
+    }
+    r.engines.push_back(e);
+    order.push_back(i);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const double ua = r.engines[a].us, ub = r.engines[b].us;
+    if ((ua < 0) != (ub < 0)) return ub < 0;
+    return ua < ub;
+  });
+  std::vector<Fp8EngineResult> sorted;
+  for (size_t i : order) sorted.push_back(r.engines[i]);
+  r.engines = sorted;
+  if (r.engines.front().us < 0) {
+    r.error = "no built engine ran";
+    return r;
+  }
+
+  // The fastest engine's output on a poisoned buffer (0xFF: NaN in fp16 and in E4M3).
+  CNN_CHECK_CUDA(cudaMemsetAsync(y.p, 0xFF, size_t(g.y.numel()) * y_elem, s));
+  if (!run(built[order.front()])) {
+    r.error = "the fastest engine failed to run again";
+    return r;
+  }
+  std::vector<uint8_t> out(size_t(g.y.numel()) * y_elem);
+  CNN_CHECK_CUDA(cudaMemcpyAsync(out.data(), y.p, out.size(), cudaMemcpyDeviceToHost, s));
+  CNN_CHECK_CUDA(cudaStreamSynchronize(s));
+  std::vector<double> got(d.samples.size());
+  const std::vector<double> emu = fp8_emulated(d, v, r.y_scale);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const size_t idx = size_t(d.samples[i].index);
+    if (f8out) {
+      const uint8_t q = out[idx];
+      got[i] = double(fp8_decode(q)) / r.y_scale;
+      const int want = code_ordinal(fp8_encode(float(emu[i] * r.y_scale)));
+      if (std::isnan(got[i]) || std::abs(code_ordinal(q) - want) > 1) ++r.codes_off;
+    } else {
+      __half_raw h;
+      h.x = uint16_t(out[2 * idx] | (out[2 * idx + 1] << 8));
+      got[i] = double(__half2float(__half(h)));
+    }
+  }
+  r.rel_l2_exact = relative_l2(got, fp8_exact(d, v));
+  r.rel_l2_emulated = relative_l2(got, emu);
+  return r;
+}
+
+}  // namespace cnnbench

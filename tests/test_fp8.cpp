@@ -1,0 +1,127 @@
+// FP8 (E4M3) on the host, and the FP8 probe's data and emulation (kernels/fp8.h, fp8_case.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/fp8.h"
+#include "kernels/fp8_case.h"
+
+namespace cnnbench {
+namespace {
+
+TEST(Fp8, DecodesTheE4M3Table) {
+  // 1 sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0 subnormal; S.1111.111 NaN.
+  for (int q = 0; q < 256; ++q) {
+    const int sign = q >> 7, e = (q >> 3) & 15, m = q & 7;
+    const float got = fp8_decode(uint8_t(q));
+    if (e == 15 && m == 7) {
+      EXPECT_TRUE(std::isnan(got)) << q;
+      continue;
+    }
+    const double mag = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7);
+    EXPECT_EQ(double(got), sign ? -mag : mag) << "code " << q;
+  }
+  EXPECT_EQ(fp8_decode(0x7e), 448.f);
+  EXPECT_EQ(fp8_decode(0x01), std::ldexp(1.f, -9));
+}
+
+TEST(Fp8, EncodeRoundsToNearestEvenAndSaturates) {
+  for (int q = 0; q < 256; ++q) {  // every finite code comes back
+    const float v = fp8_decode(uint8_t(q));
+    if (std::isnan(v)) continue;
+    if (v == 0.f) continue;  // -0 and +0
+    EXPECT_EQ(fp8_encode(v), q) << v;
+  }
+  EXPECT_EQ(fp8_round(1.0625f), 1.0f);   // halfway between 1 (mantissa 0) and 1.125: even
+  EXPECT_EQ(fp8_round(1.1875f), 1.25f);  // halfway between 1.125 and 1.25 (mantissa 2): even
+  EXPECT_EQ(fp8_round(1.07f), 1.125f);   // past halfway
+  EXPECT_EQ(fp8_round(1000.f), 448.f);   // saturating, not NaN
+  EXPECT_EQ(fp8_round(-1e9f), -448.f);
+  EXPECT_EQ(fp8_round(std::ldexp(1.f, -11)), 0.f);  // below half the smallest subnormal
+  EXPECT_TRUE(std::isnan(fp8_round(NAN)));
+}
+
+TEST(Fp8, ScalesMapTheAbsMaxOntoTheLargestFiniteValue) {
+  EXPECT_FLOAT_EQ(fp8_scale_for(2.0), 224.f);
+  EXPECT_EQ(fp8_scale_for(0.0), 1.f);  // an all-zero tensor
+  EXPECT_EQ(fp8_scale_for(INFINITY), 1.f);
+  EXPECT_DOUBLE_EQ(abs_max({1.f, -3.5f, 2.f}), 3.5);
+  EXPECT_TRUE(std::isnan(abs_max({1.f, NAN})));
+  const std::vector<float> w = {0.5f, -1.f, 0.25f, 4.f, -2.f, 1.f};  // two rows of three
+  const std::vector<float> s = fp8_row_scales(w, 3);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_FLOAT_EQ(s[0], 448.f);
+  EXPECT_FLOAT_EQ(s[1], 112.f);
+  const std::vector<float> back = fp8_dequantize_rows(fp8_quantize_rows(w, 3, s), 3, s);
+  for (size_t i = 0; i < w.size(); ++i) EXPECT_FLOAT_EQ(back[i], w[i]);  // all representable
+  EXPECT_THROW(fp8_row_scales(w, 4), std::invalid_argument);
+  EXPECT_THROW(fp8_quantize_rows(w, 3, {1.f}), std::invalid_argument);
+}
+
+TEST(Fp8, QuantizationErrorIsWithinHalfAStep) {
+  // E4M3 has 3 mantissa bits: a normal value rounds by at most 2^-4 of itself.
+  const std::vector<float> v = {0.013f, 0.31f, 1.7f, 5.5f, 100.f, 447.f};
+  const float scale = fp8_scale_for(abs_max(v));
+  const std::vector<float> back = fp8_dequantize(fp8_quantize(v, scale), scale);
+  for (size_t i = 0; i < v.size(); ++i)
+    EXPECT_LE(std::fabs(back[i] - v[i]), std::ldexp(std::fabs(v[i]), -4) * 1.0001) << v[i];
+}
+
+Fp8Case small_case() {
+  Fp8Case c;
+  c.name = "test.conv";
+  c.g.x = Dims{2, 32, 9, 9};
+  c.g.y = Dims{2, 48, 9, 9};
+  c.g.kernel_h = c.g.kernel_w = 3;
+  c.g.pad_h = c.g.pad_w = 1;
+  return c;
+}
+
+TEST(Fp8Case, EmulationsMeasureWhatEachStorageCosts) {
+  const Fp8CaseData d = make_fp8_case(small_case(), 7, 512);
+  ASSERT_EQ(d.samples.size(), 512u);
+  ASSERT_EQ(d.w_scales.size(), 48u);
+  // fp16 costs about 2^-11 per value; E4M3 about 2^-4 per value, averaged down over the
+  // 288-term sums but far above fp16's.
+  const double e16 =
+      relative_l2(fp8_emulated(d, Fp8Variant::Fp16, 1.f), fp8_exact(d, Fp8Variant::Fp16));
+  const double e8 =
+      relative_l2(fp8_emulated(d, Fp8Variant::Fp8ToFp16, 1.f), fp8_exact(d, Fp8Variant::Fp8ToFp16));
+  const double e8c = relative_l2(fp8_emulated(d, Fp8Variant::Fp8ToFp16PerChannel, 1.f),
+                                 fp8_exact(d, Fp8Variant::Fp8ToFp16PerChannel));
+  EXPECT_LT(e16, 2e-3);
+  EXPECT_GT(e8, 5e-3);
+  EXPECT_LT(e8, 1e-1);
+  EXPECT_GT(e8, 5 * e16);
+  EXPECT_LE(e8c, e8 * 1.05);  // a scale per output channel is no worse than one per tensor
+  // An E4M3 output at a calibrated scale adds its own rounding on top.
+  double amax = 0;
+  for (double v : fp8_exact(d, Fp8Variant::Fp8ToFp8)) amax = std::max(amax, std::fabs(v));
+  const float sy = fp8_scale_for(amax);
+  const double e88 =
+      relative_l2(fp8_emulated(d, Fp8Variant::Fp8ToFp8, sy), fp8_exact(d, Fp8Variant::Fp8ToFp8));
+  EXPECT_GT(e88, e8c);
+  EXPECT_LT(e88, 1e-1);
+  // The sample variant is the conv alone: no bias, no ReLU, so negative outputs stay.
+  bool negative = false;
+  for (double v : fp8_exact(d, Fp8Variant::Fp8Sample)) negative |= v < 0;
+  EXPECT_TRUE(negative);
+  for (double v : fp8_exact(d, Fp8Variant::Fp16)) EXPECT_GE(v, 0.0);
+}
+
+TEST(Fp8Case, RefusesShapesE4M3CannotAlign) {
+  Fp8Case c = small_case();
+  c.g.x.c = 3;  // a stem conv on RGB
+  EXPECT_THROW(make_fp8_case(c, 1, 8), std::invalid_argument);
+}
+
+TEST(Fp8Case, SameSeedSameData) {
+  const Fp8CaseData a = make_fp8_case(small_case(), 3, 16), b = make_fp8_case(small_case(), 3, 16);
+  EXPECT_EQ(a.xq, b.xq);
+  EXPECT_EQ(a.exact_conv, b.exact_conv);
+  const Fp8CaseData c = make_fp8_case(small_case(), 4, 16);
+  EXPECT_NE(a.xq, c.xq);
+}
+
+}  // namespace
+}  // namespace cnnbench
