@@ -41,6 +41,8 @@ const char* kUsage =
   --eager       also time op-by-op launches beside graph replays
   --layers_out  where to write the per-layer engine table (JSON)
   --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
+  --mode_b=false       autotune times heuristics mode A's top_k (and fallback) only, not also up
+                       to top_k / 2 configs that only mode B offers
   --exclude_engines=eng4,eng8{k24=0}  cuDNN engines never to use: a name takes any knobs;
                        'nondeterministic' every engine cuDNN marks so
   --deterministic  only engines cuDNN does not mark nondeterministic (the same as adding
@@ -142,6 +144,7 @@ struct Options {
   std::string weights_path;
   std::string layers_out;
   bool share_plans = true;
+  bool mode_b = true;  // --mode_b
   GraphEdges graph_edges = GraphEdges::Captured;
   std::vector<std::string> exclude_engines;
   int build_threads = default_build_threads();
@@ -255,6 +258,7 @@ class Session {
   void make_context() {
     ctx_ = std::make_unique<GpuContext>();
     ctx_->share_plans = opt_.share_plans;
+    ctx_->heuristic_mode_b = opt_.mode_b;
     ctx_->graph_edges = opt_.graph_edges;
     ctx_->excluded = opt_.exclude_engines;
     ctx_->disk_plans = opt_.plan_cache;
@@ -340,6 +344,7 @@ class Session {
                         {"build_ms", r.build_ms},
                         {"plan_reused", r.plan_reused},
                         {"from_plan_cache", r.from_plan_cache},
+                        {"heuristic_source", r.heuristic_source},
                         {"rejected_plans", r.rejected}});
     const Arena& a = m.arena();
     if (!log_.empty() && log_.back()["model"] == p.key) log_.erase(log_.size() - 1);
@@ -896,6 +901,10 @@ int run(int argc_in, char** argv_in) {
       if (v != "true" && v != "false")
         throw UserError("--share_plans takes true or false, not '" + v + "'");
       opt.share_plans = v == "true";
+    } else if (take_flag(i, argc, argv, "mode_b", &v)) {
+      if (v != "true" && v != "false")
+        throw UserError("--mode_b takes true or false, not '" + v + "'");
+      opt.mode_b = v == "true";
     } else if (take_flag(i, argc, argv, "graph_edges", &v)) {
       opt.graph_edges = parse_graph_edges(v);
     } else if (take_flag(i, argc, argv, "exclude_engines", &v)) {
@@ -1007,6 +1016,7 @@ int run(int argc_in, char** argv_in) {
   add_context("config", config_path);
   add_context("engine_choice", engine_mode_name(opt.engine));
   add_context("share_plans", opt.share_plans ? "true" : "false");
+  add_context("heuristic_mode_b", opt.mode_b ? "true" : "false");
   add_context("graph_edges", graph_edges_name(opt.graph_edges));
   std::string excluded;
   for (const std::string& e : opt.exclude_engines) excluded += (excluded.empty() ? "" : ",") + e;

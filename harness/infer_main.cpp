@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "harness/breakdown.h"
@@ -27,6 +28,8 @@ const char* kUsage =
                       [--weights=FILE] [--input=FILE] --output=FILE [--engine=heuristic|autotune]
                       [--eager] [--seed=N] [--input_size=N] [--num_classes=N] [--verify[=SAMPLES]]
   --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
+  --mode_b=false       autotune times heuristics mode A's top_k (and fallback) only, not also up
+                       to top_k / 2 configs that only mode B offers
   --exclude_engines=eng4,...  cuDNN engines never to use (a name takes any knobs;
                        'nondeterministic' every engine cuDNN marks so)
   --deterministic      only engines cuDNN does not mark nondeterministic
@@ -56,7 +59,7 @@ const char* kUsage =
 int run(int argc, char** argv) {
   std::string network, precision = "fp32", batch_s = "1", weights_path, input_path, output_path,
                        engine = "heuristic", seed_s = "0", size_s = "0", verify_s, share_s = "true",
-                       classes_s = "0", edges_s = "captured", exclude_s,
+                       mode_b_s = "true", classes_s = "0", edges_s = "captured", exclude_s,
                        threads_s = std::to_string(default_build_threads()), repairs_s = "6",
                        depthwise_s = "auto", breakdown_s, plan_cache_s;
   bool bisect = false, se_fold = false;
@@ -86,6 +89,7 @@ int run(int argc, char** argv) {
     }
     if (take_flag(i, argc, argv, "verify", &verify_s)) continue;
     if (take_flag(i, argc, argv, "share_plans", &share_s)) continue;
+    if (take_flag(i, argc, argv, "mode_b", &mode_b_s)) continue;
     if (take_flag(i, argc, argv, "graph_edges", &edges_s)) continue;
     if (take_flag(i, argc, argv, "exclude_engines", &exclude_s)) continue;
     if (take_flag(i, argc, argv, "deterministic", nullptr)) {
@@ -143,6 +147,8 @@ int run(int argc, char** argv) {
   // Every flag is checked before the device is looked at, so a typo is named on any host.
   if (share_s != "true" && share_s != "false")
     throw UserError("--share_plans takes true or false, not '" + share_s + "'");
+  if (mode_b_s != "true" && mode_b_s != "false")
+    throw UserError("--mode_b takes true or false, not '" + mode_b_s + "'");
   const GraphEdges edges = parse_graph_edges(edges_s);
   std::vector<std::string> excluded = parse_engine_list(exclude_s);
   if (deterministic) excluded.push_back(kNondeterministic);
@@ -163,6 +169,7 @@ int run(int argc, char** argv) {
     ctx.disk_plans = plan_cache.get();
   }
   ctx.share_plans = share_s == "true";
+  ctx.heuristic_mode_b = mode_b_s == "true";
   ctx.graph_edges = edges;
   ctx.excluded = excluded;
   ctx.build_threads = build_threads;
@@ -281,14 +288,22 @@ int run(int argc, char** argv) {
     }
   }
   int fused = 0, convs = 0;
+  std::map<std::string, int> sources;  // which heuristics list offered each shape's engine
   for (const LayerRecord& r : model.layers()) {
     if (r.op.rfind("conv", 0) == 0) ++convs, fused += r.fused;
+    if (!r.heuristic_source.empty() && !r.plan_reused) ++sources[r.heuristic_source];
     for (const std::string& tag : r.rejected)
       std::fprintf(stderr, "cnnbench_infer: %s: refused plan %s (its CUDA-graph replay differs)\n",
                    r.name.c_str(), tag.c_str());
   }
-  std::fprintf(stderr, "cnnbench_infer: %s %s batch %d: %d/%d convs fused, logits written to %s\n",
-               network.c_str(), precision.c_str(), batch, fused, convs, output_path.c_str());
+  std::string by_source;
+  for (const auto& [source, n] : sources)
+    by_source += (by_source.empty() ? "" : ", ") + source + " " + std::to_string(n);
+  std::fprintf(stderr,
+               "cnnbench_infer: %s %s batch %d: %d/%d convs fused, engines by heuristics list "
+               "(one per shape): %s; logits written to %s\n",
+               network.c_str(), precision.c_str(), batch, fused, convs,
+               by_source.empty() ? "none" : by_source.c_str(), output_path.c_str());
   if (worst_failures > 0) {
     std::fprintf(stderr, "cnnbench_infer: %d layers exceed the tolerance\n", worst_failures);
     return 3;

@@ -30,6 +30,7 @@ struct PlanCacheEntry {
   double tuned_us = 0;
   int candidates = 0;
   double build_ms = 0;
+  std::string source;  // LayerRecord::heuristic_source
 };
 
 namespace {
@@ -149,46 +150,15 @@ BackendDesc variant_pack(const ConvBuffers& b, bool fused, bool residual, void* 
   return vp;
 }
 
-struct Candidate {
-  BackendDesc plan;
-  EngineInfo engine;
-  size_t workspace = 0;
-  BackendDesc config;              // the engine config the plan was built from
-  cudnnHandle_t handle = nullptr;  // the handle it was built on
-};
+using Candidate = EngineCandidate;
 
-// Engine configs from heuristics mode A, then the fallback list, that fit the precision and
-// build, best first; at most `limit`, of which at most kMaxCompiled are compiled at run time
-// (NVRTC takes 0.3 to 1 s for each, against milliseconds for a precompiled engine).
-constexpr int kMaxCompiled = 1;
+// Forward candidates: engine_candidates, also skipping the tags in `skip` (plans refused here).
 std::vector<Candidate> candidates(cudnnHandle_t h, const OpGraph& g, Precision p, size_t limit,
                                   size_t max_workspace, const std::vector<std::string>& skip,
-                                  const std::vector<std::string>& excluded) {
-  std::vector<Candidate> out;
-  int compiled = 0;
-  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    for (BackendDesc& cfg : heuristic_configs(g.graph, mode)) {
-      if (out.size() >= limit) return out;
-      EngineInfo info = engine_info(cfg);
-      if (!engine_fits_precision(info, p)) continue;
-      if (std::find(skip.begin(), skip.end(), info.tag()) != skip.end()) continue;
-      if (engine_excluded(info, excluded)) continue;
-      const bool rtc = info.has_behavior(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
-      if (rtc && compiled >= kMaxCompiled) continue;
-      const std::string tag = info.tag();
-      bool dup = false;
-      for (const Candidate& c : out) dup |= c.engine.tag() == tag;
-      if (dup) continue;
-      std::string why;
-      BackendDesc plan = try_plan(h, cfg, &why);
-      if (!plan.get()) continue;
-      const size_t ws = size_t(plan.get_i64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
-      if (ws > max_workspace) continue;
-      compiled += rtc;
-      out.push_back({std::move(plan), std::move(info), ws, std::move(cfg), h});
-    }
-  }
-  return out;
+                                  const std::vector<std::string>& excluded, bool mode_b) {
+  std::vector<std::string> all = excluded;
+  all.insert(all.end(), skip.begin(), skip.end());
+  return engine_candidates(h, g.graph, p, limit, max_workspace, all, mode_b);
 }
 
 // Median device time of `run` over five runs after two warm-ups; negative if a run fails.
@@ -319,12 +289,13 @@ static size_t candidate_limit(EngineMode mode, int top_k) {
 
 std::shared_ptr<PrefetchedCandidates> ConvOp::build_candidates(
     cudnnHandle_t handle, bool fused, size_t limit, size_t max_workspace,
-    const std::vector<std::string>& skip, const std::vector<std::string>& excluded) const {
+    const std::vector<std::string>& skip, const std::vector<std::string>& excluded,
+    bool mode_b) const {
   auto out = std::make_shared<PrefetchedCandidates>();
   out->graph = std::make_shared<OpGraph>(
       build_graph(handle, spec_, fused, spec_.ldy(), pointer_alignment(buf_.y)));
-  out->candidates =
-      candidates(handle, *out->graph, spec_.precision, limit, max_workspace, skip, excluded);
+  out->candidates = candidates(handle, *out->graph, spec_.precision, limit, max_workspace, skip,
+                               excluded, mode_b);
   return out;
 }
 
@@ -370,8 +341,9 @@ void prefetch_conv_plans(GpuContext& ctx, const std::vector<const ConvOp*>& conv
       if (cudaSetDevice(device) != cudaSuccess) return;
       for (size_t i; (i = next++) < jobs.size();) {
         try {
-          jobs[i].out = jobs[i].op->build_candidates(ctx.helper_cudnn[t], jobs[i].fused, limit,
-                                                     max_workspace, jobs[i].skip, ctx.excluded);
+          jobs[i].out =
+              jobs[i].op->build_candidates(ctx.helper_cudnn[t], jobs[i].fused, limit, max_workspace,
+                                           jobs[i].skip, ctx.excluded, ctx.heuristic_mode_b);
         } catch (...) {
           jobs[i].out.reset();  // prepare() builds it on the main thread instead
         }
@@ -401,11 +373,9 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
           ctx.cudnn, spec_, plan_->fused, staged ? 0 : spec_.ldy(), staged ? 16 : align));
       const std::string want = plan_->engine.tag();
       std::string why = "heuristics no longer offer it";
-      for (cudnnBackendHeurMode_t m : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-        for (BackendDesc& cfg : heuristic_configs(own_graph_->graph, m)) {
-          if (own_plan_.get() || engine_info(cfg).tag() != want) continue;
-          own_plan_ = try_plan(ctx.cudnn, cfg, &why);
-        }
+      for (RankedConfig& rc : ranked_configs(own_graph_->graph, true)) {
+        if (own_plan_.get() || rc.engine.tag() != want) continue;
+        own_plan_ = try_plan(ctx.cudnn, rc.config, &why);
       }
       if (!own_plan_.get())
         throw LibraryError("cuDNN", CUDNN_STATUS_NOT_SUPPORTED,
@@ -467,7 +437,8 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
             ctx.prefetched.erase(pre);
           } else {
             g = std::make_shared<OpGraph>(build_graph(ctx.cudnn, spec_, fused, ld, y_align));
-            cs = candidates(ctx.cudnn, *g, spec_.precision, limit, ws.bytes, unsafe, ctx.excluded);
+            cs = candidates(ctx.cudnn, *g, spec_.precision, limit, ws.bytes, unsafe, ctx.excluded,
+                            ctx.heuristic_mode_b);
           }
           for (Candidate& c : cs) {
             ++entry->candidates;
@@ -500,6 +471,7 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
           entry->fused = t.fused;
           entry->staged = staged;
           entry->tuned_us = t.us;
+          entry->source = t.c.source;
           break;
         }
       }
@@ -537,6 +509,7 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
   record_.engine_notes = plan_->engine.notes();
   record_.workspace_bytes = workspace_bytes();
   record_.tuned_us = plan_->tuned_us;
+  record_.heuristic_source = plan_->source;
   record_.candidates = plan_->candidates;
   record_.build_ms = record_.plan_reused ? 0 : plan_->build_ms;
   record_.rejected = plan_->rejected;
@@ -557,34 +530,34 @@ bool ConvOp::from_cache(GpuContext& ctx, const CachedPlan& c,
   const TuneScratch ws{static_cast<char*>(scratch.ptr) + stage, scratch.bytes - stage};
   auto g = std::make_shared<OpGraph>(
       build_graph(ctx.cudnn, spec_, c.fused, c.staged ? 0 : spec_.ldy(), c.staged ? 16 : align));
-  for (cudnnBackendHeurMode_t m : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    for (BackendDesc& cfg : heuristic_configs(g->graph, m)) {
-      EngineInfo info = engine_info(cfg);
-      if (info.tag() != c.engine) continue;
-      // The same checks a tuned candidate passes (candidates()): the precision, --exclude_engines.
-      if (!engine_fits_precision(info, spec_.precision) || engine_excluded(info, ctx.excluded))
-        return false;
-      std::string why;
-      BackendDesc plan = try_plan(ctx.cudnn, cfg, &why);
-      if (!plan.get()) continue;
-      const size_t bytes = size_t(plan.get_i64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
-      if (bytes > ws.bytes) return false;
-      if (ctx.check_replays && !graph_safe(ctx, ctx.cudnn, plan, c.fused, ws)) {
-        entry.rejected.push_back(c.engine + " (from the plan cache)");
-        return false;
-      }
-      entry.plan = std::move(plan);
-      entry.handle = ctx.cudnn;
-      entry.config = std::move(cfg);
-      entry.graph = g;
-      entry.engine = std::move(info);
-      entry.workspace = bytes;
-      entry.fused = c.fused;
-      entry.staged = c.staged;
-      entry.tuned_us = c.tuned_us;
-      entry.candidates = 1;
-      return true;
+  for (RankedConfig& rc : ranked_configs(g->graph, true)) {
+    BackendDesc& cfg = rc.config;
+    EngineInfo& info = rc.engine;
+    if (info.tag() != c.engine) continue;
+    // The same checks a tuned candidate passes (candidates()): the precision, --exclude_engines.
+    if (!engine_fits_precision(info, spec_.precision) || engine_excluded(info, ctx.excluded))
+      return false;
+    std::string why;
+    BackendDesc plan = try_plan(ctx.cudnn, cfg, &why);
+    if (!plan.get()) continue;
+    const size_t bytes = size_t(plan.get_i64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
+    if (bytes > ws.bytes) return false;
+    if (ctx.check_replays && !graph_safe(ctx, ctx.cudnn, plan, c.fused, ws)) {
+      entry.rejected.push_back(c.engine + " (from the plan cache)");
+      return false;
     }
+    entry.plan = std::move(plan);
+    entry.handle = ctx.cudnn;
+    entry.config = std::move(cfg);
+    entry.graph = g;
+    entry.engine = std::move(info);
+    entry.workspace = bytes;
+    entry.fused = c.fused;
+    entry.staged = c.staged;
+    entry.tuned_us = c.tuned_us;
+    entry.candidates = 1;
+    entry.source = "plan cache";
+    return true;
   }
   return false;
 }
@@ -729,6 +702,34 @@ double ConvOp::verify(int samples, uint64_t seed) const {
     den += acc * acc;
   }
   return std::sqrt(num / std::max(den, 1e-300));
+}
+
+std::vector<EngineCandidate> engine_candidates(cudnnHandle_t h, const BackendDesc& op_graph,
+                                               Precision p, size_t limit, size_t max_workspace,
+                                               const std::vector<std::string>& excluded,
+                                               bool with_mode_b, std::string* why) {
+  constexpr int kMaxCompiled = 1;
+  CandidateQuota quota(limit, with_mode_b);
+  std::vector<EngineCandidate> out;
+  int compiled = 0;
+  for (RankedConfig& rc : ranked_configs(op_graph, quota.extra > 0)) {
+    if (!quota.wants(rc.source)) continue;
+    const EngineInfo& info = rc.engine;
+    if (!engine_fits_precision(info, p) || engine_excluded(info, excluded)) continue;
+    const bool rtc = info.has_behavior(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
+    if (rtc && compiled >= kMaxCompiled) continue;
+    BackendDesc plan = try_plan(h, rc.config, why);
+    if (!plan.get()) continue;
+    const size_t ws = size_t(plan.get_i64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
+    if (ws > max_workspace) {
+      if (why) *why = info.tag() + " needs " + std::to_string(ws) + " bytes of workspace";
+      continue;
+    }
+    compiled += rtc;
+    quota.took(rc.source);
+    out.push_back({std::move(plan), rc.engine, ws, std::move(rc.config), h, rc.source});
+  }
+  return out;
 }
 
 }  // namespace cnnbench

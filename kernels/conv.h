@@ -56,6 +56,39 @@ bool engine_excluded(const std::string& tag, const std::vector<std::string>& exc
 // run (atomics in a reduction).
 bool engine_excluded(const EngineInfo& info, const std::vector<std::string>& excluded);
 
+// A plan that built for one engine config, and which heuristics list offered the config.
+struct EngineCandidate {
+  BackendDesc plan;
+  EngineInfo engine;
+  size_t workspace = 0;
+  BackendDesc config;              // the engine config the plan was built from
+  cudnnHandle_t handle = nullptr;  // the handle it was built on
+  const char* source = "A";        // "A", "B" or "fallback" (RankedConfig)
+};
+
+// How many candidates engine_candidates takes from each heuristics list: up to `limit` from A
+// and fallback together, and up to `extra` from B (configs A did not offer).
+struct CandidateQuota {
+  size_t limit = 1, extra = 0, taken = 0, from_b = 0;
+  CandidateQuota(size_t limit_, bool with_mode_b)
+      : limit(limit_), extra(with_mode_b && limit_ > 1 ? limit_ / 2 : 0) {}
+  bool wants(const std::string& source) const {
+    return source == "B" ? from_b < extra : taken - from_b < limit;
+  }
+  void took(const std::string& source) { ++taken, from_b += source == "B"; }
+};
+
+// The plans autotune times (limit > 1) or heuristics take (limit 1) for an operation graph, in
+// ranked_configs' order: configs that fit the precision, are not excluded (engine_excluded), build
+// and need at most max_workspace bytes; at most `limit` from modes A and fallback, and under
+// autotune (with_mode_b) up to limit / 2 more that only mode B offers; at most one compiled at run
+// time (NVRTC takes 0.3 to 1 s for each, against milliseconds for a precompiled engine). `why`: the
+// last refusal.
+std::vector<EngineCandidate> engine_candidates(cudnnHandle_t h, const BackendDesc& op_graph,
+                                               Precision p, size_t limit, size_t max_workspace,
+                                               const std::vector<std::string>& excluded,
+                                               bool with_mode_b, std::string* why = nullptr);
+
 class ConvOp : public Op {
  public:
   ConvOp(const ConvSpec& spec, const ConvBuffers& buffers);
@@ -70,9 +103,11 @@ class ConvOp : public Op {
   std::string plan_key(EngineMode mode) const;
   // The candidate plans prepare() would build for the packed output, built on `handle`: safe to
   // call from several threads at once, each with a handle of its own.
-  std::shared_ptr<PrefetchedCandidates> build_candidates(
-      cudnnHandle_t handle, bool fused, size_t limit, size_t max_workspace,
-      const std::vector<std::string>& skip, const std::vector<std::string>& excluded) const;
+  std::shared_ptr<PrefetchedCandidates> build_candidates(cudnnHandle_t handle, bool fused,
+                                                         size_t limit, size_t max_workspace,
+                                                         const std::vector<std::string>& skip,
+                                                         const std::vector<std::string>& excluded,
+                                                         bool mode_b) const;
 
  private:
   void epilogue(void* y, int ld, cudaStream_t stream);

@@ -22,9 +22,6 @@ namespace {
 
 enum Uid : int64_t { kX = 1, kW = 2, kDY = 3, kDX = 4, kDW = 5 };
 
-// At most this many run-time-compiled candidates (NVRTC takes up to a second each).
-constexpr int kMaxCompiled = 1;
-
 Dims filter_dims(const ConvBackwardSpec& s) {
   return {s.y.c, s.x.c / s.groups, s.kernel, s.kw()};
 }
@@ -80,42 +77,13 @@ std::unique_ptr<ConvBackwardGraph> build_graph(cudnnHandle_t handle, const ConvB
   return g;
 }
 
-struct Candidate {
-  BackendDesc config, plan;
-  EngineInfo engine;
-  size_t workspace = 0;
-};
+using Candidate = EngineCandidate;
 
-// Configs from heuristics mode A, then the fallback list, that fit the precision, are not
-// excluded and build with a workspace up to max_workspace: at most `limit`, best first.
 std::vector<Candidate> candidates(cudnnHandle_t h, const ConvBackwardGraph& g, Precision p,
                                   size_t limit, size_t max_workspace,
-                                  const std::vector<std::string>& excluded, std::string* why) {
-  std::vector<Candidate> out;
-  int compiled = 0;
-  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    for (BackendDesc& cfg : heuristic_configs(g.graph, mode)) {
-      if (out.size() >= limit) return out;
-      EngineInfo info = engine_info(cfg);
-      const std::string tag = info.tag();
-      if (!engine_fits_precision(info, p) || engine_excluded(info, excluded)) continue;
-      const bool rtc = info.has_behavior(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
-      if (rtc && compiled >= kMaxCompiled) continue;
-      bool dup = false;
-      for (const Candidate& c : out) dup |= c.engine.tag() == tag;
-      if (dup) continue;
-      BackendDesc plan = try_plan(h, cfg, why);
-      if (!plan.get()) continue;
-      const size_t ws = size_t(plan.get_i64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
-      if (ws > max_workspace) {
-        if (why) *why = tag + " needs " + std::to_string(ws) + " bytes of workspace";
-        continue;
-      }
-      compiled += rtc;
-      out.push_back({std::move(cfg), std::move(plan), std::move(info), ws});
-    }
-  }
-  return out;
+                                  const std::vector<std::string>& excluded, bool mode_b,
+                                  std::string* why) {
+  return engine_candidates(h, g.graph, p, limit, max_workspace, excluded, mode_b, why);
 }
 
 const char* grad_name(ConvGrad g) {
@@ -267,8 +235,8 @@ void ConvBackwardOp::prepare(GpuContext& ctx, EngineMode mode, int top_k,
     }
     bool got = false;
     for (int attempt = 0; attempt < 8 && !got; ++attempt) {
-      std::vector<Candidate> cs =
-          candidates(ctx.cudnn, *g, spec_.precision, limit, scratch.bytes, skip, &why);
+      std::vector<Candidate> cs = candidates(ctx.cudnn, *g, spec_.precision, limit, scratch.bytes,
+                                             skip, ctx.heuristic_mode_b, &why);
       if (cs.empty()) break;
       tried += int(cs.size());
       std::vector<double> us(cs.size(), 0.0);
@@ -324,6 +292,7 @@ void ConvBackwardOp::prepare(GpuContext& ctx, EngineMode mode, int top_k,
           plan_ = std::move(cs[i].plan);
           engine_ = cs[i].engine;
           workspace_ = cs[i].workspace;
+          record_.heuristic_source = cs[i].source;
           best_us = us[i];
           graph_ = std::move(g);
           chosen_dw = dwt;

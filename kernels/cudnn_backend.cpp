@@ -1,6 +1,7 @@
 #include "kernels/cudnn_backend.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "harness/check.h"
 
@@ -261,6 +262,24 @@ std::vector<BackendDesc> heuristic_configs(const BackendDesc& op_graph,
                                              CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
                                              raws.data()));
   out.resize(size_t(got));
+  return out;
+}
+
+std::vector<RankedConfig> ranked_configs(const BackendDesc& op_graph, bool with_mode_b) {
+  std::vector<RankedConfig> out;
+  std::vector<std::string> tags;
+  const std::pair<cudnnBackendHeurMode_t, const char*> lists[] = {
+      {CUDNN_HEUR_MODE_A, "A"}, {CUDNN_HEUR_MODE_B, "B"}, {CUDNN_HEUR_MODE_FALLBACK, "fallback"}};
+  for (const auto& [mode, source] : lists) {
+    if (mode == CUDNN_HEUR_MODE_B && !with_mode_b) continue;
+    for (BackendDesc& cfg : heuristic_configs(op_graph, mode)) {
+      EngineInfo info = engine_info(cfg);
+      std::string tag = info.tag();
+      if (std::find(tags.begin(), tags.end(), tag) != tags.end()) continue;
+      tags.push_back(std::move(tag));
+      out.push_back({std::move(cfg), std::move(info), source});
+    }
+  }
   return out;
 }
 

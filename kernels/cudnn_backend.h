@@ -83,6 +83,17 @@ EngineInfo engine_info(const BackendDesc& engine_config);
 std::vector<BackendDesc> heuristic_configs(const BackendDesc& op_graph,
                                            cudnnBackendHeurMode_t mode);
 
+// One engine config, what it is, and which heuristics list offered it: "A", "B" or "fallback".
+struct RankedConfig {
+  BackendDesc config;
+  EngineInfo engine;
+  const char* source = "A";
+};
+// Heuristics' configs for an operation graph, each engine tag once, in the order autotune takes
+// them: mode A's, then (with_mode_b) those mode B offers that A did not, then the fallback list's.
+// Mode B ranks with a slower, more accurate model (cuDNN's CUDNN_HEUR_MODE_B).
+std::vector<RankedConfig> ranked_configs(const BackendDesc& op_graph, bool with_mode_b);
+
 // An execution plan for one engine config, or an empty descriptor if it does not build.
 BackendDesc try_plan(cudnnHandle_t handle, const BackendDesc& engine_config, std::string* why);
 

@@ -184,25 +184,17 @@ Fp8VariantResult run_fp8_variant(GpuContext& ctx, const Fp8CaseData& d, Fp8Varia
 
   // Every config heuristics offer, each tag once; those that build, up to max_engines.
   std::vector<Built> built;
-  std::vector<std::string> seen;
-  for (cudnnBackendHeurMode_t mode :
-       {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
-    for (BackendDesc& cfg : heuristic_configs(G.graph, mode)) {
-      EngineInfo info = engine_info(cfg);
-      const std::string tag = info.tag();
-      if (std::find(seen.begin(), seen.end(), tag) != seen.end()) continue;
-      seen.push_back(tag);
-      ++r.configs;
-      if (int(built.size()) >= max_engines) continue;
-      std::string why;
-      BackendDesc plan = try_plan(ctx.cudnn, cfg, &why);
-      if (!plan.get()) {
-        if (r.refusals.size() < 4) r.refusals.push_back(tag + ": " + why);
-        continue;
-      }
-      const size_t ws = size_t(plan.get_i64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
-      built.push_back({std::move(plan), std::move(info), ws});
+  for (RankedConfig& rc : ranked_configs(G.graph, true)) {
+    ++r.configs;
+    if (int(built.size()) >= max_engines) continue;
+    std::string why;
+    BackendDesc plan = try_plan(ctx.cudnn, rc.config, &why);
+    if (!plan.get()) {
+      if (r.refusals.size() < 4) r.refusals.push_back(rc.engine.tag() + ": " + why);
+      continue;
     }
+    const size_t ws = size_t(plan.get_i64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
+    built.push_back({std::move(plan), std::move(rc.engine), ws});
   }
   if (built.empty()) {
     r.error = r.configs ? "no engine config builds" : "heuristics offer no engine config";

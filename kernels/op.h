@@ -36,6 +36,9 @@ struct LayerRecord {
   double build_ms = 0;           // host time to choose and build the plan
   bool plan_reused = false;      // shared with an earlier layer of the same shape
   bool from_plan_cache = false;  // autotune's choice read from --plan_cache, not timed again
+  // Which heuristics list offered the engine (kernels/cudnn_backend.h, RankedConfig): "A", "B"
+  // or "fallback"; "plan cache" where --plan_cache gave it; empty for other libraries' ops.
+  std::string heuristic_source;
   // Plans refused because their CUDA-graph replay disagreed with a direct run.
   std::vector<std::string> rejected;
 };
@@ -71,6 +74,9 @@ struct GpuContext {
   std::map<std::string, std::vector<std::string>> banned;
   // Engines the user excluded (--exclude_engines): names ("eng4") or whole tags.
   std::vector<std::string> excluded;
+  // Autotune also times up to top_k / 2 engine configs that only heuristics mode B offers
+  // (engine_candidates); --mode_b=false: modes A and fallback alone, as before 2026-12-05.
+  bool heuristic_mode_b = true;
   // Whether a conv plan (forward or backward) must give the same output replayed from a CUDA
   // graph as run directly before it is taken. Off only for the untimed builds of a max-batch
   // search, whose check downloads every output twice (seconds per probe at thousands of images);

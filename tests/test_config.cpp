@@ -568,3 +568,40 @@ TEST(BuildThreads, WholeNumbersFromOneTo64) {
   EXPECT_GE(default_build_threads(), 1);
   EXPECT_LE(default_build_threads(), 16);
 }
+
+TEST(CandidateQuota, AutotuneTakesModeAsTopKPlusHalfAsManyOnlyModeBOffers) {
+  using namespace cnnbench;
+  // The order engine_candidates sees: A's list, then B's (tags A did not offer), then fallback.
+  auto take = [](CandidateQuota q, int a, int b, int fallback) {
+    std::vector<std::string> got;
+    for (auto [source, n] : {std::pair<const char*, int>{"A", a}, {"B", b}, {"fallback", fallback}})
+      for (int i = 0; i < n; ++i)
+        if (q.wants(source)) q.took(source), got.push_back(source);
+    return got;
+  };
+  auto count = [](const std::vector<std::string>& v, const char* s) {
+    return int(std::count(v.begin(), v.end(), s));
+  };
+  // Autotune, top_k 8: A's eight, four of B's, no fallback.
+  std::vector<std::string> got = take(CandidateQuota(8, true), 20, 10, 5);
+  EXPECT_EQ(count(got, "A"), 8);
+  EXPECT_EQ(count(got, "B"), 4);
+  EXPECT_EQ(count(got, "fallback"), 0);
+  // A offers three that build: B's four, and the fallback list fills A's share to eight.
+  got = take(CandidateQuota(8, true), 3, 10, 9);
+  EXPECT_EQ(count(got, "A"), 3);
+  EXPECT_EQ(count(got, "B"), 4);
+  EXPECT_EQ(count(got, "fallback"), 5);
+  // --mode_b=false: as before, A and fallback alone.
+  got = take(CandidateQuota(8, false), 20, 10, 5);
+  EXPECT_EQ(count(got, "B"), 0);
+  EXPECT_EQ(got.size(), 8u);
+  // Heuristics (one candidate): A's first; B is never asked.
+  got = take(CandidateQuota(1, true), 5, 5, 5);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], "A");
+  EXPECT_EQ(CandidateQuota(1, true).extra, 0u);
+  got = take(CandidateQuota(1, true), 0, 5, 5);  // A builds nothing: fallback's first
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], "fallback");
+}
