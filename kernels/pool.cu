@@ -1,4 +1,6 @@
 #include <cfloat>
+#include <climits>
+#include <cstdint>
 
 #include "harness/check.h"
 #include "kernels/channel_kernels.cuh"
@@ -23,6 +25,15 @@ __device__ __forceinline__ OutPos out_pos(int64_t i, const Dims& out) {
   p.h = int(r % out.h);
   p.n = int(r / out.h);
   return p;
+}
+
+// The divisor of an average pool's window starting at (h0, w0): PyTorch counts padded positions
+// inside the padded image, never past its far edge (count_include_pad), or the valid ones only.
+__device__ __forceinline__ float avg_divisor(int h0, int w0, int k, int p, const Dims& in,
+                                             bool count_include_pad, int count) {
+  if (!count_include_pad) return float(max(count, 1));
+  const int hend = min(h0 + k, in.h + p), wend = min(w0 + k, in.w + p);
+  return float((hend - h0) * (wend - w0));
 }
 
 // One thread per output element; consecutive threads take consecutive channels (coalesced).
@@ -50,34 +61,32 @@ __global__ void pool_kernel(const T* x, T* y, Dims in, Dims out, int k, int s, i
         ++count;
       }
     }
-    if (!kMax) {
-      // PyTorch counts padded positions inside the padded image, never past its far edge.
-      const int hend = min(h0 + k, in.h + p), wend = min(w0 + k, in.w + p);
-      const int padded = (hend - h0) * (wend - w0);
-      acc /= float(count_include_pad ? padded : max(count, 1));
-    }
+    if (!kMax) acc /= avg_divisor(h0, w0, k, p, in, count_include_pad, count);
     store_f(y, row * ld_y + c, acc);
   }
 }
 
-// Max pooling, vectorised (packed rows, the 16-byte pack dividing C): a thread owns one pack of V
-// channels of one output pixel.
-template <typename T, int V>
-__global__ void __launch_bounds__(256)
-    maxpool_vec(const T* x, T* y, Dims in, Dims out, int k, int s, int p) {
+// Max or average pooling, vectorised (the 16-byte pack dividing C and both row strides): a thread
+// owns one pack of V channels of one output pixel; rows of x and y are lx / ly packs apart (a
+// slice of a concat buffer where wider than C). Index type I: 32-bit where the pack count fits (the
+// index arithmetic is most of an average pool's work; 64-bit division costs several times more).
+template <typename T, int V, bool kMax, typename I>
+__global__ void __launch_bounds__(256) pool_vec(const T* x, T* y, Dims in, Dims out, int k, int s,
+                                                int p, bool count_include_pad, int lx, int ly) {
   const int packs = in.c / V;
-  const int64_t total = int64_t(out.n) * out.h * out.w * packs;
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+  const I total = I(out.n) * out.h * out.w * packs;
+  const I stride = I(gridDim.x) * blockDim.x;
+  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
     const int pk = int(i % packs);
-    const int64_t pix = i / packs;
+    const I pix = i / packs;
     const int ow = int(pix % out.w);
-    const int64_t nh = pix / out.w;
+    const I nh = pix / out.w;
     const int oh = int(nh % out.h), n = int(nh / out.h);
     const int h0 = oh * s - p, w0 = ow * s - p;
     float acc[V];
 #pragma unroll
-    for (int c = 0; c < V; ++c) acc[c] = -FLT_MAX;
+    for (int c = 0; c < V; ++c) acc[c] = kMax ? -FLT_MAX : 0.0f;
+    int count = 0;
     for (int dh = 0; dh < k; ++dh) {
       const int h = h0 + dh;
       if (h < 0 || h >= in.h) continue;
@@ -85,12 +94,18 @@ __global__ void __launch_bounds__(256)
         const int w = w0 + dw;
         if (w < 0 || w >= in.w) continue;
         float v[V];
-        ck::load_pack<T, V>(x, ((int64_t(n) * in.h + h) * in.w + w) * packs + pk, v);
+        ck::load_pack<T, V>(x, int64_t((I(n) * in.h + h) * in.w + w) * lx + pk, v);
 #pragma unroll
-        for (int c = 0; c < V; ++c) acc[c] = fmaxf(acc[c], v[c]);
+        for (int c = 0; c < V; ++c) acc[c] = kMax ? fmaxf(acc[c], v[c]) : acc[c] + v[c];
+        ++count;
       }
     }
-    ck::store_pack<T, V>(y, i, acc);
+    if (!kMax) {
+      const float d = avg_divisor(h0, w0, k, p, in, count_include_pad, count);
+#pragma unroll
+      for (int c = 0; c < V; ++c) acc[c] /= d;
+    }
+    ck::store_pack<T, V>(y, int64_t(pix) * ly + pk, acc);
   }
 }
 
@@ -176,30 +191,49 @@ int ld_or(int ld, int c) {
 
 }  // namespace
 
-void launch_maxpool(DType t, const void* x, void* y, const PoolSpec& s, cudaStream_t stream) {
+namespace {
+// The vectorised kernel where the 16-byte pack divides C and both row strides and the pointers
+// are 16-byte aligned, else one thread an element.
+template <bool kMax>
+void launch_pool(DType t, const void* x, void* y, const PoolSpec& s, cudaStream_t stream) {
   if (s.y.numel() <= 0) return;
-  if (ck::vectorisable(t, s.x.c, {ld_or(s.ld_x, s.x.c), ld_or(s.ld_y, s.y.c)}, {x, y})) {
+  const int ld_x = ld_or(s.ld_x, s.x.c), ld_y = ld_or(s.ld_y, s.y.c);
+  const int V = 16 / int(dtype_size(t));
+  const bool aligned =
+      reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  if (aligned && s.x.c % V == 0 && ld_x % V == 0 && ld_y % V == 0) {
     CNN_DISPATCH_DTYPE(t, {
-      constexpr int V = 16 / sizeof(T);
-      maxpool_vec<T, V><<<blocks_for(s.y.numel() / V, 256), 256, 0, stream>>>(
-          static_cast<const T*>(x), static_cast<T*>(y), s.x, s.y, s.kernel, s.stride, s.pad);
+      constexpr int W = 16 / sizeof(T);
+      const int64_t packs = s.y.numel() / W;
+      const int blocks = blocks_for(packs, 256);
+      const int64_t in_pixels = int64_t(s.x.n) * s.x.h * s.x.w;
+      const bool narrow =
+          packs + int64_t(blocks) * 256 < int64_t(INT32_MAX) && in_pixels < int64_t(INT32_MAX);
+      if (narrow)
+        pool_vec<T, W, kMax, int><<<blocks, 256, 0, stream>>>(
+            static_cast<const T*>(x), static_cast<T*>(y), s.x, s.y, s.kernel, s.stride, s.pad,
+            s.count_include_pad, ld_x / W, ld_y / W);
+      else
+        pool_vec<T, W, kMax, int64_t><<<blocks, 256, 0, stream>>>(
+            static_cast<const T*>(x), static_cast<T*>(y), s.x, s.y, s.kernel, s.stride, s.pad,
+            s.count_include_pad, ld_x / W, ld_y / W);
     });
     CNN_CHECK_LAUNCH();
     return;
   }
-  CNN_DISPATCH_DTYPE(
-      t, pool_kernel<T, true><<<blocks_for(s.y.numel(), 256), 256, 0, stream>>>(
-             static_cast<const T*>(x), static_cast<T*>(y), s.x, s.y, s.kernel, s.stride, s.pad,
-             s.count_include_pad, ld_or(s.ld_x, s.x.c), ld_or(s.ld_y, s.y.c)));
+  CNN_DISPATCH_DTYPE(t, pool_kernel<T, kMax><<<blocks_for(s.y.numel(), 256), 256, 0, stream>>>(
+                            static_cast<const T*>(x), static_cast<T*>(y), s.x, s.y, s.kernel,
+                            s.stride, s.pad, s.count_include_pad, ld_x, ld_y));
   CNN_CHECK_LAUNCH();
+}
+}  // namespace
+
+void launch_maxpool(DType t, const void* x, void* y, const PoolSpec& s, cudaStream_t stream) {
+  launch_pool<true>(t, x, y, s, stream);
 }
 
 void launch_avgpool(DType t, const void* x, void* y, const PoolSpec& s, cudaStream_t stream) {
-  CNN_DISPATCH_DTYPE(
-      t, pool_kernel<T, false><<<blocks_for(s.y.numel(), 256), 256, 0, stream>>>(
-             static_cast<const T*>(x), static_cast<T*>(y), s.x, s.y, s.kernel, s.stride, s.pad,
-             s.count_include_pad, ld_or(s.ld_x, s.x.c), ld_or(s.ld_y, s.y.c)));
-  CNN_CHECK_LAUNCH();
+  launch_pool<false>(t, x, y, s, stream);
 }
 
 void launch_global_avgpool(DType t, const void* x, void* y, const PoolSpec& s,

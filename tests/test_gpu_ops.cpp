@@ -115,41 +115,49 @@ TEST(GpuOps, PoolingMatchesReference) {
   std::mt19937 rng(std::random_device{}());
   for (Precision p : kAll) {
     const DType t = storage_type(p);
-    for (int kind = 0; kind < 3; ++kind) {
-      PoolSpec s;
-      s.x = {2, 24, 15, 15};
-      s.kernel = 3, s.stride = kind == 0 ? 2 : 1, s.pad = 1;
-      s.count_include_pad = kind == 1;
-      const int o = (15 + 2 - 3) / s.stride + 1;
-      s.y = {2, 24, o, o};
-      const auto x = rounded(random_vector(size_t(s.x.numel()), rng), t);
-      DeviceBuffer dx(x, t), dy(size_t(s.y.numel()), t);
-      if (kind == 0)
-        launch_maxpool(t, dx.get(), dy.get(), s, nullptr);
-      else
-        launch_avgpool(t, dx.get(), dy.get(), s, nullptr);
-      std::vector<double> ref(size_t(s.y.numel()));
-      for (int n = 0; n < 2; ++n)
-        for (int oh = 0; oh < o; ++oh)
-          for (int ow = 0; ow < o; ++ow)
-            for (int c = 0; c < 24; ++c) {
-              double acc = kind == 0 ? -DBL_MAX : 0;
-              int count = 0;
-              for (int r = 0; r < 3; ++r)
-                for (int q = 0; q < 3; ++q) {
-                  const int h = oh * s.stride - 1 + r, w = ow * s.stride - 1 + q;
-                  if (h < 0 || h >= 15 || w < 0 || w >= 15) continue;
-                  const double v = x[((size_t(n) * 15 + h) * 15 + w) * 24 + c];
-                  acc = kind == 0 ? std::max(acc, v) : acc + v;
-                  ++count;
-                }
-              if (kind == 1) acc /= 9;
-              if (kind == 2) acc /= count;
-              ref[((size_t(n) * o + oh) * o + ow) * 24 + c] = acc;
-            }
-      const double err = rel_l2(dy.download(), ref);
-      EXPECT_LT(err, tolerance(p)) << "pool kind " << kind << " " << precision_name(p);
-    }
+    // kind 0: max 3x3/2; 1: average counting padding; 2: average of the valid positions; 3: the
+    // average counting padding at stride 2; 4: max at stride 1. 24 channels take the vectorised
+    // kernels in every type; 12 the per-element one in fp16 and bf16 (12 is no multiple of 8).
+    for (int C : {24, 12})
+      for (int kind = 0; kind < 5; ++kind) {
+        const bool is_max = kind == 0 || kind == 4;
+        PoolSpec s;
+        s.x = {2, C, 15, 15};
+        s.kernel = 3, s.stride = kind == 0 || kind == 3 ? 2 : 1, s.pad = 1;
+        s.count_include_pad = kind != 2;
+        const int o = (15 + 2 - 3) / s.stride + 1;
+        s.y = {2, C, o, o};
+        const auto x = rounded(random_vector(size_t(s.x.numel()), rng), t);
+        DeviceBuffer dx(x, t), dy(size_t(s.y.numel()), t);
+        if (is_max)
+          launch_maxpool(t, dx.get(), dy.get(), s, nullptr);
+        else
+          launch_avgpool(t, dx.get(), dy.get(), s, nullptr);
+        std::vector<double> ref(size_t(s.y.numel()));
+        for (int n = 0; n < 2; ++n)
+          for (int oh = 0; oh < o; ++oh)
+            for (int ow = 0; ow < o; ++ow)
+              for (int c = 0; c < C; ++c) {
+                double acc = is_max ? -DBL_MAX : 0;
+                int count = 0;
+                for (int r = 0; r < 3; ++r)
+                  for (int q = 0; q < 3; ++q) {
+                    const int h = oh * s.stride - 1 + r, w = ow * s.stride - 1 + q;
+                    if (h < 0 || h >= 15 || w < 0 || w >= 15) continue;
+                    const double v = x[((size_t(n) * 15 + h) * 15 + w) * C + c];
+                    acc = is_max ? std::max(acc, v) : acc + v;
+                    ++count;
+                  }
+                // PyTorch's padded count stops at the padded image's far edge (15 + 1).
+                const int h0 = oh * s.stride - 1, w0 = ow * s.stride - 1;
+                const int padded = (std::min(h0 + 3, 16) - h0) * (std::min(w0 + 3, 16) - w0);
+                if (!is_max) acc /= s.count_include_pad ? padded : count;
+                ref[((size_t(n) * o + oh) * o + ow) * C + c] = acc;
+              }
+        const double err = rel_l2(dy.download(), ref);
+        EXPECT_LT(err, tolerance(p))
+            << "pool kind " << kind << ", " << C << " channels, " << precision_name(p);
+      }
     // Global average pool.
     const Dims d{3, 40, 7, 7};
     const auto x = rounded(random_vector(size_t(d.numel()), rng), t);
