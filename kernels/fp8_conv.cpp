@@ -9,6 +9,7 @@
 #include "harness/check.h"
 #include "kernels/cudnn_backend.h"
 #include "kernels/fp8.h"
+#include "kernels/graph_probe.h"
 #include "kernels/storage.h"
 
 namespace cnnbench {
@@ -33,33 +34,20 @@ enum Uid : int64_t {
   kFirstVirtual = 101
 };
 
-struct Fp8Graph {
-  std::deque<BackendDesc> keep;  // descriptors the graph refers to (stable addresses)
-  BackendDesc graph;
-  std::vector<int64_t> uids;  // the real tensors, for the variant pack
-};
-
 // The variant's operation graph (kernels/fp8_case.h says what each computes).
-Fp8Graph build_graph(cudnnHandle_t handle, const ConvGeometry& g, Fp8Variant v) {
+void build_graph(ProbeGraph& G, const ConvGeometry& g, Fp8Variant v) {
   const cudnnDataType_t in_t = fp8_inputs(v) ? CUDNN_DATA_FP8_E4M3 : CUDNN_DATA_HALF;
   const cudnnDataType_t out_t = fp8_output(v) ? CUDNN_DATA_FP8_E4M3 : CUDNN_DATA_HALF;
-  Fp8Graph G;
-  auto keep = [&](BackendDesc b) -> const BackendDesc* {
-    G.keep.push_back(std::move(b));
-    return &G.keep.back();
-  };
+  auto keep = [&](BackendDesc b) { return G.hold(std::move(b)); };
   int64_t next_virtual = kFirstVirtual;
   auto virt = [&] { return keep(make_tensor_of(next_virtual++, CUDNN_DATA_FLOAT, g.y, true)); };
-  auto real = [&](int64_t uid, BackendDesc b) {
-    G.uids.push_back(uid);
-    return keep(std::move(b));
-  };
+  auto real = [&](int64_t uid, BackendDesc b) { return G.real(uid, std::move(b)); };
   const BackendDesc* x = real(kX, make_tensor_of(kX, in_t, g.x));
   const BackendDesc* w =
       real(kW, make_tensor_of(kW, in_t, Dims{g.y.c, g.x.c, g.kernel_h, g.kernel_w}));
   const BackendDesc* y = real(kY, make_tensor_of(kY, out_t, g.y));
 
-  std::vector<BackendDesc> ops;
+  std::vector<BackendDesc>& ops = G.ops;
   const BackendDesc* cur = virt();
   {
     const BackendDesc* conv = keep(make_conv_descriptor(g.stride, g.pad_h, g.pad_w, g.dilation));
@@ -131,35 +119,7 @@ Fp8Graph build_graph(cudnnHandle_t handle, const ConvGeometry& g, Fp8Variant v) 
     op.finalize();
     ops.push_back(std::move(op));
   }
-  std::vector<const BackendDesc*> op_ptrs;
-  for (const BackendDesc& op : ops) op_ptrs.push_back(&op);
-  G.graph = BackendDesc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  G.graph.set_handle(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, handle)
-      .set_descs(CUDNN_ATTR_OPERATIONGRAPH_OPS, op_ptrs);
-  std::string why;
-  if (!G.graph.try_finalize(&why)) throw std::runtime_error("operation graph: " + why);
-  for (BackendDesc& op : ops) G.keep.push_back(std::move(op));
-  return G;
 }
-
-// A device allocation freed with its owner.
-struct DeviceMem {
-  void* p = nullptr;
-  explicit DeviceMem(size_t bytes) { CNN_CHECK_CUDA(cudaMalloc(&p, std::max<size_t>(bytes, 16))); }
-  ~DeviceMem() { cudaFree(p); }
-  DeviceMem(const DeviceMem&) = delete;
-  DeviceMem& operator=(const DeviceMem&) = delete;
-  template <typename T>
-  void upload(const std::vector<T>& v) {
-    CNN_CHECK_CUDA(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-};
-
-struct Built {
-  BackendDesc plan;
-  EngineInfo engine;
-  size_t workspace = 0;
-};
 
 // E4M3 codes in value order (sign and magnitude to one signed scale).
 int code_ordinal(uint8_t q) {
@@ -174,29 +134,22 @@ Fp8VariantResult run_fp8_variant(GpuContext& ctx, const Fp8CaseData& d, Fp8Varia
   Fp8VariantResult r;
   r.variant = v;
   r.flops = 2.0 * double(g.y.numel()) * g.kernel_h * g.kernel_w * g.x.c;
-  Fp8Graph G;
+  ProbeGraph G;
   try {
-    G = build_graph(ctx.cudnn, g, v);
+    build_graph(G, g, v);
   } catch (const std::exception& e) {
     r.error = e.what();
     return r;
   }
-
-  // Every config heuristics offer, each tag once; those that build, up to max_engines.
-  std::vector<Built> built;
-  for (RankedConfig& rc : ranked_configs(G.graph, true)) {
-    ++r.configs;
-    if (int(built.size()) >= max_engines) continue;
-    std::string why;
-    BackendDesc plan = try_plan(ctx.cudnn, rc.config, &why);
-    if (!plan.get()) {
-      if (r.refusals.size() < 4) r.refusals.push_back(rc.engine.tag() + ": " + why);
-      continue;
-    }
-    const size_t ws = size_t(plan.get_i64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
-    built.push_back({std::move(plan), std::move(rc.engine), ws});
+  std::string why;
+  if (!G.finalize(ctx.cudnn, &why)) {
+    r.error = "operation graph: " + why;
+    return r;
   }
-  if (built.empty()) {
+  GraphProbe probe(ctx, G, max_engines);
+  r.configs = probe.configs();
+  r.refusals = probe.refusals();
+  if (!probe.built()) {
     r.error = r.configs ? "no engine config builds" : "heuristics offer no engine config";
     return r;
   }
@@ -224,59 +177,22 @@ Fp8VariantResult run_fp8_variant(GpuContext& ctx, const Fp8CaseData& d, Fp8Varia
     bias.upload(to_storage(d.bias, DType::F16));
   }
   scale_y.upload(std::vector<float>{1.f});
-  size_t ws_bytes = 0;
-  for (const Built& b : built) ws_bytes = std::max(ws_bytes, b.workspace);
-  DeviceMem workspace(ws_bytes);
-
-  std::vector<void*> ptrs;
-  for (int64_t uid : G.uids) {
-    switch (uid) {
-      case kX:
-        ptrs.push_back(x.p);
-        break;
-      case kW:
-        ptrs.push_back(w.p);
-        break;
-      case kY:
-        ptrs.push_back(y.p);
-        break;
-      case kB:
-        ptrs.push_back(bias.p);
-        break;
-      case kDescaleX:
-        ptrs.push_back(descale_x.p);
-        break;
-      case kDescaleW:
-        ptrs.push_back(descale_w.p);
-        break;
-      case kScaleY:
-        ptrs.push_back(scale_y.p);
-        break;
-      case kAmax:
-        ptrs.push_back(amax.p);
-        break;
-      case kDescale:
-        ptrs.push_back(descale.p);
-        break;
-      default:
-        throw std::logic_error("fp8 probe: unknown tensor uid");
-    }
-  }
-  BackendDesc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(G.uids.size()),
-           G.uids.data())
-      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(ptrs.size()),
-           ptrs.data())
-      .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace.p);
-  pack.finalize();
+  DeviceMem workspace(probe.workspace_bytes());
+  probe.bind({{kX, x.p},
+              {kW, w.p},
+              {kY, y.p},
+              {kB, bias.p},
+              {kDescaleX, descale_x.p},
+              {kDescaleW, descale_w.p},
+              {kScaleY, scale_y.p},
+              {kAmax, amax.p},
+              {kDescale, descale.p}},
+             workspace.p);
   cudaStream_t s = ctx.stream;
-  auto run = [&](const Built& b) {
-    return execute_on(ctx.cudnn, b.plan, pack, s) == CUDNN_STATUS_SUCCESS;
-  };
 
   // Delayed scaling: a first run's amax sets scale_y.
   if (f8out) {
-    if (!run(built.front())) {
+    if (!probe.run_first()) {
       r.error = "the first engine failed to run";
       return r;
     }
@@ -288,40 +204,8 @@ Fp8VariantResult run_fp8_variant(GpuContext& ctx, const Fp8CaseData& d, Fp8Varia
     scale_y.upload(std::vector<float>{r.y_scale});
   }
 
-  cudaEvent_t start, stop;
-  CNN_CHECK_CUDA(cudaEventCreate(&start));
-  CNN_CHECK_CUDA(cudaEventCreate(&stop));
-  std::vector<size_t> order;
-  for (size_t i = 0; i < built.size(); ++i) {
-    Fp8EngineResult e{built[i].engine.tag(), built[i].engine.notes(), built[i].workspace, -1};
-    bool ok = run(built[i]) && run(built[i]);  // warm-up
-    std::vector<float> groups;
-    for (int rep = 0; ok && rep < 5; ++rep) {
-      CNN_CHECK_CUDA(cudaEventRecord(start, s));
-      for (int l = 0; ok && l < launches; ++l) ok = run(built[i]);
-      CNN_CHECK_CUDA(cudaEventRecord(stop, s));
-      CNN_CHECK_CUDA(cudaEventSynchronize(stop));
-      float ms = 0;
-      CNN_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-      groups.push_back(ms);
-    }
-    if (ok) {
-      std::sort(groups.begin(), groups.end());
-      e.us = groups[2] * 1000.0 / launches;
-    }
-    r.engines.push_back(e);
-    order.push_back(i);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const double ua = r.engines[a].us, ub = r.engines[b].us;
-    if ((ua < 0) != (ub < 0)) return ub < 0;
-    return ua < ub;
-  });
-  std::vector<Fp8EngineResult> sorted;
-  for (size_t i : order) sorted.push_back(r.engines[i]);
-  r.engines = sorted;
+  for (const ProbeEngine& e : probe.time_all(launches))
+    r.engines.push_back({e.tag, e.notes, e.workspace, e.us});
   if (r.engines.front().us < 0) {
     r.error = "no built engine ran";
     return r;
@@ -329,7 +213,7 @@ Fp8VariantResult run_fp8_variant(GpuContext& ctx, const Fp8CaseData& d, Fp8Varia
 
   // The fastest engine's output on a poisoned buffer (0xFF: NaN in fp16 and in E4M3).
   CNN_CHECK_CUDA(cudaMemsetAsync(y.p, 0xFF, size_t(g.y.numel()) * y_elem, s));
-  if (!run(built[order.front()])) {
+  if (!probe.run_fastest()) {
     r.error = "the fastest engine failed to run again";
     return r;
   }
