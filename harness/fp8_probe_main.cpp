@@ -16,6 +16,7 @@
 #include "harness/cli.h"
 #include "harness/context.h"
 #include "harness/device.h"
+#include "harness/probe_cases.h"
 #include "harness/session.h"
 #include "kernels/fp8.h"
 #include "kernels/fp8_conv.h"
@@ -39,48 +40,26 @@ const char* kUsage =
 Exit status 3 where a variant ran but its output departs from the emulation of its storage.
 )";
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 std::vector<Fp8Case> pick_cases(const std::string& network, const std::string& layers, int batch) {
-  const Graph g = build_network(network);
-  std::vector<std::string> names = split(layers);
-  if (layers.empty()) {
-    if (find_network(network).name != "resnet50")
-      throw UserError("--layers is needed for " + network + " (the default list is ResNet-50's)");
-    names = {"layer1.0.conv2", "layer1.0.conv3", "layer2.1.conv2", "layer3.1.conv1",
-             "layer3.1.conv2", "layer4.1.conv2", "layer4.1.conv3"};
-  }
-  const bool all = layers == "all";
+  const std::vector<std::string> defaults =
+      find_network(network).name == "resnet50"
+          ? std::vector<std::string>{"layer1.0.conv2", "layer1.0.conv3", "layer2.1.conv2",
+                                     "layer3.1.conv1", "layer3.1.conv2", "layer4.1.conv2",
+                                     "layer4.1.conv3"}
+          : std::vector<std::string>{};
+  auto fits = [](const ConvGeometry& g) {
+    return g.groups == 1 && g.x.c % 16 == 0 && g.y.c % 16 == 0;
+  };
   std::vector<Fp8Case> out;
-  for (const Node& n : g.nodes()) {
-    if (n.kind != OpKind::Conv) continue;
-    if (!all && std::find(names.begin(), names.end(), n.name) == names.end()) continue;
-    Dims x = g.node(n.inputs.at(0)).out, y = n.out;
-    x.n = y.n = batch;
-    if (all && (n.groups != 1 || x.c % 16 || y.c % 16)) continue;
-    out.push_back({n.name, ConvGeometry{x, y, n.kernel, n.kernel_w, n.stride, n.pad, n.pad_w,
-                                        n.dilation, n.groups}});
-  }
-  for (const std::string& name : names) {
-    if (all) break;
-    bool found = false;
-    for (const Fp8Case& c : out) found |= c.name == name;
-    if (!found) throw UserError("--layers: " + network + " has no conv named '" + name + "'");
-  }
+  for (const ProbeCase& c : pick_probe_cases(network, layers, batch, defaults, fits))
+    out.push_back({c.name, c.g});
   return out;
 }
 
 std::vector<Fp8Variant> pick_variants(const std::string& s) {
   if (s.empty()) return all_fp8_variants();
   std::vector<Fp8Variant> out;
-  for (const std::string& name : split(s)) {
+  for (const std::string& name : split_commas(s)) {
     bool found = false;
     for (Fp8Variant v : all_fp8_variants())
       if (name == fp8_variant_name(v)) out.push_back(v), found = true;
@@ -92,40 +71,20 @@ std::vector<Fp8Variant> pick_variants(const std::string& s) {
 }
 
 int run(int argc, char** argv) {
-  std::string network = "resnet50", layers, batch_s = "256", variants_s, engines_s = "4",
-              samples_s = "2048", seed_s = "1", json_path;
-  bool emulate_only = false;
-  for (int i = 1; i < argc; ++i) {
-    if (take_flag(i, argc, argv, "help", nullptr)) {
-      std::cout << kUsage;
-      return 0;
-    }
-    if (take_flag(i, argc, argv, "emulate_only", nullptr)) {
-      emulate_only = true;
-      continue;
-    }
-    if (take_flag(i, argc, argv, "network", &network) ||
-        take_flag(i, argc, argv, "layers", &layers) ||
-        take_flag(i, argc, argv, "batch", &batch_s) ||
-        take_flag(i, argc, argv, "variants", &variants_s) ||
-        take_flag(i, argc, argv, "max_engines", &engines_s) ||
-        take_flag(i, argc, argv, "samples", &samples_s) ||
-        take_flag(i, argc, argv, "seed", &seed_s) || take_flag(i, argc, argv, "json", &json_path))
-      continue;
-    throw UserError(std::string("unknown argument '") + argv[i] + "' (see --help)");
+  ProbeOptions defaults;
+  defaults.max_engines = 4, defaults.samples = 2048;
+  const ProbeOptions o = parse_probe_options(argc, argv, defaults, {"emulate_only"});
+  if (o.help) {
+    std::cout << kUsage;
+    return 0;
   }
-  const int batch = int(parse_count(batch_s, "--batch"));
-  const int max_engines = int(parse_count(engines_s, "--max_engines"));
-  const int samples = int(parse_count(samples_s, "--samples"));
-  const uint64_t seed = uint64_t(parse_count(seed_s, "--seed"));
-  if (batch < 1 || max_engines < 1 || samples < 1)
-    throw UserError("--batch, --max_engines and --samples must be at least 1");
+  const std::string &network = o.network, &layers = o.layers, &json_path = o.json;
+  const int batch = o.batch, max_engines = o.max_engines, samples = o.samples;
+  const uint64_t seed = o.seed;
+  const bool emulate_only = o.has("emulate_only");
   const std::vector<Fp8Case> cases = pick_cases(network, layers, batch);
-  const std::vector<Fp8Variant> variants = pick_variants(variants_s);
-  if (!json_path.empty()) {  // fail before measuring, not after
-    std::ofstream probe(json_path, std::ios::app);
-    if (!probe) throw UserError("--json: cannot write '" + json_path + "'");
-  }
+  const std::vector<Fp8Variant> variants = pick_variants(o.variants);
+  rewrite_json(json_path, "");  // fail before measuring, not after
 
   if (emulate_only) {
     std::printf("%-16s %-24s %-24s %12s\n", "layer", "x -> y", "variant", "l2 vs exact");
@@ -213,11 +172,7 @@ int run(int argc, char** argv) {
                      fp8_variant_name(v), why.c_str());
     }
     doc["cases"].push_back(jc);
-    if (!json_path.empty()) {  // rewritten after each case: a later failure keeps these
-      std::ofstream f(json_path);
-      f << doc.dump(1) << "\n";
-      if (!f) throw UserError("--json: writing '" + json_path + "' failed");
-    }
+    rewrite_json(json_path, doc.dump(1));  // after each case: a later failure keeps these
   }
   if (disagreements) {
     std::fprintf(stderr, "cnnbench_fp8_probe: %d variants depart from their emulation\n",

@@ -125,3 +125,53 @@ TEST(Fp8Case, SameSeedSameData) {
 
 }  // namespace
 }  // namespace cnnbench
+
+// The BatchNorm-fusion probe's references (kernels/bn_fusion_ref.h): the weight and data gradients
+// are the convolution's adjoints, <dy, conv(a, w)> = <dW, w> = <dX, a>, exactly (in double) on a
+// small layer with stride and padding.
+#include "kernels/bn_fusion_ref.h"
+
+namespace cnnbench {
+namespace {
+
+TEST(BnFusionRef, GradientsAreTheConvolutionsAdjoints) {
+  ConvGeometry g;
+  g.x = Dims{2, 5, 7, 6};
+  g.kernel_h = 3, g.kernel_w = 3, g.stride = 2, g.pad_h = 1, g.pad_w = 1;
+  g.y = Dims{2, 4, 4, 3};
+  const BnFusionData d = make_bn_fusion_data(g, 5);
+  double lhs = 0;  // <dy, conv(a, w)>
+  for (int n = 0; n < 2; ++n)
+    for (int oh = 0; oh < 4; ++oh)
+      for (int ow = 0; ow < 3; ++ow)
+        for (int k = 0; k < 4; ++k)
+          lhs += double(d.dy[((size_t(n) * 4 + oh) * 3 + ow) * 4 + k]) *
+                 conv_window(g, d.a.data(), d.w.data(), n, k, oh, ow);
+  double via_dw = 0, via_dx = 0;
+  for (int k = 0; k < 4; ++k)
+    for (int r = 0; r < 3; ++r)
+      for (int s = 0; s < 3; ++s)
+        for (int c = 0; c < 5; ++c)
+          via_dw += wgrad_entry(g, d.a.data(), d.dy.data(), k, r, s, c) *
+                    d.w[((size_t(k) * 3 + r) * 3 + s) * 5 + c];
+  for (int n = 0; n < 2; ++n)
+    for (int h = 0; h < 7; ++h)
+      for (int w = 0; w < 6; ++w)
+        for (int c = 0; c < 5; ++c)
+          via_dx += dgrad_entry(g, d.dy.data(), d.w.data(), n, h, w, c) *
+                    d.a[((size_t(n) * 7 + h) * 6 + w) * 5 + c];
+  EXPECT_NE(lhs, 0.0);
+  EXPECT_NEAR(via_dw, lhs, 1e-9 * std::fabs(lhs));
+  EXPECT_NEAR(via_dx, lhs, 1e-9 * std::fabs(lhs));
+  // a is the ReLU of the folded BatchNorm, in fp16: zero where x * scale + bias < 0.
+  int zeros = 0;
+  for (size_t i = 0; i < d.a.size(); ++i) {
+    const float pre = d.x[i] * d.scale[i % 5] + d.bias[i % 5];
+    EXPECT_EQ(d.a[i], pre > 0 ? fp16_round(pre) : 0.f);
+    zeros += d.a[i] == 0.f;
+  }
+  EXPECT_GT(zeros, 0);
+}
+
+}  // namespace
+}  // namespace cnnbench

@@ -47,3 +47,40 @@ TEST(GpuFp8, EveryVariantThatBuildsMatchesItsEmulation) {
 
 }  // namespace
 }  // namespace cnnbench
+
+// The BatchNorm-fusion probe (kernels/bn_fusion_probe.h) on a small layer: the plain convs always
+// run and match the host reference; every fused form that builds matches it too (which build is
+// the probe's finding, printed, not asserted).
+#include "kernels/bn_fusion_probe.h"
+
+namespace cnnbench {
+namespace {
+
+TEST(GpuBnFusion, PlainFormsRunAndEveryFormThatBuildsMatchesTheReference) {
+  ConvGeometry g;
+  g.x = Dims{4, 64, 14, 14};
+  g.y = Dims{4, 64, 7, 7};
+  g.kernel_h = g.kernel_w = 3, g.stride = 2, g.pad_h = g.pad_w = 1;  // borders and a stride
+  const BnFusionData d = make_bn_fusion_data(g, 3);
+  GpuContext ctx;
+  for (BnFusionVariant v : all_bn_fusion_variants()) {
+    SCOPED_TRACE(bn_fusion_variant_name(v));
+    const BnFusionResult r = run_bn_fusion_variant(ctx, d, v, 2, 256, 2);
+    const bool plain = bn_fusion_baseline(v) == v;
+    if (plain) {
+      ASSERT_TRUE(r.error.empty()) << r.error;
+    }
+    if (!r.error.empty()) {
+      std::printf("GpuBnFusion: %s does not run here: %s\n", bn_fusion_variant_name(v),
+                  r.error.c_str());
+      continue;
+    }
+    std::printf("GpuBnFusion: %-16s %s %.2f us, rel L2 %.2e, stats %.2e\n",
+                bn_fusion_variant_name(v), r.engines.front().tag.c_str(), r.best_us(), r.rel_l2,
+                r.stats_err);
+    EXPECT_TRUE(r.agrees()) << "rel L2 " << r.rel_l2 << ", stats " << r.stats_err;
+  }
+}
+
+}  // namespace
+}  // namespace cnnbench
