@@ -85,6 +85,8 @@ const char* kUsage =
   --se_fold     at batch 1, fold each squeeze-excitation's gates into the 1x1 conv after it
                        (that conv's weights scaled per input channel) instead of scaling the
                        activations
+  --pad_channels=false  the 3-channel stems read the image as it is, not a copy padded with zero
+                       channels to 8 (fp16, bf16) or 4 (tf32) with zero weights to match
   --depthwise=auto|cudnn|cnnbench  who computes depthwise convs: auto (default) times cuDNN
                        against our kernel per layer under autotune and keeps the faster, and
                        takes ours under heuristics; cudnn or cnnbench alone
@@ -152,6 +154,7 @@ struct Options {
   int max_batch_cap = 4096;
   int detect_capacity = 65536;  // mode detect: the most NMS candidates an image may have
   bool se_fold = false;
+  bool pad_channels = true;  // --pad_channels
   DepthwiseChoice depthwise = DepthwiseChoice::Auto;
   int profile_forwards = 0;  // --profile=N: N forwards under cudaProfilerStart/Stop per benchmark
   DiskPlanCache* plan_cache = nullptr;  // --plan_cache
@@ -176,6 +179,7 @@ class Session {
     c.top_k = opt_.config.autotune_top_k;
     c.input_seed = opt_.config.seed + 1;
     c.se_fold = opt_.se_fold;
+    c.pad_channels = opt_.pad_channels;
     c.depthwise = opt_.depthwise;
     const auto t0 = std::chrono::steady_clock::now();
     current_ = prepare_model(*ctx_, g, weights(job), c, opt_.config.warmup_ms,
@@ -941,6 +945,10 @@ int run(int argc_in, char** argv_in) {
         throw UserError("--profile takes a count of forwards, 1 or more");
     } else if (take_flag(i, argc, argv, "se_fold", nullptr)) {
       opt.se_fold = true;
+    } else if (take_flag(i, argc, argv, "pad_channels", &v)) {
+      if (v != "true" && v != "false")
+        throw UserError("--pad_channels takes true or false, not '" + v + "'");
+      opt.pad_channels = v == "true";
     } else if (take_flag(i, argc, argv, "depthwise", &v)) {
       opt.depthwise = parse_depthwise_choice(v);
     } else if (take_flag(i, argc, argv, "eager", nullptr)) {
@@ -1027,6 +1035,7 @@ int run(int argc_in, char** argv_in) {
                                    : "false");
   add_context("build_threads", std::to_string(opt.build_threads));
   add_context("se_fold", opt.se_fold ? "true" : "false");
+  add_context("pad_channels", opt.pad_channels ? "true" : "false");
   add_context("depthwise", depthwise_choice_name(opt.depthwise));
   add_context("plan_cache", plan_cache ? plan_cache->path() : "none");
   add_context("weights", opt.weights_path.empty()

@@ -40,6 +40,7 @@ const char* kUsage =
   --max_repairs=N      rebuilds, each banning the engine of the first layer where the graph
                        replay departs from eager, before giving up (default 6; 0: none)
   --plan_cache=FILE    autotune's choice per conv shape on disk (as cnnbench's --plan_cache)
+  --pad_channels=false  the 3-channel stem reads the image as it is, not a zero-padded copy
   --se_fold            at batch 1, fold each squeeze-excitation's gates into the next 1x1 conv
   --depthwise=auto|cudnn|cnnbench  who computes depthwise convs: auto (default) times cuDNN
                        against our kernel per layer under autotune and keeps the faster, and
@@ -59,9 +60,9 @@ const char* kUsage =
 int run(int argc, char** argv) {
   std::string network, precision = "fp32", batch_s = "1", weights_path, input_path, output_path,
                        engine = "heuristic", seed_s = "0", size_s = "0", verify_s, share_s = "true",
-                       mode_b_s = "true", classes_s = "0", edges_s = "captured", exclude_s,
-                       threads_s = std::to_string(default_build_threads()), repairs_s = "6",
-                       depthwise_s = "auto", breakdown_s, plan_cache_s;
+                       pad_s = "true", mode_b_s = "true", classes_s = "0", edges_s = "captured",
+                       exclude_s, threads_s = std::to_string(default_build_threads()),
+                       repairs_s = "6", depthwise_s = "auto", breakdown_s, plan_cache_s;
   bool bisect = false, se_fold = false;
   bool eager = false, deterministic = false;
   for (int i = 1; i < argc; ++i) {
@@ -90,6 +91,7 @@ int run(int argc, char** argv) {
     if (take_flag(i, argc, argv, "verify", &verify_s)) continue;
     if (take_flag(i, argc, argv, "share_plans", &share_s)) continue;
     if (take_flag(i, argc, argv, "mode_b", &mode_b_s)) continue;
+    if (take_flag(i, argc, argv, "pad_channels", &pad_s)) continue;
     if (take_flag(i, argc, argv, "graph_edges", &edges_s)) continue;
     if (take_flag(i, argc, argv, "exclude_engines", &exclude_s)) continue;
     if (take_flag(i, argc, argv, "deterministic", nullptr)) {
@@ -147,6 +149,8 @@ int run(int argc, char** argv) {
   // Every flag is checked before the device is looked at, so a typo is named on any host.
   if (share_s != "true" && share_s != "false")
     throw UserError("--share_plans takes true or false, not '" + share_s + "'");
+  if (pad_s != "true" && pad_s != "false")
+    throw UserError("--pad_channels takes true or false, not '" + pad_s + "'");
   if (mode_b_s != "true" && mode_b_s != "false")
     throw UserError("--mode_b takes true or false, not '" + mode_b_s + "'");
   const GraphEdges edges = parse_graph_edges(edges_s);
@@ -179,6 +183,7 @@ int run(int argc, char** argv) {
   opt.engine = parse_engine_mode(engine);
   opt.input_seed = seed + 1;
   opt.se_fold = se_fold;
+  opt.pad_channels = pad_s == "true";
   opt.depthwise = depthwise;
   auto make = [&] {
     auto m = std::make_unique<Model>(ctx, g, w, opt);

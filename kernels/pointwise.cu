@@ -63,6 +63,17 @@ __global__ void copy_channels_kernel(T* dst, int ld_dst, const T* src, int ld_sr
   }
 }
 
+template <typename T>
+__global__ void pad_channels_kernel(T* dst, int padded, const T* src, int channels, int64_t rows) {
+  const int64_t total = rows * padded;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t r = i / padded;
+    const int c = int(i - r * padded);
+    dst[i] = c < channels ? src[r * channels + c] : T(0.0f);
+  }
+}
+
 int blocks_for(int64_t n, int threads) {
   return int(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 132 * 16)));
 }
@@ -88,6 +99,15 @@ void launch_copy_channels(DType t, void* dst, int ld_dst, const void* src, int l
   CNN_DISPATCH_DTYPE(
       t, copy_channels_kernel<T><<<blocks_for(rows * channels, threads), threads, 0, stream>>>(
              static_cast<T*>(dst), ld_dst, static_cast<const T*>(src), ld_src, rows, channels));
+  CNN_CHECK_LAUNCH();
+}
+
+void launch_pad_channels(DType t, void* dst, int padded, const void* src, int channels,
+                         int64_t rows, cudaStream_t stream) {
+  const int threads = 256;
+  CNN_DISPATCH_DTYPE(
+      t, pad_channels_kernel<T><<<blocks_for(rows * padded, threads), threads, 0, stream>>>(
+             static_cast<T*>(dst), padded, static_cast<const T*>(src), channels, rows));
   CNN_CHECK_LAUNCH();
 }
 

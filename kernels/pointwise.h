@@ -29,6 +29,11 @@ struct RowLayout {
 void launch_epilogue(DType t, void* y, const void* x, const void* scale, const void* bias,
                      const void* z, Act act, const RowLayout& l, cudaStream_t stream);
 
+// dst[row, c] = src[row, c] for c < channels and 0 up to `padded` (packed rows both): a narrow
+// input (an image's 3 channels) widened to the channel count tensor-core engines want.
+void launch_pad_channels(DType t, void* dst, int padded, const void* src, int channels,
+                         int64_t rows, cudaStream_t stream);
+
 // dst[row, c] = src[row, c] for c < channels, each with its own channel stride.
 void launch_copy_channels(DType t, void* dst, int ld_dst, const void* src, int ld_src, int64_t rows,
                           int channels, cudaStream_t stream);

@@ -542,6 +542,11 @@ std::string op_label(const char* base, OpKind act) {
 
 }  // namespace
 
+int padded_channels(int channels, int groups, Precision p) {
+  const int m = p == Precision::FP16 || p == Precision::BF16 ? 8 : p == Precision::TF32 ? 4 : 0;
+  return groups == 1 && m > 0 && channels < m ? m : 0;
+}
+
 Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const CompileOptions& opt)
     : ctx_(ctx), opt_(opt) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -654,6 +659,8 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
   };
   std::vector<int> step_of(groups.size(), -1);
   for (size_t k = 0; k < order.size(); ++k) step_of[order[k]] = int(k);
+  // Convs reading a zero-padded copy of a narrow input (padded_channels): its width and buffer.
+  std::vector<int> pad_to(groups.size(), 0), pad_buf(groups.size(), -1);
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const OpGroup& grp = groups[gi];
     const Node& n = nodes[grp.head];
@@ -678,7 +685,19 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
         for (size_t i = 0; i < per_k; ++i)
           scaled[k * per_k + i] = float(double(w[k * per_k + i]) * scale[k]);
       }
-      wbuf[gi] = add_weights(nchw_to_nhwc(scaled, {K, C, R, S}));  // OIHW to KRSC
+      std::vector<float> krsc = nchw_to_nhwc(scaled, {K, C, R, S});  // OIHW to KRSC
+      const int Cp =
+          opt.pad_channels && fold_of[gi] < 0 ? padded_channels(C, n.groups, opt.precision) : 0;
+      if (Cp > 0) {  // zero weights for the zero channels
+        std::vector<float> wide(size_t(K) * R * S * Cp, 0.f);
+        for (size_t row = 0; row < size_t(K) * R * S; ++row)
+          std::copy(krsc.begin() + row * C, krsc.begin() + (row + 1) * C, wide.begin() + row * Cp);
+        krsc.swap(wide);
+        pad_buf[gi] =
+            arena_.add_activation(size_t(N) * in.h * in.w * Cp * esize, step_of[gi], step_of[gi]);
+        pad_to[gi] = Cp;
+      }
+      wbuf[gi] = add_weights(krsc);
       bbuf[gi] = add_weights(bias);
     } else if (grp.kind == OpKind::Linear) {
       std::vector<float> w = tensor_of(weights, g, n, 0);
@@ -903,6 +922,20 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
         ConvBuffers b{ptr(folded ? grp.in[0] : n.inputs[0]),
                       folded ? wptr(fold_buf[gi]) : wptr(wbuf[gi]), wptr(bbuf[gi]),
                       s.residual ? ptr(grp.residual) : nullptr, y};
+        if (pad_to[gi] > 0) {  // the conv reads a copy with zero channels up to pad_to
+          const int C = s.x.c, Cp = pad_to[gi];
+          const int64_t rows = int64_t(s.x.n) * s.x.h * s.x.w;
+          void* wide = arena_.ptr(pad_buf[gi]);
+          const void* narrow = b.x;
+          Dims wd = s.x;
+          wd.c = Cp;
+          ops_.push_back(std::make_unique<KernelOp>(
+              name + ".pad_channels",
+              "pad channels " + std::to_string(C) + "->" + std::to_string(Cp), wd, t, wide,
+              [=](cudaStream_t st) { launch_pad_channels(t, wide, Cp, narrow, C, rows, st); }));
+          s.x.c = Cp;
+          b.x = wide;
+        }
         if (folded)
           ops_.push_back(std::make_unique<SeFoldOp>(name + ".se_fold", t, wptr(wbuf[gi]),
                                                     fptr(gate_buf[fold_of[gi]]), wptr(fold_buf[gi]),

@@ -45,7 +45,16 @@ struct CompileOptions {
   // autotune and keeps the faster, and takes cuDNN under heuristics (it won every fp16 layer at
   // batch 1 on the H200); cudnn and cnnbench force one.
   DepthwiseChoice depthwise = DepthwiseChoice::Auto;
+  // Convs whose input has fewer channels than tensor-core engines take (an image's 3) read a
+  // copy padded with zero channels, and zero-padded weights (padded_channels).
+  bool pad_channels = true;
 };
+
+// The channel count a conv's input (groups 1) is padded to with zeros: 8 in fp16 and bf16, 4 in
+// tf32, for inputs narrower than that (the 3-channel stems: in call 16 cuDNN ran ResNet-50's at
+// 13x its roofline bound, 1.53 of 8.66 ms at batch 256); 0 where nothing is padded (fp32, whose
+// engines do not use tensor cores, and every wider input).
+int padded_channels(int channels, int groups, Precision p);
 
 class Model {
  public:

@@ -10,6 +10,7 @@
 #include "harness/check.h"
 #include "harness/session.h"
 #include "kernels/conv.h"
+#include "networks/compile.h"
 #include "networks/registry.h"
 
 namespace cnnbench {
@@ -604,4 +605,16 @@ TEST(CandidateQuota, AutotuneTakesModeAsTopKPlusHalfAsManyOnlyModeBOffers) {
   got = take(CandidateQuota(1, true), 0, 5, 5);  // A builds nothing: fallback's first
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0], "fallback");
+}
+
+TEST(PaddedChannels, NarrowInputsWidenToWhatTensorCoreEnginesTake) {
+  using namespace cnnbench;
+  EXPECT_EQ(padded_channels(3, 1, Precision::FP16), 8);  // the image stems
+  EXPECT_EQ(padded_channels(3, 1, Precision::BF16), 8);
+  EXPECT_EQ(padded_channels(3, 1, Precision::TF32), 4);
+  EXPECT_EQ(padded_channels(3, 1, Precision::FP32), 0);  // CUDA-core engines: more work, no gain
+  EXPECT_EQ(padded_channels(8, 1, Precision::FP16), 0);  // already what the engines take
+  EXPECT_EQ(padded_channels(4, 1, Precision::TF32), 0);
+  EXPECT_EQ(padded_channels(51, 1, Precision::FP16), 0);  // wide inputs are left alone
+  EXPECT_EQ(padded_channels(3, 3, Precision::FP16), 0);   // grouped (depthwise) convs too
 }
