@@ -218,6 +218,7 @@ class Session {
     t.weight_decay = job.settings.weight_decay;
     t.engine = opt_.engine;
     t.top_k = opt_.config.autotune_top_k;
+    t.pad_channels = opt_.pad_channels;
     auto p = std::make_unique<TrainPrepared>();
     p->key = key;
     p->device_before = p->peak.sample();

@@ -29,7 +29,7 @@ const char* kUsage =
                            --output=FILE --report=FILE [--batch=N] [--input_size=N]
                            [--num_classes=N] [--precision=fp32|tf32] [--optimizer=sgd|adam]
                            [--lr=X] [--momentum=X] [--weight_decay=X] [--engine=heuristic|autotune]
-                           [--steps=N] [--reuse_memory=1|0] [--dropout=P]
+                           [--steps=N] [--reuse_memory=1|0] [--dropout=P] [--pad_channels=1|0]
        cnnbench_train_step --network=NAME --breakdown=FILE --batch=N [--precision=P] [...]
   One training step (or --steps of them on the same batch; the report's loss is the first
   step's): the forward with BatchNorm in training mode, softmax cross-entropy (mean over the
@@ -37,6 +37,7 @@ const char* kUsage =
   (torch.optim.Adam, betas 0.9 and 0.999, eps 1e-8), from a fresh state.
   --reuse_memory=0  every activation and gradient in a buffer of its own (no memory plan), to
             tell a planning error from a numerical one
+  --pad_channels=0  the 3-channel stem as it is, not padded with zero channels (tf32, fp16, bf16)
   --dropout=P  every dropout's probability set to P in [0, 1); 0 makes the step deterministic,
             to compare it with a framework's step with dropout off
   --output  the state_dict after the step(s), every floating-point tensor of --weights, F32
@@ -127,7 +128,7 @@ int run(int argc, char** argv) {
   std::string network, weights_path, input_path, labels_path, output_path, report_path,
       batch_s = "0", size_s = "0", classes_s = "1000", precision = "fp32", optimizer = "sgd",
       lr_s = "0.1", momentum_s = "0.9", wd_s = "0", engine = "heuristic", steps_s = "1",
-      reuse_s = "1", dropout_s, breakdown_path, check_s = "0";
+      reuse_s = "1", pad_s = "1", dropout_s, breakdown_path, check_s = "0";
   for (int i = 1; i < argc; ++i) {
     if (take_flag(i, argc, argv, "help", nullptr)) {
       std::cout << kUsage;
@@ -150,6 +151,7 @@ int run(int argc, char** argv) {
         take_flag(i, argc, argv, "engine", &engine) ||
         take_flag(i, argc, argv, "steps", &steps_s) ||
         take_flag(i, argc, argv, "reuse_memory", &reuse_s) ||
+        take_flag(i, argc, argv, "pad_channels", &pad_s) ||
         take_flag(i, argc, argv, "dropout", &dropout_s) ||
         take_flag(i, argc, argv, "breakdown", &breakdown_path) ||
         take_flag(i, argc, argv, "check_finite", &check_s))
@@ -193,6 +195,9 @@ int run(int argc, char** argv) {
   if (reuse_s != "0" && reuse_s != "1")
     throw UserError("--reuse_memory takes 1 or 0, not '" + reuse_s + "'");
   opt.reuse_memory = reuse_s == "1";
+  if (pad_s != "0" && pad_s != "1")
+    throw UserError("--pad_channels takes 1 or 0, not '" + pad_s + "'");
+  opt.pad_channels = pad_s == "1";
   const int steps = int(parse_count(steps_s, "steps"));
   if (steps < 1) throw UserError("--steps must be at least 1");
 

@@ -145,6 +145,12 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     return arena_.add_activation(bytes, it->second.first, it->second.last);
   };
   size_t reduce_scratch = 0;
+  // Stems padded to tensor-core widths (TrainOptions::pad_channels), by conv node: the padded
+  // input, weights and weight gradient buffers.
+  struct Padded {
+    int channels = 0, x = -1, w = -1, dw = -1;
+  };
+  std::map<int, Padded> padded;
   struct Upload {
     int id;
     std::vector<float> host;
@@ -221,6 +227,16 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     if (plan_.needs_grad[id] && uses_grad[id])
       grad[id] = transient(int(id), TrainBufferKind::Gradient, vbytes);
     if (n.kind == OpKind::Conv) {
+      const Dims xd = dims(n.inputs[0]);
+      const int Cp = opt.pad_channels ? padded_channels(xd.c, n.groups, opt.precision) : 0;
+      if (Cp > 0) {  // the padded input (read again by the weight gradient), weights, gradient
+        const size_t rows = size_t(n.out.c) * n.kernel * n.kernel_w;
+        Padded& pd = padded[id];
+        pd.channels = Cp;
+        pd.x = arena_.add_weights(size_t(rows_of(xd)) * Cp * esize);
+        pd.w = arena_.add_weights(rows * Cp * esize);
+        pd.dw = arena_.add_weights(rows * Cp * sizeof(float));
+      }
       add_param(n, 0, true, true);
       if (n.bias) {
         add_param(n, 1, false, true);
@@ -368,7 +384,22 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
         case OpKind::Conv: {
           ConvBuffers b{vptr(x), wval(n, 0), n.bias ? wval(n, 1) : arena_.ptr(zero_bias[id]),
                         nullptr, y};
-          Op* c = own(std::make_unique<ConvOp>(conv_spec(id), b));
+          ConvSpec cs = conv_spec(id);
+          auto pd = padded.find(id);
+          if (pd != padded.end()) {  // this step's weights and input, widened with zeros
+            const int C = cs.x.c, Cp = pd->second.channels;
+            const int64_t wrows = int64_t(n.out.c) * n.kernel * n.kernel_w, xrows = rows_of(cs.x);
+            void* wp = arena_.ptr(pd->second.w);
+            void* xp = arena_.ptr(pd->second.x);
+            const void *w0 = b.w, *x0 = b.x;
+            add([=](cudaStream_t st) {
+              launch_pad_channels(t, wp, Cp, w0, C, wrows, st);
+              launch_pad_channels(t, xp, Cp, x0, C, xrows, st);
+            });
+            cs.x.c = Cp;
+            b.x = xp, b.w = wp;
+          }
+          Op* c = own(std::make_unique<ConvOp>(cs, b));
           add([c](cudaStream_t s) { c->run(s); }, c);
           break;
         }
@@ -490,10 +521,27 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           s.fp32_dw = opt.fp32_weight_gradients;
           ConvBackwardBuffers b;
           if (op.part == BackwardPart::Filter) {
-            b.x = vptr(x), b.dy = dy, b.dw = pgrad(n, 0);
-            Op* c = own(std::make_unique<ConvBackwardOp>(s, ConvGrad::Filter, b));
-            add([c](cudaStream_t st) { c->run(st); }, c);
-            filter_ops.push_back({static_cast<ConvBackwardOp*>(c), g.params()[n.params[0]].name});
+            auto pd = padded.find(id);
+            if (pd == padded.end()) {
+              b.x = vptr(x), b.dy = dy, b.dw = pgrad(n, 0);
+              Op* c = own(std::make_unique<ConvBackwardOp>(s, ConvGrad::Filter, b));
+              add([c](cudaStream_t st) { c->run(st); }, c);
+              filter_ops.push_back({static_cast<ConvBackwardOp*>(c), g.params()[n.params[0]].name});
+            } else {  // dW of the padded conv, then its first C channels into the parameter's
+              const int C = s.x.c, Cp = pd->second.channels;
+              s.x.c = Cp;
+              b.x = arena_.ptr(pd->second.x), b.dy = dy, b.dw = arena_.ptr(pd->second.dw);
+              auto* c = static_cast<ConvBackwardOp*>(
+                  own(std::make_unique<ConvBackwardOp>(s, ConvGrad::Filter, b)));
+              add([c](cudaStream_t st) { c->run(st); }, c);
+              filter_ops.push_back({c, g.params()[n.params[0]].name});
+              const void* wide = b.dw;
+              void* narrow = pgrad(n, 0);  // written by the launch below
+              const int64_t rows = int64_t(n.out.c) * n.kernel * n.kernel_w;
+              add([=](cudaStream_t st) {
+                launch_copy_channels(c->dw_type(), narrow, C, wide, Cp, rows, C, st);
+              });
+            }
             if (n.bias) {
               float* db = pgrad(n, 1);
               const int64_t rows = rows_of(dims(id));

@@ -65,6 +65,10 @@ struct TrainOptions {
   // way on every process: what data-parallel training needs (harness/data_parallel.h), and what
   // PyTorch's DDP all-reduces under autocast (fp32 .grad). Off: fp32 and the storage type timed.
   bool fp32_weight_gradients = false;
+  // A 3-channel stem reads a copy of the input padded with zero channels, with zero-padded
+  // weights, and its weight gradient is computed padded and narrowed (padded_channels,
+  // networks/compile.h): tensor-core engines instead of cuDNN's 3-channel ones.
+  bool pad_channels = true;
   uint64_t dropout_seed = 0;  // dropout masks: a counter-based hash of (seed, element, step)
 };
 
