@@ -36,6 +36,17 @@ __device__ __forceinline__ float act_grad(float dy, float y, float v) {
   return dy;
 }
 
+// ReLU's mask where the backward is not given y (a BatchNorm with no residual): the forward's
+// pre-activation v = (x - mean) * (invstd * gamma) + beta, recomputed in the forward's order of
+// operations (bn_apply, bn_apply_vec), is positive after rounding to the storage type exactly where
+// the stored y = relu(v) is. Saves reading y twice.
+template <typename T>
+__device__ __forceinline__ float stored_positive(float v) {
+  T held;
+  store_f(&held, 0, v);
+  return load_f(&held, 0) > 0.0f ? 1.0f : 0.0f;
+}
+
 // ---- Statistics
 // ----------------------------------------------------------------------------------
 
@@ -230,11 +241,14 @@ struct BnGradTerms {
   const float *mean, *invstd, *gamma, *beta;
   int ld_x, ld_y;
   __device__ void operator()(int, int64_t r, int c, float (&v)[2]) const {
-    const float xhat = (load_f(x, r * ld_x + c) - mean[c]) * invstd[c];
-    const float pre =
-        A == Act::SiLU ? xhat * (gamma ? gamma[c] : 1.0f) + (beta ? beta[c] : 0.0f) : 0.0f;
-    const float d =
-        act_grad<A>(load_f(dy, r * ld_y + c), A == Act::ReLU ? load_f(y, r * ld_y + c) : 0.0f, pre);
+    const float xv = load_f(x, r * ld_x + c);
+    const float xhat = (xv - mean[c]) * invstd[c];
+    const float g = gamma ? gamma[c] : 1.0f, b = beta ? beta[c] : 0.0f;
+    const float pre = A == Act::SiLU ? xhat * g + b : 0.0f;
+    float mask = 0.0f;
+    if (A == Act::ReLU)
+      mask = y ? load_f(y, r * ld_y + c) : stored_positive<T>((xv - mean[c]) * (invstd[c] * g) + b);
+    const float d = act_grad<A>(load_f(dy, r * ld_y + c), mask, pre);
     v[0] = d;
     v[1] = d * xhat;
   }
@@ -271,8 +285,9 @@ __global__ void bn_backward_dx(const T* x, const T* y, const T* dy, T* dx, T* dz
   for (int64_t r = int64_t(blockIdx.y) * kTileR + threadIdx.y; r < rows;
        r += int64_t(gridDim.y) * kTileR) {
     const float xc = load_f(x, r * ld_x + c) - mu;
-    const float d = act_grad<A>(load_f(dy, r * ld_y + c),
-                                A == Act::ReLU ? load_f(y, r * ld_y + c) : 0.0f, xc * is * g + b);
+    float mask = 0.0f;
+    if (A == Act::ReLU) mask = y ? load_f(y, r * ld_y + c) : stored_positive<T>(xc * (is * g) + b);
+    const float d = act_grad<A>(load_f(dy, r * ld_y + c), mask, xc * is * g + b);
     float v = ca * d + cb * xc + cc;
     if (accumulate) v += load_f(dx, r * ld_x + c);
     store_f(dx, r * ld_x + c, v);
@@ -292,22 +307,25 @@ __global__ void __launch_bounds__(kThreads)
   const int pack = blockIdx.x * vx + col;
   const bool active = pack * V < C;
   const int64_t r0 = int64_t(blockIdx.y) * rows_per, r1 = min(rows, r0 + rows_per);
-  float s0[V], s1[V], mu[V], is[V], kv[V], bv[V];
+  float s0[V], s1[V], mu[V], is[V], kv[V], bv[V], kf[V];
+  const bool from_x = A == Act::ReLU && !y;  // the mask recomputed (stored_positive)
 #pragma unroll
   for (int q = 0; q < V; ++q) {
     const int c = active ? pack * V + q : 0;
     s0[q] = 0.0f, s1[q] = 0.0f;
     mu[q] = mean[c], is[q] = invstd[c];
-    if (A == Act::SiLU) kv[q] = gamma ? gamma[c] : 1.0f, bv[q] = beta ? beta[c] : 0.0f;
+    if (A == Act::SiLU || from_x) kv[q] = gamma ? gamma[c] : 1.0f, bv[q] = beta ? beta[c] : 0.0f;
+    kf[q] = from_x ? is[q] * kv[q] : 0.0f;
   }
   if (active)
     for (int64_t r = r0 + lane; r < r1; r += vy) {
       float d[V], xv[V], yv[V];
       load_pack<T, V>(dy + r * C, pack, d);
       load_pack<T, V>(x + r * C, pack, xv);
-      if (A == Act::ReLU) load_pack<T, V>(y + r * C, pack, yv);
+      if (A == Act::ReLU && !from_x) load_pack<T, V>(y + r * C, pack, yv);
 #pragma unroll
       for (int q = 0; q < V; ++q) {
+        if (from_x) yv[q] = stored_positive<T>((xv[q] - mu[q]) * kf[q] + bv[q]);
         const float xhat = (xv[q] - mu[q]) * is[q];
         const float dq = act_grad<A>(d[q], A == Act::ReLU ? yv[q] : 0.0f,
                                      A == Act::SiLU ? xhat * kv[q] + bv[q] : 0.0f);
@@ -352,12 +370,13 @@ __global__ void __launch_bounds__(kThreads)
   const int pack = blockIdx.x * vx + col;
   if (pack * V >= C) return;
   float mu[V], ca[V], cb[V], cc[V], kv[V], bv[V];
+  const bool from_x = A == Act::ReLU && !y;  // the mask recomputed (stored_positive)
 #pragma unroll
   for (int q = 0; q < V; ++q) {
     const int c = pack * V + q;
     mu[q] = mean[c];
     ca[q] = coef[c], cb[q] = coef[C + c], cc[q] = coef[2 * C + c];
-    if (A == Act::SiLU) {  // v = (x - mean) * kv + bv
+    if (A == Act::SiLU || from_x) {  // v = (x - mean) * kv + bv
       kv[q] = invstd[c] * (gamma ? gamma[c] : 1.0f);
       bv[q] = beta ? beta[c] : 0.0f;
     }
@@ -366,10 +385,11 @@ __global__ void __launch_bounds__(kThreads)
     float d[V], xv[V], yv[V];
     load_pack<T, V>(dy + r * C, pack, d);
     load_pack<T, V>(x + r * C, pack, xv);
-    if (A == Act::ReLU) load_pack<T, V>(y + r * C, pack, yv);
+    if (A == Act::ReLU && !from_x) load_pack<T, V>(y + r * C, pack, yv);
 #pragma unroll
     for (int q = 0; q < V; ++q) {
       const float xc = xv[q] - mu[q];
+      if (from_x) yv[q] = stored_positive<T>(xc * kv[q] + bv[q]);
       d[q] = act_grad<A>(d[q], A == Act::ReLU ? yv[q] : 0.0f,
                          A == Act::SiLU ? xc * kv[q] + bv[q] : 0.0f);
       xv[q] = ca[q] * d[q] + cb[q] * xc + cc[q];
@@ -478,7 +498,8 @@ void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, v
   if (s.rows <= 0 || C <= 0) return;
   check_act(s.act, "launch_bn_backward");
   if (!dgamma || !dbeta) throw std::invalid_argument("launch_bn_backward: dgamma and dbeta needed");
-  if (s.act == Act::ReLU && !y) throw std::invalid_argument("launch_bn_backward: ReLU needs y");
+  if (s.act == Act::ReLU && !y && dz)  // the mask from x alone: no residual inside the ReLU
+    throw std::invalid_argument("launch_bn_backward: ReLU over a residual needs y");
   if (s.act == Act::SiLU && dz)  // SiLU's derivative is taken at bn(x): no residual inside it
     throw std::invalid_argument("launch_bn_backward: no residual gradient with SiLU");
   const int ld_x = ld_or(s.ld_x, C), ld_y = ld_or(s.ld_y, C), ld_z = ld_or(s.ld_z, C);

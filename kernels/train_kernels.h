@@ -62,7 +62,8 @@ void launch_bn_forward_train(DType t, const void* x, const void* z, void* y, con
                              cudaStream_t stream);
 
 // From the saved input x, the batch statistics and dy (the gradient of the forward's output y):
-// d = dy through the activation (ReLU: dy where y > 0, else 0, as relu_backward_ref; SiLU: dy
+// d = dy through the activation (ReLU: dy where y > 0, else 0, as relu_backward_ref; with y null
+// and no residual, y > 0 is recomputed from x in the forward's arithmetic, bit for bit; SiLU: dy
 // times SiLU's derivative at v = gamma * xhat + beta, recomputed from x, so y is unused; None:
 // dy), then dbeta = sum d, dgamma = sum d * xhat, dx = gamma * invstd / rows * (rows * d - dbeta -
 // xhat * dgamma) (bn_backward_ref), where xhat = (x - mean) * invstd. dx += instead of = when

@@ -584,7 +584,10 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           // residual's gradient is written too (TrainOp::fused_add).
           BnTrainSpec s = bn_spec(id);
           s.act = op.fused_act >= 0 ? act_of(nodes[op.fused_act].kind) : Act::None;
-          const void* y = s.act == Act::ReLU ? vptr(op.fused_act) : nullptr;
+          // ReLU's mask: recomputed from x where no residual is inside the ReLU (saves reading
+          // y twice; launch_bn_backward), else read from the saved y.
+          const bool mask_from_x = opt.bn_mask_from_input && op.residual < 0;
+          const void* y = s.act == Act::ReLU && !mask_from_x ? vptr(op.fused_act) : nullptr;
           void *dx = nullptr, *dz = nullptr;
           bool acc = false, acc_z = false;
           for (size_t i = 0; i < op.grad_writes.size(); ++i) {

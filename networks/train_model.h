@@ -69,6 +69,9 @@ struct TrainOptions {
   // weights, and its weight gradient is computed padded and narrowed (padded_channels,
   // networks/compile.h): tensor-core engines instead of cuDNN's 3-channel ones.
   bool pad_channels = true;
+  // A BatchNorm + ReLU with no residual recomputes ReLU's mask from its input in the backward
+  // instead of reading the saved activation (bit for bit the same mask; two reads fewer).
+  bool bn_mask_from_input = true;
   uint64_t dropout_seed = 0;  // dropout masks: a counter-based hash of (seed, element, step)
 };
 

@@ -366,6 +366,63 @@ TEST(GpuTrain, BatchNormBackwardMatchesReference) {
         }
 }
 
+// ReLU's mask recomputed from x (y null, no residual) is the forward's own, bit for bit: the
+// backward gives exactly what it gives reading the y the forward wrote, packed (vectorised) and
+// strided (per element), in every storage type.
+TEST(GpuTrain, BatchNormBackwardReluMaskFromInputIsTheSavedOnes) {
+  const unsigned seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937 rng(seed);
+  for (Precision p : kStorage)
+    for (const BnCase& cs : bn_cases(rng))
+      for (bool strided : {false, true}) {
+        const DType t = storage_type(p);
+        const int C = cs.d.c;
+        const int64_t rows = rows_of(cs.d);
+        std::ostringstream what;
+        what << precision_name(p) << " " << cs.d.str() << (strided ? " strided" : "");
+        const auto x = bn_input(cs, t, rng);
+        const auto gamma = random_vector(C, rng, 0.5, 1.5), beta = random_vector(C, rng, -.5, .5);
+        const auto dy = rounded(random_vector(size_t(rows) * C, rng), t);
+        Rows bx(rows, C, t, strided ? C + 3 : 0, strided ? 1 : 0);
+        Rows by(rows, C, t, strided ? C + 6 : 0, strided ? 5 : 0);
+        Rows bdy(rows, C, t, strided ? C + 6 : 0, strided ? 5 : 0);
+        Rows dx_y(rows, C, t, strided ? C + 3 : 0, strided ? 1 : 0);
+        Rows dx_x(rows, C, t, strided ? C + 3 : 0, strided ? 1 : 0);
+        bx.upload(x), bdy.upload(dy);
+        DeviceArray<float> dgamma_in(gamma), dbeta_in(beta), mean(C), invstd(C);
+        DeviceArray<float> dg_y(C), db_y(C), dg_x(C), db_x(C);
+        DeviceArray<uint8_t> scratch(channel_reduce_scratch_bytes(rows, C));
+        BnTrainSpec s;
+        s.rows = rows, s.channels = C, s.act = Act::ReLU;
+        s.ld_x = bx.ld(), s.ld_y = by.ld();
+        launch_bn_forward_train(t, bx.ptr(), nullptr, by.ptr(), dgamma_in.get(), dbeta_in.get(),
+                                mean.get(), invstd.get(), nullptr, nullptr, s, scratch.get(),
+                                nullptr);
+        s.ld_y = bdy.ld();
+        launch_bn_backward(t, bx.ptr(), by.ptr(), bdy.ptr(), dx_y.ptr(), dgamma_in.get(),
+                           dbeta_in.get(), mean.get(), invstd.get(), dg_y.get(), db_y.get(), s,
+                           false, nullptr, false, scratch.get(), nullptr);
+        launch_bn_backward(t, bx.ptr(), nullptr, bdy.ptr(), dx_x.ptr(), dgamma_in.get(),
+                           dbeta_in.get(), mean.get(), invstd.get(), dg_x.get(), db_x.get(), s,
+                           false, nullptr, false, scratch.get(), nullptr);
+        int zeros = 0;
+        for (float v : by.download()) zeros += v == 0.f;
+        EXPECT_GT(zeros, 0) << what.str() << ": the ReLU masked nothing";
+        EXPECT_EQ(dx_x.download(), dx_y.download()) << what.str() << " dx";
+        EXPECT_EQ(dg_x.download(), dg_y.download()) << what.str() << " dgamma";
+        EXPECT_EQ(db_x.download(), db_y.download()) << what.str() << " dbeta";
+      }
+  // A residual inside the ReLU cannot be recomputed from x: refused.
+  BnTrainSpec s;
+  s.rows = 4, s.channels = 8, s.act = Act::ReLU;
+  DeviceArray<float> f(64);
+  EXPECT_THROW(
+      launch_bn_backward(DType::F32, f.get(), nullptr, f.get(), f.get(), nullptr, nullptr, f.get(),
+                         f.get(), f.get(), f.get(), s, false, f.get(), false, f.get(), nullptr),
+      std::invalid_argument);
+}
+
 // A residual gradient with SiLU is refused (SiLU's derivative is taken at bn(x), without z).
 TEST(GpuTrain, BatchNormBackwardRefusesSiluWithResidual) {
   BnTrainSpec s;
