@@ -52,28 +52,30 @@ std::vector<float> slice_of(const std::vector<float>& wide, int64_t rows, int ld
 
 TEST(GpuKernels, LrnMatchesReferencePackedAndIntoASlice) {
   std::mt19937 rng(std::random_device{}());
-  for (Precision p : kAll) {
-    const DType t = storage_type(p);
-    for (int size : {5, 3, 4}) {
-      LrnSpec s;
-      s.x = {2, 37, 5, 6};
-      s.size = size, s.alpha = 1e-2, s.beta = 0.75, s.k = 2.0;
-      const auto x = rounded(random_vector(size_t(s.x.numel()), rng, -3, 3), t);
-      const std::vector<double> ref = lrn_reference(x, s);
-      DeviceBuffer dx(x, t), dy(size_t(s.x.numel()), t);
-      launch_lrn(t, dx.get(), dy.get(), s, nullptr);
-      EXPECT_LT(rel_l2(dy.download(), ref), tolerance(p)) << precision_name(p) << " size " << size;
-      // Into channels [7, 44) of rows 50 wide.
-      const int64_t rows = int64_t(s.x.n) * s.x.h * s.x.w;
-      DeviceBuffer wide(size_t(rows) * 50, t);
-      s.ld_y = 50;
-      launch_lrn(t, dx.get(), static_cast<char*>(wide.get()) + 7 * dtype_size(t), s, nullptr);
-      int stray = 0;
-      const auto got = slice_of(wide.download(), rows, 50, 7, 37, &stray);
-      EXPECT_EQ(stray, 0) << "LRN wrote outside its slice";
-      EXPECT_LT(rel_l2(got, ref), tolerance(p)) << precision_name(p) << " sliced";
+  for (Precision p : kAll)
+    for (int C : {37, 96}) {  // 96: packed rows take the vectorised kernel (into a slice: not)
+      const DType t = storage_type(p);
+      for (int size : {5, 3, 4}) {
+        LrnSpec s;
+        s.x = {2, C, 5, 6};
+        s.size = size, s.alpha = 1e-2, s.beta = 0.75, s.k = 2.0;
+        const auto x = rounded(random_vector(size_t(s.x.numel()), rng, -3, 3), t);
+        const std::vector<double> ref = lrn_reference(x, s);
+        DeviceBuffer dx(x, t), dy(size_t(s.x.numel()), t);
+        launch_lrn(t, dx.get(), dy.get(), s, nullptr);
+        EXPECT_LT(rel_l2(dy.download(), ref), tolerance(p))
+            << precision_name(p) << " " << C << " channels, size " << size;
+        // Into channels [7, 7 + C) of rows C + 13 wide.
+        const int64_t rows = int64_t(s.x.n) * s.x.h * s.x.w;
+        DeviceBuffer wide(size_t(rows) * (C + 13), t);
+        s.ld_y = C + 13;
+        launch_lrn(t, dx.get(), static_cast<char*>(wide.get()) + 7 * dtype_size(t), s, nullptr);
+        int stray = 0;
+        const auto got = slice_of(wide.download(), rows, C + 13, 7, C, &stray);
+        EXPECT_EQ(stray, 0) << "LRN wrote outside its slice";
+        EXPECT_LT(rel_l2(got, ref), tolerance(p)) << precision_name(p) << " sliced";
+      }
     }
-  }
 }
 
 TEST(GpuKernels, SqueezeExcitationMatchesReferenceRepeatedAndReplayed) {
