@@ -2,8 +2,9 @@
 # Device call 49 (written 2026-12-05, not yet run): the GPU suites this session's changes touch,
 # then call 47 (heuristics mode B off and on, with the vectorised average pool and the staged
 # slice convs, on ResNet-50 at 1 and 256 and Inception-v3 at 256). About 7 minutes.
-# T: pools (vectorised average, both pools into slices), the mixed-ops net under autotune (slice
-#    convs timed strided and staged), Inception-v3 and Inception-BN in the zoo suite.
+# T: pools (vectorised average, both pools into slices), LRN (vectorised), the mixed-ops net
+#    under autotune (slice convs timed strided and staged, its 3-channel stem padded), and in the
+#    zoo suite Inception-v3, Inception-BN, AlexNet-LRN and ResNet-50 (padded stems).
 # Carry: build/release/cnnbench, build/release/tests/test_gpu, .carry
 set -u
 O=${OUT:-/tmp/out}
@@ -11,8 +12,8 @@ mkdir -p $O/t
 export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:$PWD/.carry/lib
 B=build/release
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv,noheader
-F='GpuOps.Pooling*:GpuKernels.CopyChannelsAndPoolsIntoSlices:GpuNetwork.MixedOpsNet*'
-F="$F:Zoo/GpuZoo.*/inception*"
+F='GpuOps.Pooling*:GpuKernels.CopyChannelsAndPoolsIntoSlices:GpuKernels.Lrn*'
+F="$F:GpuNetwork.MixedOpsNet*:Zoo/GpuZoo.*/inception*:Zoo/GpuZoo.*/alexnet_lrn:Zoo/GpuZoo.*/resnet50"
 timeout 150 $B/tests/test_gpu --gtest_filter="$F" >$O/t/tests.log 2>&1
 echo "T rc=$? $(date +%T)"; grep -E "OK \]|FAILED \]|Failure" $O/t/tests.log | head -20
 (cd $O && tar czf t.tgz --remove-files t)
