@@ -42,8 +42,7 @@ enum Uid : int64_t {
   kZ = 4,
   kY = 5,
   kConvOut = 101,
-  kBiasOut = 102,
-  kAddOut = 103
+  kBiasOut = 102  // and the uids after it: the epilogue's virtual tensors
 };
 
 }  // namespace
@@ -99,29 +98,32 @@ OpGraph build_graph(cudnnHandle_t handle, const ConvSpec& s, bool fused, int y_l
   std::vector<BackendDesc> ops;
   ops.push_back(std::move(conv_op));
   if (fused) {
-    // + bias
-    g.keep.push_back(make_channel_tensor(kB, t, s.y.c));
-    const size_t bias = g.keep.size() - 1;
-    const bool relu = s.act != Act::None;  // any activation: the last op of the graph
-    const bool last_is_bias = !s.residual && !relu;
-    g.keep.push_back(last_is_bias ? y_tensor() : make_tensor(kBiasOut, DType::F32, s.y, true));
-    size_t cur = g.keep.size() - 1;
-    g.keep.push_back(make_pointwise_desc(CUDNN_POINTWISE_ADD));
-    ops.push_back(make_pointwise_op(g.keep.back(), g.keep[conv_out], &g.keep[bias], g.keep[cur]));
-    if (s.residual) {  // + z
-      g.keep.push_back(make_tensor(kZ, t, s.y));
-      const size_t z = g.keep.size() - 1;
-      g.keep.push_back(relu ? make_tensor(kAddOut, DType::F32, s.y, true) : y_tensor());
+    // The epilogue's steps in order: + bias, then + z and the activation in either order
+    // (residual_after_act: the activation first). Each writes a virtual float tensor, the last y.
+    enum Step { kBias, kAdd, kAct };
+    std::vector<Step> steps{kBias};
+    const bool act = s.act != Act::None;
+    if (s.residual && !s.residual_after_act) steps.push_back(kAdd);
+    if (act) steps.push_back(kAct);
+    if (s.residual && s.residual_after_act) steps.push_back(kAdd);
+    size_t cur = conv_out;
+    int64_t virtual_uid = kBiasOut;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const bool last = i + 1 == steps.size();
+      const BackendDesc* other = nullptr;
+      if (steps[i] == kBias) {
+        g.keep.push_back(make_channel_tensor(kB, t, s.y.c));
+        other = &g.keep.back();
+      } else if (steps[i] == kAdd) {
+        g.keep.push_back(make_tensor(kZ, t, s.y));
+        other = &g.keep.back();
+      }
+      g.keep.push_back(last ? y_tensor() : make_tensor(virtual_uid++, DType::F32, s.y, true));
       const size_t out = g.keep.size() - 1;
-      g.keep.push_back(make_pointwise_desc(CUDNN_POINTWISE_ADD));
-      ops.push_back(make_pointwise_op(g.keep.back(), g.keep[cur], &g.keep[z], g.keep[out]));
+      g.keep.push_back(
+          make_pointwise_desc(steps[i] == kAct ? act_mode(s.act) : CUDNN_POINTWISE_ADD));
+      ops.push_back(make_pointwise_op(g.keep.back(), g.keep[cur], other, g.keep[out]));
       cur = out;
-    }
-    if (relu) {
-      g.keep.push_back(y_tensor());
-      const size_t out = g.keep.size() - 1;
-      g.keep.push_back(make_pointwise_desc(act_mode(s.act)));
-      ops.push_back(make_pointwise_op(g.keep.back(), g.keep[cur], nullptr, g.keep[out]));
     }
   }
   std::vector<const BackendDesc*> op_ptrs;
@@ -204,14 +206,16 @@ std::string ConvSpec::signature() const {
   return std::string("conv:") + precision_name(precision) + ":" + x.str() + ":" + y.str() + ":k" +
          std::to_string(kernel) + "x" + std::to_string(kw()) + "s" + std::to_string(stride) + "p" +
          std::to_string(pad) + "x" + std::to_string(pw()) + "d" + std::to_string(dilation) + "g" +
-         std::to_string(groups) + (residual ? ":add" : "") +
+         std::to_string(groups) + (residual && !residual_after_act ? ":add" : "") +
          (act != Act::None ? std::string(":") + act_name(act) : "") +
+         (residual && residual_after_act ? ":add" : "") +
          (ldy() != y.c ? ":ld" + std::to_string(ldy()) : "");
 }
 
 std::string ConvSpec::op_name() const {
-  return std::string("conv+bias") + (residual ? "+add" : "") +
-         (act != Act::None ? std::string("+") + act_name(act) : "");
+  return std::string("conv+bias") + (residual && !residual_after_act ? "+add" : "") +
+         (act != Act::None ? std::string("+") + act_name(act) : "") +
+         (residual && residual_after_act ? "+add" : "");
 }
 
 bool engine_excluded(const EngineInfo& info, const std::vector<std::string>& excluded) {
@@ -521,9 +525,10 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
   stage_ = scratch.ptr;
   record_.fused = plan_->fused;
   if (!plan_->fused)
-    record_.op = "conv | bias" + std::string(spec_.residual ? "+add" : "") +
+    record_.op = "conv | bias" +
+                 std::string(spec_.residual && !spec_.residual_after_act ? "+add" : "") +
                  (spec_.act != Act::None ? std::string("+") + act_name(spec_.act) : "") +
-                 " (cnnbench kernel)";
+                 (spec_.residual && spec_.residual_after_act ? "+add" : "") + " (cnnbench kernel)";
   if (staged_) record_.op += " | copy into slice";
   record_.engine = plan_->engine.tag();
   record_.engine_notes = plan_->engine.notes();
@@ -671,6 +676,7 @@ void ConvOp::epilogue(void* y, int ld, cudaStream_t stream) {
   l.channels = spec_.y.c;
   l.ld_y = l.ld_x = ld;
   l.ld_z = spec_.y.c;  // the residual is always packed
+  l.z_after_act = spec_.residual_after_act;
   launch_epilogue(storage_type(spec_.precision), y, y, nullptr, buf_.bias, buf_.z, spec_.act, l,
                   stream);
 }
@@ -716,8 +722,9 @@ double ConvOp::verify(int samples, uint64_t seed) const {
     r /= Y.w;
     const int oh = int(r % Y.h), n = int(r / Y.h);
     double acc = b[k] + conv_window(geom, x.data(), w.data(), n, k, oh, ow);
-    if (spec_.residual) acc += z[idx];
+    if (spec_.residual && !spec_.residual_after_act) acc += z[idx];
     acc = act_ref(spec_.act, acc);
+    if (spec_.residual && spec_.residual_after_act) acc += z[idx];
     const float got = y[size_t(row) * ld + k];
     if (!std::isfinite(got)) return INFINITY;
     num += (got - acc) * (got - acc);

@@ -1,5 +1,6 @@
 // Convolution for inference through the cuDNN graph API, fused with its epilogue:
 //   y = act( conv(x, w) + bias + z? ),  act: none, ReLU, SiLU (swish) or sigmoid
+//   or y = act( conv(x, w) + bias ) + z  (residual_after_act)
 // BatchNorm is folded into w and bias beforehand. Where no engine builds the fused graph, the op
 // runs the convolution alone and our pointwise kernel applies the epilogue; the record says so.
 #pragma once
@@ -23,7 +24,8 @@ struct ConvSpec {
   // kernel and pad are the height's; kernel_w and pad_w the width's (0: the same as the height).
   int kernel = 1, kernel_w = 0, stride = 1, pad = 0, pad_w = -1, dilation = 1, groups = 1;
   Precision precision = Precision::FP32;
-  bool residual = false;  // adds z, shaped like y
+  bool residual = false;            // adds z, shaped like y
+  bool residual_after_act = false;  // y = act(conv + bias) + z (YOLOR) instead of act(... + z)
   Act act = Act::None;
   // y's channel stride: 0 or y.c when packed; wider when y is a slice of a concat buffer.
   int ld_y = 0;

@@ -66,6 +66,7 @@ bool depthwise_eligible(const ConvSpec& s, std::string* why) {
     if (why) *why = reason;
     return false;
   };
+  if (s.residual_after_act) return no("a residual after the activation");
   if (s.groups <= 1 || s.groups != s.x.c || s.y.c != s.x.c)
     return no("not depthwise: groups, input and output channels differ");
   if (s.kw() != s.kernel) return no("the kernel is not square");

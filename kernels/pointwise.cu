@@ -37,7 +37,8 @@ namespace {
 
 template <typename T>
 __global__ void epilogue_kernel(T* y, const T* x, const T* scale, const T* bias, const T* z,
-                                Act act, int64_t rows, int channels, int ld_y, int ld_x, int ld_z) {
+                                Act act, int64_t rows, int channels, int ld_y, int ld_x, int ld_z,
+                                bool z_after_act) {
   const int64_t total = rows * channels;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
@@ -46,8 +47,10 @@ __global__ void epilogue_kernel(T* y, const T* x, const T* scale, const T* bias,
     float v = load_f(x, r * ld_x + c);
     if (scale) v *= load_f(scale, c);
     if (bias) v += load_f(bias, c);
-    if (z) v += load_f(z, r * ld_z + c);
-    store_f(y, r * ld_y + c, activate(act, v));
+    if (z && !z_after_act) v += load_f(z, r * ld_z + c);
+    v = activate(act, v);
+    if (z && z_after_act) v += load_f(z, r * ld_z + c);
+    store_f(y, r * ld_y + c, v);
   }
 }
 
@@ -86,10 +89,11 @@ void launch_epilogue(DType t, void* y, const void* x, const void* scale, const v
   const int ld_y = l.ld_y > 0 ? l.ld_y : C, ld_x = l.ld_x > 0 ? l.ld_x : C;
   const int ld_z = l.ld_z > 0 ? l.ld_z : C;
   const int threads = 256;
-  CNN_DISPATCH_DTYPE(t, epilogue_kernel<T><<<blocks_for(l.rows * C, threads), threads, 0, stream>>>(
-                            static_cast<T*>(y), static_cast<const T*>(x),
-                            static_cast<const T*>(scale), static_cast<const T*>(bias),
-                            static_cast<const T*>(z), act, l.rows, C, ld_y, ld_x, ld_z));
+  CNN_DISPATCH_DTYPE(
+      t, epilogue_kernel<T><<<blocks_for(l.rows * C, threads), threads, 0, stream>>>(
+             static_cast<T*>(y), static_cast<const T*>(x), static_cast<const T*>(scale),
+             static_cast<const T*>(bias), static_cast<const T*>(z), act, l.rows, C, ld_y, ld_x,
+             ld_z, l.z_after_act));
   CNN_CHECK_LAUNCH();
 }
 

@@ -22,10 +22,12 @@ struct RowLayout {
   int64_t rows = 0;  // N * H * W
   int channels = 0;
   int ld_y = 0, ld_x = 0, ld_z = 0;  // 0: packed (== channels)
+  bool z_after_act = false;          // y = act(x * scale + bias) + z
 };
 
-// y = act( x * scale[c] + bias[c] + z ). scale, bias and z may be null (1, 0, 0). y may alias x
-// when both have the same layout. scale and bias are of type t like x, y and z.
+// y = act( x * scale[c] + bias[c] + z ) (or act( x * scale[c] + bias[c] ) + z with
+// l.z_after_act). scale, bias and z may be null (1, 0, 0). y may alias x when both have the same
+// layout. scale and bias are of type t like x, y and z.
 void launch_epilogue(DType t, void* y, const void* x, const void* scale, const void* bias,
                      const void* z, Act act, const RowLayout& l, cudaStream_t stream);
 

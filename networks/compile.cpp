@@ -916,6 +916,7 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
         s.groups = n.groups;
         s.precision = opt.precision;
         s.residual = grp.residual >= 0;
+        s.residual_after_act = grp.residual_after_act;
         s.act = act_of(grp.act);
         s.ld_y = ld_of(grp.anchor);
         const bool folded = fold_of[gi] >= 0;

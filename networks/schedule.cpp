@@ -98,6 +98,17 @@ Schedule schedule_ops(const Graph& g) {
         absorb(add);
       }
       absorb_act();
+      // An add after the activation, itself not activated: into the epilogue too.
+      if (grp.residual < 0 && grp.act != OpKind::Input)
+        if (int add = sole_consumer(cur, OpKind::Add); add >= 0) {
+          const Node& a = nodes[add];
+          if (a.inputs[0] != a.inputs[1] && sole_consumer_if(add, is_act) < 0) {
+            grp.residual = a.inputs[0] == cur ? a.inputs[1] : a.inputs[0];
+            grp.residual_after_act = true;
+            grp.in.push_back(grp.residual);
+            absorb(add);
+          }
+        }
     } else if (n.kind == OpKind::Linear || n.kind == OpKind::BatchNorm || n.kind == OpKind::Add) {
       absorb_act();
     } else if (n.kind == OpKind::Scale) {

@@ -9,20 +9,22 @@
 namespace cnnbench {
 
 // A conv absorbs the BatchNorm, residual add and activation (ReLU, SiLU or sigmoid) that follow
-// it (each the sole consumer of the node before); a linear, BatchNorm or add absorbs a following
-// activation; squeeze-excitation (global pool -> 1x1 conv -> SiLU -> 1x1 conv -> sigmoid ->
-// scale of the pool's input) is one op; pooling and LRN stand alone. Flatten, Dropout (the
-// identity at inference), an adaptive pool to the size it already has, and a concat all of whose
-// inputs are written into its slices are no op at all.
+// it (each the sole consumer of the node before), or an add after the activation (YOLOR's
+// bottlenecks: x + act(conv(...)), where nothing activates the sum); a linear, BatchNorm or add
+// absorbs a following activation; squeeze-excitation (global pool -> 1x1 conv -> SiLU -> 1x1 conv
+// -> sigmoid -> scale of the pool's input) is one op; pooling and LRN stand alone. Flatten, Dropout
+// (the identity at inference), an adaptive pool to the size it already has, and a concat all of
+// whose inputs are written into its slices are no op at all.
 struct OpGroup {
   OpKind kind = OpKind::Input;
-  int head = -1;                 // the conv / linear / pool / standalone node
-  int bn = -1;                   // the folded BatchNorm
-  int residual = -1;             // the node added in the epilogue
-  OpKind act = OpKind::Input;    // ReLU, SiLU or Sigmoid; Input: none
-  int se_fc1 = -1, se_fc2 = -1;  // squeeze-excitation's two 1x1 convs (kind Scale)
-  int anchor = -1;               // the node whose value the group produces
-  std::vector<int> in;           // nodes read
+  int head = -1;                    // the conv / linear / pool / standalone node
+  int bn = -1;                      // the folded BatchNorm
+  int residual = -1;                // the node added in the epilogue
+  bool residual_after_act = false;  // added after the activation: y = act(conv) + residual
+  OpKind act = OpKind::Input;       // ReLU, SiLU or Sigmoid; Input: none
+  int se_fc1 = -1, se_fc2 = -1;     // squeeze-excitation's two 1x1 convs (kind Scale)
+  int anchor = -1;                  // the node whose value the group produces
+  std::vector<int> in;              // nodes read
   // Concat (kind Concat): the inputs that are copied into their slice, because their producer
   // cannot write there itself.
   std::vector<int> copies;

@@ -25,6 +25,7 @@ const Precision kAll[] = {Precision::FP32, Precision::TF32, Precision::FP16, Pre
 struct ConvCase {
   int n, c, h, k, kernel, stride, pad;
   bool residual, relu;
+  bool after_act = false;  // y = silu(conv + b) + z (YOLOR), instead of relu?(conv + b + z)
 };
 
 // x NHWC, w KRSC, out NHWC.
@@ -51,8 +52,9 @@ std::vector<double> conv_reference(const ConvSpec& s, const std::vector<float>& 
             }
           }
           const size_t i = ((size_t(n) * Y.h + oh) * Y.w + ow) * Y.c + k;
-          if (s.residual) acc += z[i];
+          if (s.residual && !s.residual_after_act) acc += z[i];
           acc = act_ref(s.act, acc);
+          if (s.residual && s.residual_after_act) acc += z[i];
           y[i] = acc;
         }
   return y;
@@ -68,7 +70,8 @@ void check_conv(const ConvCase& cc, Precision p, EngineMode mode, std::mt19937& 
   s.kernel = cc.kernel, s.stride = cc.stride, s.pad = cc.pad;
   s.precision = p;
   s.residual = cc.residual;
-  s.act = cc.relu ? Act::ReLU : Act::None;
+  s.residual_after_act = cc.after_act;
+  s.act = cc.after_act ? Act::SiLU : cc.relu ? Act::ReLU : Act::None;
   const DType t = storage_type(p);
   const float wb = std::sqrt(3.0f / float(cc.c * cc.kernel * cc.kernel));
   const auto x = rounded(random_vector(size_t(s.x.numel()), rng), t);
@@ -99,16 +102,18 @@ void check_conv(const ConvCase& cc, Precision p, EngineMode mode, std::mt19937& 
 TEST(GpuOps, FusedConvMatchesReference) {
   std::mt19937 rng(std::random_device{}());
   const ConvCase cases[] = {
-      {2, 32, 14, 64, 3, 1, 1, false, true},    // 3x3 + bias + relu
-      {2, 64, 14, 256, 1, 1, 0, true, true},    // bottleneck conv3: + residual + relu
-      {2, 64, 14, 64, 3, 2, 1, false, false},   // strided 3x3, bias only
-      {2, 3, 32, 64, 7, 2, 3, false, true},     // the stem
-      {2, 64, 14, 128, 1, 2, 0, false, false},  // downsample projection
+      {2, 32, 14, 64, 3, 1, 1, false, true},        // 3x3 + bias + relu
+      {2, 64, 14, 256, 1, 1, 0, true, true},        // bottleneck conv3: + residual + relu
+      {2, 64, 14, 64, 3, 2, 1, false, false},       // strided 3x3, bias only
+      {2, 3, 32, 64, 7, 2, 3, false, true},         // the stem
+      {2, 64, 14, 128, 1, 2, 0, false, false},      // downsample projection
+      {2, 32, 14, 32, 3, 1, 1, true, false, true},  // YOLOR's bottleneck: x + silu(conv + b)
   };
   for (Precision p : kAll)
     for (const ConvCase& c : cases) check_conv(c, p, EngineMode::Heuristic, rng);
   check_conv(cases[1], Precision::FP16, EngineMode::Autotune, rng);
   check_conv(cases[0], Precision::FP32, EngineMode::Autotune, rng);
+  check_conv(cases[5], Precision::FP16, EngineMode::Autotune, rng);
 }
 
 TEST(GpuOps, PoolingMatchesReference) {

@@ -159,7 +159,9 @@ TEST(Schedule, ExtraOutputsAreLiveAndKeptToTheEnd) {
   const Graph y = yolor_csp_x(640, 80, true);
   const Schedule ys = schedule_ops(y);
   const Lifetimes yl = buffer_lifetimes(y, ys);
-  EXPECT_EQ(count_ops(y, ys)["conv+bn+silu"] + count_ops(y, ys)["conv"], 137);
+  std::map<std::string, int> yc = count_ops(y, ys);
+  EXPECT_EQ(yc["conv+bn+silu"] + yc["conv+bn+add+silu"] + yc["conv"], 137);
+  EXPECT_EQ(yc["conv+bn+add+silu"], 29);  // the bottlenecks' shortcuts, added after the SiLU
   for (int h : {y.output(), y.extra_outputs().at(0), y.extra_outputs().at(1)})
     EXPECT_EQ(yl.last[ys.view[h].root], yl.steps);
   // The FPN's two upsamples write straight into their route's (concat's) buffer.
@@ -170,4 +172,45 @@ TEST(Schedule, ExtraOutputsAreLiveAndKeptToTheEnd) {
       EXPECT_NE(ys.view[id].root, id) << "an upsample copied into its concat";
     }
   EXPECT_EQ(upsamples, 2);
+}
+
+// YOLOR's bottlenecks add after the activation, x + silu(bn(conv(...))): the add joins the conv's
+// epilogue (residual_after_act) where nothing activates the sum; an add that is activated stays an
+// op of its own, as does x + x.
+TEST(Schedule, AnAddAfterTheActivationJoinsTheConv) {
+  Graph g("post_act");
+  const int x = g.input(16, 8, 8);
+  const int a = g.conv_bn(x, "c1.conv", "c1.bn", 16, 3, 1, 1, false);
+  const int y = g.add(x, g.silu(a));  // fused
+  const int b = g.conv_bn(y, "c2.conv", "c2.bn", 16, 3, 1, 1, false);
+  const int z = g.relu(g.add(y, g.silu(b)));  // activated: not
+  const int c = g.conv_bn(z, "c3.conv", "c3.bn", 16, 1, 1, 0, false);
+  const int s2 = g.silu(c);
+  g.set_output(g.add(s2, s2));  // x + x: not
+  const Schedule s = schedule_ops(g);
+  int fused = 0, adds = 0;
+  for (const OpGroup& grp : s.groups) {
+    if (grp.kind == OpKind::Add) ++adds;
+    if (grp.kind != OpKind::Conv || !grp.residual_after_act) continue;
+    ++fused;
+    EXPECT_EQ(grp.residual, x);
+    EXPECT_EQ(grp.act, OpKind::SiLU);
+    EXPECT_EQ(grp.anchor, y);
+    EXPECT_EQ(grp.bn, a);
+  }
+  EXPECT_EQ(fused, 1);
+  EXPECT_EQ(adds, 2);
+}
+
+TEST(Schedule, YolorsBottleneckAddsJoinTheirConvs) {
+  const Graph g = yolor_csp_x(64, 80, true);
+  const Schedule s = schedule_ops(g);
+  int fused = 0, adds = 0;
+  for (const OpGroup& grp : s.groups) {
+    fused += grp.kind == OpKind::Conv && grp.residual_after_act;
+    adds += grp.kind == OpKind::Add;
+  }
+  // The 29 adds of call 35's layer table were all bottleneck shortcuts: none stays an op.
+  EXPECT_EQ(fused, 29);
+  EXPECT_EQ(adds, 0);
 }

@@ -4,7 +4,8 @@
 # slice convs, on ResNet-50 at 1 and 256 and Inception-v3 at 256). About 7 minutes.
 # T: pools (vectorised average, both pools into slices), LRN (vectorised), the mixed-ops net
 #    under autotune (slice convs timed strided and staged, its 3-channel stem padded), and in the
-#    zoo suite Inception-v3, Inception-BN, AlexNet-LRN and ResNet-50 (padded stems).
+#    zoo suite Inception-v3, Inception-BN, AlexNet-LRN and ResNet-50 (padded stems); the fused
+#    conv cases (YOLOR's add after SiLU) and YOLOR against the CPU interpreter.
 # Carry: build/release/cnnbench, build/release/tests/test_gpu, .carry
 set -u
 O=${OUT:-/tmp/out}
@@ -13,7 +14,8 @@ export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudn
 B=build/release
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv,noheader
 F='GpuOps.Pooling*:GpuKernels.CopyChannelsAndPoolsIntoSlices:GpuKernels.Lrn*'
-F="$F:GpuNetwork.MixedOpsNet*:Zoo/GpuZoo.*/inception*:Zoo/GpuZoo.*/alexnet_lrn:Zoo/GpuZoo.*/resnet50"
+F="$F:GpuOps.FusedConv*:GpuNetwork.MixedOpsNet*:GpuNetwork.Yolor*:GpuNetwork.ResNet50Every*"
+F="$F:Zoo/GpuZoo.*/inception*:Zoo/GpuZoo.*/alexnet_lrn:Zoo/GpuZoo.*/resnet50:Zoo/GpuZoo.*/yolor*"
 timeout 150 $B/tests/test_gpu --gtest_filter="$F" >$O/t/tests.log 2>&1
 echo "T rc=$? $(date +%T)"; grep -E "OK \]|FAILED \]|Failure" $O/t/tests.log | head -20
 (cd $O && tar czf t.tgz --remove-files t)
