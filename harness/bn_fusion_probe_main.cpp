@@ -4,6 +4,7 @@
 // training keeps BatchNorm out of separate passes with fused cuDNN graphs; this probe asks, per
 // ResNet-50 layer, whether cuDNN builds them here, what each costs against the plain conv, and what
 // it saves (the BatchNorm passes it makes unnecessary, at the copy bandwidth measured here).
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -108,7 +109,7 @@ int run(int argc, char** argv) {
       std::printf("%-15s %-16s %7d %5zu %-30s %9.1f %9.1f %9.1f %9.1f %10.2e %s\n", c.name.c_str(),
                   bn_fusion_variant_name(v), r.configs, r.engines.size(),
                   ran ? r.engines.front().tag.substr(0, 30).c_str() : "-", us, extra, saved_us,
-                  ran && saved_bytes > 0 ? saved_us - extra : 0.0, r.rel_l2,
+                  ran && saved_bytes > 0 && base_us > 0 ? saved_us - extra : NAN, r.rel_l2,
                   ran ? (r.agrees() ? "yes" : "NO") : ("not run: " + r.error).c_str());
       for (const std::string& why : r.refusals)
         std::fprintf(stderr, "cnnbench_bn_fusion_probe: %s %s: refused %s\n", c.name.c_str(),

@@ -38,7 +38,12 @@ std::vector<ProbeCase> pick_probe_cases(const std::string& network, const std::s
     x.n = y.n = batch;
     const ConvGeometry geom{x,     y,       n.kernel,   n.kernel_w, n.stride,
                             n.pad, n.pad_w, n.dilation, n.groups};
-    if (all && !keep(geom)) continue;
+    if (!keep(geom)) {
+      if (all) continue;
+      throw UserError("--layers: " + n.name + " (" + x.str() + " -> " + std::to_string(y.c) +
+                      " channels, groups " + std::to_string(n.groups) +
+                      ") is not a conv this probe takes");
+    }
     out.push_back({n.name, geom});
   }
   for (const std::string& name : names) {

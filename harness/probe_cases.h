@@ -15,7 +15,8 @@ struct ProbeCase {
 };
 
 // `layers`: comma-separated module names, "all" (every conv that `keep` accepts), or empty (the
-// `defaults`, which must be given then). UserError for a name the network lacks.
+// `defaults`, which must be given then). UserError for a name the network lacks or a named conv
+// that `keep` refuses.
 std::vector<ProbeCase> pick_probe_cases(const std::string& network, const std::string& layers,
                                         int batch, const std::vector<std::string>& defaults,
                                         bool (*keep)(const ConvGeometry&));

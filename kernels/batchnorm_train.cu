@@ -193,7 +193,7 @@ __global__ void bn_apply(const T* x, int ld_x, const T* z, int ld_z, T* y, int l
   const float mu = mean[c], k = invstd[c] * (gamma ? gamma[c] : 1.0f), b = beta ? beta[c] : 0.0f;
   for (int64_t r = int64_t(blockIdx.y) * kTileR + threadIdx.y; r < rows;
        r += int64_t(gridDim.y) * kTileR) {
-    float v = (load_f(x, r * ld_x + c) - mu) * k + b;
+    float v = __fmaf_rn(load_f(x, r * ld_x + c) - mu, k, b);  // the mask's recompute: the same
     if (z) v += load_f(z, r * ld_z + c);
     store_f(y, r * ld_y + c, activate(A, v));
   }
@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(kThreads)
     if (z) load_pack<T, V>(z + r * C, pack, zv);
 #pragma unroll
     for (int q = 0; q < V; ++q) {
-      v[q] = (v[q] - mu[q]) * k[q] + b[q];
+      v[q] = __fmaf_rn(v[q] - mu[q], k[q], b[q]);  // stored_positive's recompute: the same
       if (z) v[q] += zv[q];
       v[q] = activate(A, v[q]);
     }
@@ -247,7 +247,8 @@ struct BnGradTerms {
     const float pre = A == Act::SiLU ? xhat * g + b : 0.0f;
     float mask = 0.0f;
     if (A == Act::ReLU)
-      mask = y ? load_f(y, r * ld_y + c) : stored_positive<T>((xv - mean[c]) * (invstd[c] * g) + b);
+      mask = y ? load_f(y, r * ld_y + c)
+               : stored_positive<T>(__fmaf_rn(xv - mean[c], invstd[c] * g, b));
     const float d = act_grad<A>(load_f(dy, r * ld_y + c), mask, pre);
     v[0] = d;
     v[1] = d * xhat;
@@ -286,7 +287,8 @@ __global__ void bn_backward_dx(const T* x, const T* y, const T* dy, T* dx, T* dz
        r += int64_t(gridDim.y) * kTileR) {
     const float xc = load_f(x, r * ld_x + c) - mu;
     float mask = 0.0f;
-    if (A == Act::ReLU) mask = y ? load_f(y, r * ld_y + c) : stored_positive<T>(xc * (is * g) + b);
+    if (A == Act::ReLU)
+      mask = y ? load_f(y, r * ld_y + c) : stored_positive<T>(__fmaf_rn(xc, is * g, b));
     const float d = act_grad<A>(load_f(dy, r * ld_y + c), mask, xc * is * g + b);
     float v = ca * d + cb * xc + cc;
     if (accumulate) v += load_f(dx, r * ld_x + c);
@@ -325,7 +327,7 @@ __global__ void __launch_bounds__(kThreads)
       if (A == Act::ReLU && !from_x) load_pack<T, V>(y + r * C, pack, yv);
 #pragma unroll
       for (int q = 0; q < V; ++q) {
-        if (from_x) yv[q] = stored_positive<T>((xv[q] - mu[q]) * kf[q] + bv[q]);
+        if (from_x) yv[q] = stored_positive<T>(__fmaf_rn(xv[q] - mu[q], kf[q], bv[q]));
         const float xhat = (xv[q] - mu[q]) * is[q];
         const float dq = act_grad<A>(d[q], A == Act::ReLU ? yv[q] : 0.0f,
                                      A == Act::SiLU ? xhat * kv[q] + bv[q] : 0.0f);
@@ -389,7 +391,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int q = 0; q < V; ++q) {
       const float xc = xv[q] - mu[q];
-      if (from_x) yv[q] = stored_positive<T>(xc * kv[q] + bv[q]);
+      if (from_x) yv[q] = stored_positive<T>(__fmaf_rn(xc, kv[q], bv[q]));
       d[q] = act_grad<A>(d[q], A == Act::ReLU ? yv[q] : 0.0f,
                          A == Act::SiLU ? xc * kv[q] + bv[q] : 0.0f);
       xv[q] = ca[q] * d[q] + cb[q] * xc + cc[q];

@@ -280,10 +280,12 @@ BnFusionResult run_bn_fusion_variant(GpuContext& ctx, const BnFusionData& d, BnF
     r.error = "no built engine ran";
     return r;
   }
-  // The fastest once more on poisoned outputs (0xFF: NaN in fp16 and fp32).
-  const std::pair<DeviceMem*, size_t> outputs[] = {
-      {&y, ny * 2}, {&dw, nw * 4}, {&dx, nx * 2}, {&sum, size_t(K) * 4}, {&sqsum, size_t(K) * 4}};
+  // The fastest once more on poisoned outputs (0xFF: NaN in fp16 and fp32), its sums from zero
+  // (an engine may reduce into them rather than store, as NVIDIA's genstats sample assumes).
+  const std::pair<DeviceMem*, size_t> outputs[] = {{&y, ny * 2}, {&dw, nw * 4}, {&dx, nx * 2}};
   for (const auto& [m, bytes] : outputs) CNN_CHECK_CUDA(cudaMemset(m->p, 0xFF, bytes));
+  CNN_CHECK_CUDA(cudaMemset(sum.p, 0, size_t(K) * 4));
+  CNN_CHECK_CUDA(cudaMemset(sqsum.p, 0, size_t(K) * 4));
   if (!probe.run_fastest()) {
     r.error = "the fastest engine failed to run again";
     return r;

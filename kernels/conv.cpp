@@ -377,7 +377,7 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
           ctx.cudnn, spec_, plan_->fused, staged ? 0 : spec_.ldy(), staged ? 16 : align));
       const std::string want = plan_->engine.tag();
       std::string why = "heuristics no longer offer it";
-      for (RankedConfig& rc : ranked_configs(own_graph_->graph, true)) {
+      for (RankedConfig& rc : ranked_configs(own_graph_->graph, ctx.heuristic_mode_b)) {
         if (own_plan_.get() || rc.engine.tag() != want) continue;
         own_plan_ = try_plan(ctx.cudnn, rc.config, &why);
       }
@@ -425,6 +425,7 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
     std::shared_ptr<PlanCacheEntry> best;  // the faster form's winner
     for (bool staged : strided ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
       if (from_disk || (best && !tune)) break;
+      unsafe = ctx.banned[key];  // a plan refused in one form says nothing of the other's graph
       const size_t stage = staged ? stage_bytes() : 0;
       if (stage >= scratch.bytes && best) break;  // the strided form stands
       if (stage >= scratch.bytes)
@@ -555,7 +556,7 @@ bool ConvOp::from_cache(GpuContext& ctx, const CachedPlan& c,
   const TuneScratch ws{static_cast<char*>(scratch.ptr) + stage, scratch.bytes - stage};
   auto g = std::make_shared<OpGraph>(
       build_graph(ctx.cudnn, spec_, c.fused, c.staged ? 0 : spec_.ldy(), c.staged ? 16 : align));
-  for (RankedConfig& rc : ranked_configs(g->graph, true)) {
+  for (RankedConfig& rc : ranked_configs(g->graph, ctx.heuristic_mode_b)) {
     BackendDesc& cfg = rc.config;
     EngineInfo& info = rc.engine;
     if (info.tag() != c.engine) continue;
@@ -741,9 +742,14 @@ std::vector<EngineCandidate> engine_candidates(cudnnHandle_t h, const BackendDes
   CandidateQuota quota(limit, with_mode_b);
   std::vector<EngineCandidate> out;
   int compiled = 0;
-  for (RankedConfig& rc : ranked_configs(op_graph, quota.extra > 0)) {
+  // Each list in its own order; a tag an earlier list already gave is skipped, so mode B's share
+  // goes to its own top picks that A's share did not take (not only to tags A never listed).
+  for (RankedConfig& rc : ranked_configs(op_graph, quota.extra > 0, false)) {
     if (!quota.wants(rc.source)) continue;
     const EngineInfo& info = rc.engine;
+    bool taken = false;
+    for (const EngineCandidate& c : out) taken |= c.engine.tag() == info.tag();
+    if (taken) continue;
     if (!engine_fits_precision(info, p) || engine_excluded(info, excluded)) continue;
     const bool rtc = info.has_behavior(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
     if (rtc && compiled >= kMaxCompiled) continue;

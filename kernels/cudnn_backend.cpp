@@ -265,13 +265,14 @@ std::vector<BackendDesc> heuristic_configs(const BackendDesc& op_graph,
   return out;
 }
 
-std::vector<RankedConfig> ranked_configs(const BackendDesc& op_graph, bool with_mode_b) {
+std::vector<RankedConfig> ranked_configs(const BackendDesc& op_graph, bool with_mode_b, bool once) {
   std::vector<RankedConfig> out;
   std::vector<std::string> tags;
   const std::pair<cudnnBackendHeurMode_t, const char*> lists[] = {
       {CUDNN_HEUR_MODE_A, "A"}, {CUDNN_HEUR_MODE_B, "B"}, {CUDNN_HEUR_MODE_FALLBACK, "fallback"}};
   for (const auto& [mode, source] : lists) {
     if (mode == CUDNN_HEUR_MODE_B && !with_mode_b) continue;
+    if (!once) tags.clear();  // each list on its own
     for (BackendDesc& cfg : heuristic_configs(op_graph, mode)) {
       EngineInfo info = engine_info(cfg);
       std::string tag = info.tag();

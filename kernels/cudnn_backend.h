@@ -89,10 +89,13 @@ struct RankedConfig {
   EngineInfo engine;
   const char* source = "A";
 };
-// Heuristics' configs for an operation graph, each engine tag once, in the order autotune takes
-// them: mode A's, then (with_mode_b) those mode B offers that A did not, then the fallback list's.
-// Mode B ranks with a slower, more accurate model (cuDNN's CUDNN_HEUR_MODE_B).
-std::vector<RankedConfig> ranked_configs(const BackendDesc& op_graph, bool with_mode_b);
+// Heuristics' configs for an operation graph in the order autotune takes them: mode A's, then
+// (with_mode_b) mode B's, then the fallback list's. Each tag appears once (its first list) where
+// `once`; otherwise once per list, so that B's own ranking survives for tags A lists too and the
+// caller skips what it has already taken (engine_candidates). Mode B ranks with a slower, more
+// accurate model (cuDNN's CUDNN_HEUR_MODE_B).
+std::vector<RankedConfig> ranked_configs(const BackendDesc& op_graph, bool with_mode_b,
+                                         bool once = true);
 
 // An execution plan for one engine config, or an empty descriptor if it does not build.
 BackendDesc try_plan(cudnnHandle_t handle, const BackendDesc& engine_config, std::string* why);

@@ -33,7 +33,8 @@ double abs_max(const std::vector<float>& v) {
 
 float fp8_scale_for(double amax) {
   if (!(amax > 0) || !std::isfinite(amax)) return 1.f;
-  return float(kFp8E4M3Max / amax);
+  const float scale = float(kFp8E4M3Max / amax);
+  return std::isfinite(scale) ? scale : 1.f;  // amax below 448 / FLT_MAX
 }
 
 std::vector<uint8_t> fp8_quantize(const std::vector<float>& v, float scale) {

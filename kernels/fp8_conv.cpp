@@ -16,7 +16,15 @@ namespace cnnbench {
 
 bool Fp8VariantResult::agrees() const {
   if (!error.empty() || engines.empty() || !(rel_l2_emulated >= 0)) return false;
-  return fp8_output(variant) ? codes_off == 0 && rel_l2_emulated <= 2e-2 : rel_l2_emulated <= 2e-3;
+  // fp16 inputs accumulate in fp32: fp16's own rounding. E4M3 products are exact in float, but
+  // Hopper's FP8 tensor cores keep about 14 bits of each partial sum unless the kernel promotes
+  // them (DeepSeek-V3 measured up to 2% at K = 4096): 1e-2 tells a kernel that computes something
+  // else from one that accumulates coarsely; rel_l2_emulated reports which it is. E4M3 outputs: a
+  // code one step off is a tie broken the other way; more than one step off in 1% of the samples
+  // is not.
+  if (variant == Fp8Variant::Fp16) return rel_l2_emulated <= 2e-3;
+  if (!fp8_output(variant)) return rel_l2_emulated <= 1e-2;
+  return codes_off * 100 <= samples && rel_l2_emulated <= 3e-2;
 }
 
 namespace {
@@ -177,6 +185,7 @@ Fp8VariantResult run_fp8_variant(GpuContext& ctx, const Fp8CaseData& d, Fp8Varia
     bias.upload(to_storage(d.bias, DType::F16));
   }
   scale_y.upload(std::vector<float>{1.f});
+  CNN_CHECK_CUDA(cudaMemset(amax.p, 0, 4));  // an engine may reduce into it rather than store
   DeviceMem workspace(probe.workspace_bytes());
   probe.bind({{kX, x.p},
               {kW, w.p},
@@ -220,6 +229,7 @@ Fp8VariantResult run_fp8_variant(GpuContext& ctx, const Fp8CaseData& d, Fp8Varia
   std::vector<uint8_t> out(size_t(g.y.numel()) * y_elem);
   CNN_CHECK_CUDA(cudaMemcpyAsync(out.data(), y.p, out.size(), cudaMemcpyDeviceToHost, s));
   CNN_CHECK_CUDA(cudaStreamSynchronize(s));
+  r.samples = int64_t(d.samples.size());
   std::vector<double> got(d.samples.size());
   const std::vector<double> emu = fp8_emulated(d, v, r.y_scale);
   for (size_t i = 0; i < got.size(); ++i) {

@@ -29,10 +29,11 @@ struct Fp8VariantResult {
   // E4M3 outputs: samples whose code differs from the emulation's by more than one step (a
   // single step is a tie broken the other way by a different accumulation order).
   int64_t codes_off = 0;
+  int64_t samples = 0;  // output positions checked
   double amax = -1;     // the graph's AMAX output, from the run that set y_scale
   float y_scale = 1.f;  // 448 / amax of a first run (delayed scaling)
   std::string error;    // where nothing ran: why
-  bool agrees() const;  // ran, and within the emulation's tolerance
+  bool agrees() const;  // ran, and within the emulation's tolerance (fp8_conv.cpp says which)
   double best_us() const { return engines.empty() ? -1 : engines.front().us; }
 };
 

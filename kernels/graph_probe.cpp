@@ -22,7 +22,8 @@ bool ProbeGraph::finalize(cudnnHandle_t handle, std::string* why) {
   return graph.try_finalize(why);
 }
 
-GraphProbe::GraphProbe(GpuContext& ctx, const ProbeGraph& g, int max_engines) : ctx_(ctx), g_(g) {
+GraphProbe::GraphProbe(GpuContext& ctx, const ProbeGraph& g, int max_engines, size_t max_workspace)
+    : ctx_(ctx), g_(g) {
   for (RankedConfig& rc : ranked_configs(g.graph, true)) {
     ++configs_;
     if (int(plans_.size()) >= max_engines) continue;
@@ -33,6 +34,12 @@ GraphProbe::GraphProbe(GpuContext& ctx, const ProbeGraph& g, int max_engines) : 
       continue;
     }
     const size_t ws = size_t(plan.get_i64(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
+    if (ws > max_workspace) {
+      if (refusals_.size() < 4)
+        refusals_.push_back(rc.engine.tag() + ": needs " + std::to_string(ws) +
+                            " bytes of workspace");
+      continue;
+    }
     plans_.push_back({std::move(plan), std::move(rc.engine), ws});
   }
 }
@@ -66,7 +73,9 @@ bool GraphProbe::run(const Plan& p) {
 }
 
 bool GraphProbe::run_first() {
-  return !plans_.empty() && run(plans_.front());
+  for (const Plan& p : plans_)
+    if (run(p)) return true;
+  return false;
 }
 
 std::vector<ProbeEngine> GraphProbe::time_all(int launches) {

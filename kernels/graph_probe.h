@@ -45,8 +45,9 @@ struct ProbeEngine {
 class GraphProbe {
  public:
   // Builds plans for the finalized graph g: every config ranked_configs offers is counted, at most
-  // max_engines that build are kept.
-  GraphProbe(GpuContext& ctx, const ProbeGraph& g, int max_engines);
+  // max_engines that build with a workspace up to max_workspace are kept.
+  GraphProbe(GpuContext& ctx, const ProbeGraph& g, int max_engines,
+             size_t max_workspace = size_t(1) << 30);
   int configs() const { return configs_; }
   const std::vector<std::string>& refusals() const { return refusals_; }  // the first four
   bool built() const { return !plans_.empty(); }
@@ -54,7 +55,7 @@ class GraphProbe {
   // The variant pack: a device pointer for each of g's real uids, and a workspace of at least
   // workspace_bytes(). Throws where a uid has no pointer.
   void bind(const std::map<int64_t, void*>& ptrs, void* workspace);
-  bool run_first();  // the first plan that built, once (for delayed scaling's first run)
+  bool run_first();  // the plans in order until one runs, once (delayed scaling's first run)
   // Each plan: two warm-up runs, then five groups of `launches` runs; fastest first.
   std::vector<ProbeEngine> time_all(int launches);
   bool run_fastest();  // after time_all: the fastest plan, once

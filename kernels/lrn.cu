@@ -53,8 +53,12 @@ __global__ void __launch_bounds__(256)
     for (int q = 0; q < V; ++q) {
       const int c = pk * V + q;
       float sq = 0.0f;
-      for (int j = max(c - lo, 0); j <= min(c + hi, C - 1); ++j) {
-        const float u = v[j - (pk - 1) * V];
+      // The window's offsets in increasing order, unrolled so that v stays in registers.
+#pragma unroll
+      for (int d = -V; d <= V; ++d) {
+        const int j = c + d;
+        if (d < -lo || d > hi || j < 0 || j >= C) continue;
+        const float u = v[V + q + d];
         sq += u * u;
       }
       out[q] = v[V + q] * powf(k + alpha_over_n * sq, -beta);

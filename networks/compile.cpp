@@ -686,8 +686,11 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
           scaled[k * per_k + i] = float(double(w[k * per_k + i]) * scale[k]);
       }
       std::vector<float> krsc = nchw_to_nhwc(scaled, {K, C, R, S});  // OIHW to KRSC
-      const int Cp =
-          opt.pad_channels && fold_of[gi] < 0 ? padded_channels(C, n.groups, opt.precision) : 0;
+      // The image's conv only: a narrow input elsewhere (none in the zoo) is left as it is.
+      const bool reads_image = alias_source(g, n.inputs[0]) == g.input_id();
+      const int Cp = opt.pad_channels && fold_of[gi] < 0 && reads_image
+                         ? padded_channels(C, n.groups, opt.precision)
+                         : 0;
       if (Cp > 0) {  // zero weights for the zero channels
         std::vector<float> wide(size_t(K) * R * S * Cp, 0.f);
         for (size_t row = 0; row < size_t(K) * R * S; ++row)
@@ -1176,8 +1179,14 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
       default:
         throw std::logic_error(std::string("compile: no op for ") + op_kind_name(grp.kind));
     }
-    for (size_t k = first_op; k < ops_.size(); ++k)  // a group's helper ops (se_fold) count 0
-      op_costs_.push_back(k + 1 == ops_.size() ? OpCost{group_flops, group_bytes} : OpCost{});
+    for (size_t k = first_op; k < ops_.size(); ++k) {  // a group's helper ops (se_fold) count 0
+      OpCost cost = k + 1 == ops_.size() ? OpCost{group_flops, group_bytes} : OpCost{};
+      if (k + 1 < ops_.size() && grp.kind == OpKind::Conv && pad_to[gi] > 0) {  // the padding
+        const double rows = double(N) * nodes[n.inputs[0]].out.h * nodes[n.inputs[0]].out.w;
+        cost.bytes = rows * (nodes[n.inputs[0]].out.c + pad_to[gi]) * esize;
+      }
+      op_costs_.push_back(cost);
+    }
     if (ld_of(grp.anchor) != nodes[grp.anchor].out.c && grp.kind != OpKind::Conv &&
         grp.kind != OpKind::MaxPool && grp.kind != OpKind::AvgPool && grp.kind != OpKind::Concat &&
         grp.kind != OpKind::Upsample)

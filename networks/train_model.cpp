@@ -228,7 +228,9 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
       grad[id] = transient(int(id), TrainBufferKind::Gradient, vbytes);
     if (n.kind == OpKind::Conv) {
       const Dims xd = dims(n.inputs[0]);
-      const int Cp = opt.pad_channels ? padded_channels(xd.c, n.groups, opt.precision) : 0;
+      const bool reads_image = src(n.inputs[0]) == g.input_id();  // the stem only
+      const int Cp =
+          opt.pad_channels && reads_image ? padded_channels(xd.c, n.groups, opt.precision) : 0;
       if (Cp > 0) {  // the padded input (read again by the weight gradient), weights, gradient
         const size_t rows = size_t(n.out.c) * n.kernel * n.kernel_w;
         Padded& pd = padded[id];
