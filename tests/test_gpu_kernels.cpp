@@ -229,6 +229,34 @@ TEST(GpuKernels, CopyChannelsAndPoolsIntoSlices) {
     int stray = 0;
     EXPECT_LT(rel_l2(slice_of(wide.download(), 50, 40, 8, 24, &stray), ref), tolerance(p));
     EXPECT_EQ(stray, 0);
+    {  // Average pool 3x3/1 pad 1 (counting padding) read from a slice and written into one:
+       // rows of 32 read from channel 8, rows of 40 written from channel 16 (both vectorised).
+      PoolSpec a;
+      a.x = {2, 16, 6, 6};
+      a.y = {2, 16, 6, 6};
+      a.kernel = 3, a.stride = 1, a.pad = 1, a.ld_x = 32, a.ld_y = 40;
+      const auto xs = rounded(random_vector(size_t(2 * 36) * 32, rng), t);
+      DeviceBuffer src(xs, t), dst(size_t(2 * 36) * 40, t);
+      launch_avgpool(t, static_cast<char*>(src.get()) + 8 * dtype_size(t),
+                     static_cast<char*>(dst.get()) + 16 * dtype_size(t), a, nullptr);
+      std::vector<double> aref(size_t(2 * 36) * 16);
+      for (int n = 0; n < 2; ++n)
+        for (int oh = 0; oh < 6; ++oh)
+          for (int ow = 0; ow < 6; ++ow)
+            for (int c = 0; c < 16; ++c) {
+              double acc = 0;
+              for (int r = -1; r <= 1; ++r)
+                for (int q = -1; q <= 1; ++q) {
+                  const int ih = oh + r, iw = ow + q;
+                  if (ih >= 0 && ih < 6 && iw >= 0 && iw < 6)
+                    acc += xs[((size_t(n) * 6 + ih) * 6 + iw) * 32 + 8 + c];
+                }
+              aref[((size_t(n) * 6 + oh) * 6 + ow) * 16 + c] = acc / 9;
+            }
+      EXPECT_LT(rel_l2(slice_of(dst.download(), 72, 40, 16, 16, &stray), aref), tolerance(p))
+          << precision_name(p) << " average pool between slices";
+      EXPECT_EQ(stray, 0);
+    }
     // The copy a concat falls back to: channels [0, 24) of the pool output into [30, 54) of 60.
     DeviceBuffer dst(size_t(50) * 60, t);
     launch_copy_channels(t, static_cast<char*>(dst.get()) + 30 * dtype_size(t), 60,
