@@ -100,6 +100,9 @@ def markdown(summaries, tflops, gbps):
         out.append("")
         out.append(f"Graph {s['graph_ms']:.3f} ms; the autotuned layers' own times "
                    f"{s['timed_ms']:.3f} ms; outside them {100 * s['outside_share']:.1f}%.")
+        if s["outside_share"] < 0:
+            out.append("(Each layer was timed alone, launch included: at small batches the "
+                       "launches dominate and the layers' sum exceeds the graph's time.)")
         if s["untimed"]:
             parts = ", ".join(f"{k} x{v['ops']} (bound {v['bound_ms']:.3f} ms)"
                               for k, v in sorted(s["untimed"].items()))
