@@ -20,7 +20,7 @@ F='(resnet50/fp16/graph/batch:(1|256)|inception_v3/fp16/graph/batch:256)/'
 # mode B on top; compare_runs between consecutive runs attributes each.
 for run in "nopad false false" "pad false true" "modeb true true"; do
   set -- $run
-  timeout 170 $B/cnnbench --engine=autotune --mode_b=$2 --pad_channels=$3 \
+  timeout 140 $B/cnnbench --engine=autotune --mode_b=$2 --pad_channels=$3 \
     --benchmark_filter="$F" --benchmark_repetitions=5 --benchmark_out=$O/b/$1.json \
     >$O/b/$1.log 2>&1
   echo "$1 rc=$? $(date +%T)"; grep -E "_median" $O/b/$1.log | cut -c1-120
