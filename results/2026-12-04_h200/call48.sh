@@ -10,9 +10,9 @@ O=${OUT:-/tmp/out}
 mkdir -p $O/f
 export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:$PWD/.carry/lib
 B=build/release
-timeout 120 $B/tests/test_gpu --gtest_filter='GpuBnFusion.*' >$O/f/gpu_bn_fusion.txt 2>&1
+timeout 90 $B/tests/test_gpu --gtest_filter='GpuBnFusion.*' >$O/f/gpu_bn_fusion.txt 2>&1
 echo "GpuBnFusion rc=$? $(date +%T)"; grep -E "GpuBnFusion:|OK|FAILED" $O/f/gpu_bn_fusion.txt | head -12
-timeout 300 $B/cnnbench_bn_fusion_probe --batch=256 --max_engines=3 --json=$O/f/bn_fusion_256.json \
+timeout 200 $B/cnnbench_bn_fusion_probe --batch=256 --max_engines=3 --json=$O/f/bn_fusion_256.json \
   >$O/f/bn_fusion_256.txt 2>$O/f/bn_fusion_256.err
 echo "probe rc=$? $(date +%T)"; cat $O/f/bn_fusion_256.txt; head -c 2000 $O/f/bn_fusion_256.err
 (cd $O && tar czf f.tgz --remove-files f)

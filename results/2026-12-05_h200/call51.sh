@@ -20,7 +20,7 @@ if [ "${WITH_TESTS:-0}" = 1 ]; then  # call49 runs these; WITH_TESTS=1 where it 
   (cd $O && tar czf a.tgz --remove-files a)
 fi
 for pad in false true; do
-  timeout 150 $B/cnnbench --config=configs/train.yaml --pad_channels=$pad \
+  timeout 140 $B/cnnbench --config=configs/train.yaml --pad_channels=$pad \
     --benchmark_filter='resnet50/fp16/train/batch:256' --benchmark_repetitions=3 \
     --benchmark_out=$O/s/pad_$pad.json >$O/s/pad_$pad.log 2>&1
   echo "pad_channels=$pad rc=$? $(date +%T)"; grep -E "ERROR|manual_time_median" $O/s/pad_$pad.log | cut -c1-160
