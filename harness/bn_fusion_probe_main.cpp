@@ -88,12 +88,7 @@ int run(int argc, char** argv) {
   int disagreements = 0;
   for (const ProbeCase& c : cases) {
     const BnFusionData d = make_bn_fusion_data(c.g, seed);
-    nlohmann::ordered_json jc;
-    jc["layer"] = c.name;
-    jc["x"] = c.g.x.str(), jc["y"] = c.g.y.str();
-    jc["kernel"] = std::to_string(c.g.kernel_h) + "x" + std::to_string(c.g.kernel_w);
-    jc["stride"] = c.g.stride;
-    jc["variants"] = nlohmann::ordered_json::array();
+    nlohmann::ordered_json jc = probe_case_json(c.name, c.g);
     std::vector<BnFusionResult> done;
     for (BnFusionVariant v : variants) {
       BnFusionResult r = run_bn_fusion_variant(ctx, d, v, max_engines, samples);

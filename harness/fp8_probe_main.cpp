@@ -122,12 +122,7 @@ int run(int argc, char** argv) {
               "l2 exact", "l2 emul", "agrees");
   for (const Fp8Case& c : cases) {
     const Fp8CaseData d = make_fp8_case(c, seed, samples);
-    nlohmann::ordered_json jc;
-    jc["layer"] = c.name;
-    jc["x"] = c.g.x.str(), jc["y"] = c.g.y.str();
-    jc["kernel"] = std::to_string(c.g.kernel_h) + "x" + std::to_string(c.g.kernel_w);
-    jc["stride"] = c.g.stride;
-    jc["variants"] = nlohmann::ordered_json::array();
+    nlohmann::ordered_json jc = probe_case_json(c.name, c.g);
     double fp16_us = -1;
     for (Fp8Variant v : variants) {
       const Fp8VariantResult r = run_fp8_variant(ctx, d, v, max_engines);

@@ -97,4 +97,14 @@ ProbeOptions parse_probe_options(int argc, char** argv, ProbeOptions o,
   return o;
 }
 
+nlohmann::ordered_json probe_case_json(const std::string& name, const ConvGeometry& g) {
+  nlohmann::ordered_json j;
+  j["layer"] = name;
+  j["x"] = g.x.str(), j["y"] = g.y.str();
+  j["kernel"] = std::to_string(g.kernel_h) + "x" + std::to_string(g.kernel_w);
+  j["stride"] = g.stride;
+  j["variants"] = nlohmann::ordered_json::array();
+  return j;
+}
+
 }  // namespace cnnbench

@@ -2,6 +2,7 @@
 // network of the registry by module name, with the batch's geometry.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct ProbeOptions {
 // Parses argv over `defaults`; UserError for an unknown argument or a bad number.
 ProbeOptions parse_probe_options(int argc, char** argv, ProbeOptions defaults,
                                  const std::vector<std::string>& extra_switches = {});
+
+// A probe's JSON entry for one case: layer, x, y, kernel, stride and an empty "variants".
+nlohmann::ordered_json probe_case_json(const std::string& name, const ConvGeometry& g);
 
 // Writes `text` to the --json file `path` (nothing where path is empty); with empty text, only
 // checks that the file can be written. UserError naming the file otherwise.
