@@ -372,6 +372,7 @@ class Session {
          {"plan_cache", opt_.plan_cache ? nlohmann::json{{"hits", opt_.plan_cache->hits},
                                                          {"used", opt_.plan_cache->used},
                                                          {"stale", opt_.plan_cache->stale},
+                                                         {"outdated", opt_.plan_cache->outdated},
                                                          {"misses", opt_.plan_cache->misses}}
                                         : nlohmann::json()},
          {"arena",
@@ -1002,7 +1003,8 @@ int run(int argc_in, char** argv_in) {
   require_cuda_device();
   const DeviceInfo dev = discover_device(0);
   if (plan_cache) {
-    plan_cache->set_scope(plan_cache_scope_device(dev), plan_cache_scope_library(dev));
+    plan_cache->set_scope(plan_cache_scope_device(dev), plan_cache_scope_library(dev),
+                          plan_cache_search(opt.mode_b));
     opt.plan_cache = plan_cache.get();
   }
   // The cap, once the CUDA context exists (it counts toward the limit, as on a real card).

@@ -169,7 +169,8 @@ int run(int argc, char** argv) {
   GpuContext ctx;
   if (plan_cache) {
     const DeviceInfo dev = discover_device(0);
-    plan_cache->set_scope(plan_cache_scope_device(dev), plan_cache_scope_library(dev));
+    plan_cache->set_scope(plan_cache_scope_device(dev), plan_cache_scope_library(dev),
+                          plan_cache_search(mode_b_s == "true"));
     ctx.disk_plans = plan_cache.get();
   }
   ctx.share_plans = share_s == "true";
@@ -207,9 +208,11 @@ int run(int argc, char** argv) {
   }
   if (plan_cache) {
     plan_cache->save();
-    std::fprintf(stderr, "cnnbench_infer: plan cache %s: %d hits (%d used, %d stale), %d misses\n",
+    std::fprintf(stderr,
+                 "cnnbench_infer: plan cache %s: %d hits (%d used, %d stale), %d outdated (tuned "
+                 "again), %d misses\n",
                  plan_cache->path().c_str(), plan_cache->hits, plan_cache->used, plan_cache->stale,
-                 plan_cache->misses);
+                 plan_cache->outdated, plan_cache->misses);
   }
   Model& model = *model_p;
   Runner& runner = *runner_p;

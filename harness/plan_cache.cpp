@@ -22,8 +22,12 @@ std::string plan_cache_scope_library(const DeviceInfo& d) {
   return "cuDNN " + version_string(d.cudnn_loaded);
 }
 
+std::string plan_cache_search(bool mode_b) {
+  return mode_b ? "2 A+B" : "2 A";
+}
+
 bool DiskPlanCache::Key::operator<(const Key& o) const {
-  return std::tie(device, library, key) < std::tie(o.device, o.library, o.key);
+  return std::tie(device, library, key, search) < std::tie(o.device, o.library, o.key, o.search);
 }
 
 std::map<DiskPlanCache::Key, CachedPlan> DiskPlanCache::read(const std::string& path) {
@@ -51,7 +55,7 @@ std::map<DiskPlanCache::Key, CachedPlan> DiskPlanCache::read(const std::string& 
     ++i;
     try {
       Key k{e.at("device").get<std::string>(), e.at("library").get<std::string>(),
-            e.at("key").get<std::string>()};
+            e.value("search", std::string("1")), e.at("key").get<std::string>()};
       CachedPlan p;
       p.engine = e.at("engine").get<std::string>();
       p.fused = e.at("fused").get<bool>();
@@ -80,18 +84,30 @@ DiskPlanCache::DiskPlanCache(std::string path) : path_(std::move(path)) {
   if (!exists) std::remove(probe.c_str());
 }
 
-void DiskPlanCache::set_scope(const std::string& device, const std::string& library) {
+void DiskPlanCache::set_scope(const std::string& device, const std::string& library,
+                              const std::string& search) {
   device_ = device;
   library_ = library;
+  search_ = search;
 }
 
 const CachedPlan* DiskPlanCache::find(const std::string& key) const {
-  auto it = entries_.find(Key{device_, library_, key});
+  auto it = entries_.find(Key{device_, library_, search_, key});
   return it == entries_.end() ? nullptr : &it->second;
 }
 
+bool DiskPlanCache::in_other_search(const std::string& key) const {
+  // Keys order by device, library, key, then search: this key's entries sit side by side.
+  for (auto it = entries_.lower_bound(Key{device_, library_, "", key});
+       it != entries_.end() && it->first.device == device_ && it->first.library == library_ &&
+       it->first.key == key;
+       ++it)
+    if (it->first.search != search_) return true;
+  return false;
+}
+
 void DiskPlanCache::put(const std::string& key, const CachedPlan& plan) {
-  const Key k{device_, library_, key};
+  const Key k{device_, library_, search_, key};
   entries_[k] = plan;
   written_[k] = plan;
 }
@@ -107,6 +123,7 @@ void DiskPlanCache::save() {
   for (const auto& [k, p] : merged)
     doc["entries"].push_back({{"device", k.device},
                               {"library", k.library},
+                              {"search", k.search},
                               {"key", k.key},
                               {"engine", p.engine},
                               {"fused", p.fused},

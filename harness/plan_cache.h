@@ -6,10 +6,14 @@
 // heuristics no longer offer (another cuDNN, another driver) falls back to tuning, which then
 // rewrites the entry. Host-only: the file format and its merge are tested on a CPU.
 //
-// File: JSON, {"cnnbench_plan_cache": 1, "entries": [{"device", "library", "key", "engine",
-// "fused", "staged", "tuned_us", "candidates"}]}. One file may hold several GPUs and cuDNN
-// versions: save() keeps every entry of other scopes, and merges with what another process wrote
-// to the file since it was read (its entries win only where this process has none).
+// File: JSON, {"cnnbench_plan_cache": 1, "entries": [{"device", "library", "search", "key",
+// "engine", "fused", "staged", "tuned_us", "candidates"}]}. One file may hold several GPUs and
+// cuDNN versions: save() keeps every entry of other scopes, and merges with what another process
+// wrote to the file since it was read (its entries win only where this process has none).
+// "search" names what autotune timed when it chose (plan_cache_search): an entry chosen from a
+// narrower search (heuristics mode A only, or a concat-slice conv without its staged form, as
+// every entry written before 2026-12-05 was) is not taken, so the layer is tuned again and the
+// new entry written beside the old one. An entry without the field reads as "1".
 #pragma once
 
 #include <map>
@@ -23,6 +27,9 @@ struct DeviceInfo;
 // The scope strings of a device: "NVIDIA H200 sm_90" and "cuDNN 9.19.0" (the library loaded).
 std::string plan_cache_scope_device(const DeviceInfo& d);
 std::string plan_cache_scope_library(const DeviceInfo& d);
+// What autotune searches in this build: "2 A+B" with heuristics mode B, "2 A" without. The
+// leading number changes whenever the search itself does (2: both forms of a slice conv timed).
+std::string plan_cache_search(bool mode_b);
 
 struct CachedPlan {
   std::string engine;   // EngineInfo::tag(): "eng4{k24=23}+rtc"
@@ -40,11 +47,14 @@ class DiskPlanCache {
   // format) and checks that it can be written (UserError otherwise), before any measurement.
   explicit DiskPlanCache(std::string path);
 
-  // The scope of find() and put(): the GPU ("NVIDIA H200 sm_90") and the library ("cuDNN
-  // 9.19.0"), known once the device is open.
-  void set_scope(const std::string& device, const std::string& library);
+  // The scope of find() and put(): the GPU ("NVIDIA H200 sm_90"), the library ("cuDNN 9.19.0"),
+  // known once the device is open, and the search (plan_cache_search).
+  void set_scope(const std::string& device, const std::string& library, const std::string& search);
 
   const CachedPlan* find(const std::string& key) const;  // nullptr: none in this scope
+  // Whether an entry for `key` exists for this GPU and library under another search: a lookup
+  // that find() missed for that reason counts as outdated, not as a miss.
+  bool in_other_search(const std::string& key) const;
   void put(const std::string& key, const CachedPlan& plan);
 
   // Writes the file (a temporary beside it, then a rename), merged with its current contents.
@@ -54,16 +64,17 @@ class DiskPlanCache {
   const std::string& path() const { return path_; }
   size_t size() const { return entries_.size(); }  // every scope
   // This process's use: lookups that found an entry, entries whose engine was used, entries
-  // found but not usable (the engine no longer offered, or refused), lookups that found none.
-  int hits = 0, used = 0, stale = 0, misses = 0;
+  // found but not usable (the engine no longer offered, or refused), lookups that found one only
+  // from another search (tuned again), lookups that found none.
+  int hits = 0, used = 0, stale = 0, outdated = 0, misses = 0;
 
  private:
   struct Key {
-    std::string device, library, key;
+    std::string device, library, search, key;
     bool operator<(const Key& o) const;
   };
   static std::map<Key, CachedPlan> read(const std::string& path);  // {} where no file
-  std::string path_, device_, library_;
+  std::string path_, device_, library_, search_;
   std::map<Key, CachedPlan> entries_;
   std::map<Key, CachedPlan> written_;  // put() since the last save
 };

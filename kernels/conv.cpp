@@ -415,7 +415,7 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
       else
         ++ctx.disk_plans->stale;
     } else if (tune && ctx.disk_plans) {
-      ++ctx.disk_plans->misses;
+      ++(ctx.disk_plans->in_other_search(key) ? ctx.disk_plans->outdated : ctx.disk_plans->misses);
     }
     // A conv that writes a concat slice: under autotune both forms are timed, the strided output
     // and a packed staging buffer plus our copy, and the faster kept (in call 16 of 2026-12-03

@@ -53,7 +53,7 @@ TEST(PlanCache, RoundTripWithinItsScope) {
   const std::string path = fresh("plans_round.json");
   {
     DiskPlanCache c(path);
-    c.set_scope("NVIDIA H200 sm_90", "cuDNN 9.19.0");
+    c.set_scope("NVIDIA H200 sm_90", "cuDNN 9.19.0", "2 A+B");
     EXPECT_EQ(c.find("conv:fp16:a"), nullptr);
     c.put("conv:fp16:a", plan("eng4{k24=23}+rtc", 12.5));
     c.put("conv:fp16:b", plan("eng0", 3.0));
@@ -61,7 +61,7 @@ TEST(PlanCache, RoundTripWithinItsScope) {
     c.save();
   }
   DiskPlanCache again(path);
-  again.set_scope("NVIDIA H200 sm_90", "cuDNN 9.19.0");
+  again.set_scope("NVIDIA H200 sm_90", "cuDNN 9.19.0", "2 A+B");
   const CachedPlan* a = again.find("conv:fp16:a");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->engine, "eng4{k24=23}+rtc");
@@ -71,9 +71,9 @@ TEST(PlanCache, RoundTripWithinItsScope) {
   ASSERT_NE(again.find("conv:fp16:b"), nullptr);
   EXPECT_FALSE(again.find("conv:fp16:b")->fused);
   // Another cuDNN, or another GPU, finds nothing: an engine choice is theirs to make.
-  again.set_scope("NVIDIA H200 sm_90", "cuDNN 9.14.0");
+  again.set_scope("NVIDIA H200 sm_90", "cuDNN 9.14.0", "2 A+B");
   EXPECT_EQ(again.find("conv:fp16:a"), nullptr);
-  again.set_scope("NVIDIA A100 sm_80", "cuDNN 9.19.0");
+  again.set_scope("NVIDIA A100 sm_80", "cuDNN 9.19.0", "2 A+B");
   EXPECT_EQ(again.find("conv:fp16:a"), nullptr);
   EXPECT_EQ(again.size(), 2u);
 }
@@ -81,8 +81,8 @@ TEST(PlanCache, RoundTripWithinItsScope) {
 TEST(PlanCache, TwoProcessesMergeAndOtherScopesAreKept) {
   const std::string path = fresh("plans_merge.json");
   DiskPlanCache first(path), second(path);  // both read the file before either wrote it
-  first.set_scope("GPU-A", "cuDNN 9.19.0");
-  second.set_scope("GPU-B", "cuDNN 9.14.0");
+  first.set_scope("GPU-A", "cuDNN 9.19.0", "2 A+B");
+  second.set_scope("GPU-B", "cuDNN 9.14.0", "2 A+B");
   first.put("k1", plan("eng1", 1));
   first.save();
   second.put("k2", plan("eng2", 2));
@@ -90,20 +90,53 @@ TEST(PlanCache, TwoProcessesMergeAndOtherScopesAreKept) {
   second.save();
   DiskPlanCache all(path);
   EXPECT_EQ(all.size(), 3u);
-  all.set_scope("GPU-A", "cuDNN 9.19.0");
+  all.set_scope("GPU-A", "cuDNN 9.19.0", "2 A+B");
   ASSERT_NE(all.find("k1"), nullptr);
   EXPECT_EQ(all.find("k1")->engine, "eng1");
-  all.set_scope("GPU-B", "cuDNN 9.14.0");
+  all.set_scope("GPU-B", "cuDNN 9.14.0", "2 A+B");
   EXPECT_EQ(all.find("k1")->engine, "eng3");
   EXPECT_EQ(all.find("k2")->engine, "eng2");
   // No temporary file is left beside it.
   EXPECT_NE(access((path + ".tmp." + std::to_string(getpid())).c_str(), F_OK), 0);
 }
 
+TEST(PlanCache, AnEntryFromANarrowerSearchIsTunedAgain) {
+  // A file written before 2026-12-05: no "search" field, so the slice convs' staged form and
+  // heuristics mode B were never timed for its choices.
+  const std::string path = fresh("plans_old.json");
+  std::ofstream(path) << "{\"cnnbench_plan_cache\": 1, \"entries\": [{\"device\": \"G\", "
+                         "\"library\": \"L\", \"key\": \"k\", \"engine\": \"eng1\", "
+                         "\"fused\": true, \"staged\": false}]}";
+  {
+    DiskPlanCache c(path);
+    c.set_scope("G", "L", "1");
+    ASSERT_NE(c.find("k"), nullptr);  // read as search "1"
+    c.set_scope("G", "L", plan_cache_search(true));
+    EXPECT_EQ(c.find("k"), nullptr);
+    EXPECT_TRUE(c.in_other_search("k"));
+    EXPECT_FALSE(c.in_other_search("k2"));
+    c.set_scope("G", "L2", plan_cache_search(true));
+    EXPECT_FALSE(c.in_other_search("k"));  // another library's entry is not this one's
+    c.set_scope("G", "L", plan_cache_search(true));
+    c.put("k", plan("eng7", 2));  // tuned again: written beside the old entry
+    c.save();
+  }
+  DiskPlanCache again(path);
+  EXPECT_EQ(again.size(), 2u);
+  again.set_scope("G", "L", plan_cache_search(true));
+  ASSERT_NE(again.find("k"), nullptr);
+  EXPECT_EQ(again.find("k")->engine, "eng7");
+  again.set_scope("G", "L", plan_cache_search(false));  // mode A only: a search of its own
+  EXPECT_EQ(again.find("k"), nullptr);
+  EXPECT_NE(plan_cache_search(true), plan_cache_search(false));
+  again.set_scope("G", "L", "1");
+  EXPECT_EQ(again.find("k")->engine, "eng1");
+}
+
 TEST(PlanCache, NothingPutWritesNothing) {
   const std::string path = fresh("plans_none.json");
   DiskPlanCache c(path);
-  c.set_scope("GPU", "cuDNN");
+  c.set_scope("GPU", "cuDNN", "2 A+B");
   c.save();
   EXPECT_NE(access(path.c_str(), F_OK), 0);  // neither the file nor its probe
   EXPECT_NE(access((path + ".probe").c_str(), F_OK), 0);
