@@ -421,7 +421,8 @@ void run_train(benchmark::State& state, const Job& job) {
   m.weights_bytes = f.weights;
   m.gradients_bytes = f.gradients;
   m.optimizer_state_bytes = f.optimizer_state;
-  // Everything else: the planned values, their gradients and statistics, the image and labels.
+  // Everything else: the planned values, their gradients and statistics, the image and labels,
+  // and a padded stem's copy of the image.
   m.activations_bytes = a.bytes(MemKind::Weights) + a.bytes(MemKind::Activations) - f.weights -
                         f.gradients - f.optimizer_state;
   m.workspace_bytes = a.bytes(MemKind::Workspace);

@@ -238,6 +238,8 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
         pd.x = arena_.add_weights(size_t(rows_of(xd)) * Cp * esize);
         pd.w = arena_.add_weights(rows * Cp * esize);
         pd.dw = arena_.add_weights(rows * Cp * sizeof(float));
+        padded_w_.push_back(pd.w);
+        padded_dw_.push_back(pd.dw);
       }
       add_param(n, 0, true, true);
       if (n.bias) {
@@ -923,6 +925,8 @@ TrainModel::Footprint TrainModel::footprint() const {
     if (p.momentum >= 0) f.optimizer_state += arena_.size(p.momentum);
     if (p.second >= 0) f.optimizer_state += arena_.size(p.second);
   }
+  for (int id : padded_w_) f.weights += arena_.size(id);
+  for (int id : padded_dw_) f.gradients += arena_.size(id);
   return f;
 }
 

@@ -134,6 +134,9 @@ class TrainModel {
   // copies), parameter gradients, optimizer state (momentum; Adam's m and v). The rest of the
   // arena is activations (the planned values, gradients and statistics, and the image, labels and
   // scratch) and the workspace.
+  // The parameters' bytes by role. A padded stem's (TrainOptions::pad_channels) widened weights
+  // count as weights and its widened weight gradient as gradients; its padded copy of the image
+  // stays with the activations.
   struct Footprint {
     size_t weights = 0, gradients = 0, optimizer_state = 0;
   };
@@ -182,6 +185,7 @@ class TrainModel {
   Dims input_dims_;
   int classes_ = 0;
   int input_buf_ = -1, labels_buf_ = -1, loss_scale_buf_ = -1, step_buf_ = -1;
+  std::vector<int> padded_w_, padded_dw_;  // the padded stems' weights and weight gradients
   std::vector<int> loss_bufs_;
 };
 

@@ -14,6 +14,7 @@
 #include "gpu_util.h"
 #include "harness/check.h"
 #include "kernels/train_refs.h"
+#include "networks/compile.h"
 #include "networks/registry.h"
 #include "networks/resnet.h"
 #include "networks/train_model.h"
@@ -407,6 +408,44 @@ TEST(GpuTrainStep, FusedBatchNormReluChangesNothing) {
       expect_same_steps(ctx, f, fused, apart, precision_name(p));
     else
       expect_same_steps(ctx, f.x, f.labels, fused, apart, precision_name(p), 5, 2e-3, "");
+  }
+}
+
+// The stem padded with zero channels (TrainOptions::pad_channels: 3 -> 4 in tf32, 8 in fp16)
+// against the stem as it is: the same first loss and the same stem weight gradient (narrowed back
+// from the padded one), up to the engines' roundings; the padded weights and their gradient counted
+// in the footprint's weights and gradients (the padded image copy with the activations).
+TEST(GpuTrainStep, PaddedStemChangesNothingButTheFootprint) {
+  const Fixture f;
+  for (Precision p : {Precision::TF32, Precision::FP16}) {
+    GpuContext ctx;
+    TrainOptions o = f.options(0);
+    o.momentum = 0;
+    o.precision = p;
+    o.initial_loss_scale = 1;
+    TrainModel padded(ctx, f.g, f.w, o);
+    o.pad_channels = false;
+    TrainModel as_is(ctx, f.g, f.w, o);
+    for (TrainModel* m : {&padded, &as_is}) {
+      m->set_input(f.x);
+      m->set_labels(f.labels);
+      m->step(ctx.stream);
+    }
+    CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    const char* name = precision_name(p);
+    EXPECT_NEAR(padded.loss(), as_is.loss(), 2e-3 * std::max(1.0f, std::abs(as_is.loss()))) << name;
+    const std::vector<float> g0 = as_is.gradient("conv1.weight");
+    const double e =
+        test::rel_l2(padded.gradient("conv1.weight"), std::vector<double>(g0.begin(), g0.end()));
+    EXPECT_LT(e, p == Precision::FP16 ? 1e-2 : 3e-3) << name;
+    std::printf("  %s: loss %.6f padded, %.6f not; conv1.weight's gradient %.2e apart\n", name,
+                padded.loss(), as_is.loss(), e);
+    const int Cp = padded_channels(3, 1, p);
+    const size_t rows = size_t(64) * 7 * 7;  // conv1: 64 x 7 x 7
+    const TrainModel::Footprint a = padded.footprint(), b = as_is.footprint();
+    EXPECT_EQ(a.weights - b.weights, rows * Cp * dtype_size(storage_type(p))) << name;
+    EXPECT_EQ(a.gradients - b.gradients, rows * Cp * sizeof(float)) << name;
+    EXPECT_EQ(a.optimizer_state, b.optimizer_state) << name;
   }
 }
 
