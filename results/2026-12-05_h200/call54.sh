@@ -29,5 +29,5 @@ echo "compare rc=$?"; head -20 $O/i/compare.md
 (cd $O && tar czf i.tgz --remove-files i)
 bash results/2026-12-04_h200/call48.sh
 echo "F done ${SECONDS}s"
-if [ $SECONDS -lt 400 ]; then bash results/2026-12-05_h200/call51.sh; fi
+if [ $SECONDS -lt 320 ]; then bash results/2026-12-05_h200/call51.sh; fi
 echo "end ${SECONDS}s"
