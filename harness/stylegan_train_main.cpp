@@ -10,11 +10,16 @@
 //     for 5 kimg, device memory; --max_batch: the largest batch (doubling) that builds and runs.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -35,7 +40,11 @@ const char* kUsage =
     "[--gamma=2]\n"
     "       cnnbench_stylegan_train --batches=4,8,16 [--resolution=256] [--precision=fp32|tf32]\n"
     "           [--iters=16] [--warmup=2] [--repetitions=2] [--gamma=2] [--max_batch] "
-    "[--json=FILE]\n";
+    "[--json=FILE]\n"
+    "           [--engine=heuristic|autotune] [--sections]\n"
+    "  --engine=autotune  each conv's engine timed among cuDNN's top 4 (default: heuristics)\n"
+    "  --sections         after timing, each phase once with events between its steps: where\n"
+    "                     the time goes, by layer and step (JSON rows' sections_ms)\n";
 
 bool take(const std::string& arg, const char* name, std::string* value) {
   const std::string prefix = std::string("--") + name;
@@ -152,11 +161,35 @@ struct BenchRow {
   std::vector<double> reps;
   size_t trainer_bytes = 0, device_used_bytes = 0;
   double build_s = 0;
-  double phase_ms[3] = {0, 0, 0};  // Gmain, Dmain, Dreg, each once
+  double phase_ms[3] = {0, 0, 0};                        // Gmain, Dmain, Dreg, each once
+  std::vector<std::pair<std::string, double>> sections;  // --sections
+  std::vector<LayerRecord> layers;                       // the convs' engines
 };
 
+// --sections: the largest sections, then the sums by step (the layer name dropped).
+void print_sections(int batch, const std::vector<std::pair<std::string, double>>& sections) {
+  std::map<std::string, double> by_step;
+  double total = 0;
+  for (const auto& [label, ms] : sections) {
+    by_step[label.substr(0, label.find(" | "))] += ms;
+    total += ms;
+  }
+  std::vector<std::pair<double, std::string>> steps;
+  for (const auto& [label, ms] : by_step) steps.push_back({ms, label});
+  std::sort(steps.rbegin(), steps.rend());
+  std::fprintf(stderr, "batch %d: sections, %.1f ms in all; by step:\n", batch, total);
+  for (size_t i = 0; i < steps.size() && i < 16; ++i)
+    std::fprintf(stderr, "  %8.2f ms  %s\n", steps[i].first, steps[i].second.c_str());
+  std::vector<std::pair<double, std::string>> top;
+  for (const auto& [label, ms] : sections) top.push_back({ms, label});
+  std::sort(top.rbegin(), top.rend());
+  std::fprintf(stderr, "batch %d: the largest sections:\n", batch);
+  for (size_t i = 0; i < top.size() && i < 16; ++i)
+    std::fprintf(stderr, "  %8.2f ms  %s\n", top[i].first, top[i].second.c_str());
+}
+
 BenchRow bench_one(GpuContext& ctx, SgTrainOptions opt, int batch, int iters, int warmup,
-                   int repetitions) {
+                   int repetitions, bool sections = false) {
   if (repetitions < 1) repetitions = 1;
   BenchRow row;
   row.batch = batch;
@@ -220,6 +253,11 @@ BenchRow bench_one(GpuContext& ctx, SgTrainOptions opt, int batch, int iters, in
     std::vector<double> s = row.reps;
     std::sort(s.begin(), s.end());
     row.ms_median = s[s.size() / 2], row.ms_min = s.front(), row.ms_max = s.back();
+    row.layers = t.layers();
+    if (sections) {
+      row.sections = t.profile_sections(ctx.stream);
+      print_sections(batch, row.sections);
+    }
     row.fits = true;
   } catch (const LibraryError& e) {
     row.error = e.what();
@@ -229,7 +267,7 @@ BenchRow bench_one(GpuContext& ctx, SgTrainOptions opt, int batch, int iters, in
 }
 
 int run_bench(const std::vector<int>& batches, SgTrainOptions opt, int iters, int warmup,
-              int repetitions, bool max_batch, const std::string& json_path) {
+              int repetitions, bool max_batch, bool sections, const std::string& json_path) {
   if (iters % opt.r1_interval)
     throw UserError("--iters must be a multiple of the R1 interval (" +
                     std::to_string(opt.r1_interval) + ")");
@@ -251,7 +289,8 @@ int run_bench(const std::vector<int>& batches, SgTrainOptions opt, int iters, in
       {"iters_per_rep", iters},
       {"warmup_iters", warmup},
       {"iteration", "Gmain+Adam(G), Dmain+Adam(D), every 16th Dreg+Adam(D), G_ema"},
-      {"engines", "cuDNN heuristics"},
+      {"engines",
+       opt.engine == EngineMode::Autotune ? "cuDNN autotune (top 4 timed)" : "cuDNN heuristics"},
       {"inputs", "fresh latents each iteration (kernels/randn.cuh); one fixed batch of reals"}};
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   auto add = [&](const BenchRow& r) {
@@ -270,6 +309,20 @@ int run_bench(const std::vector<int>& batches, SgTrainOptions opt, int iters, in
       j["device_used_mib"] = r.device_used_bytes / 1048576.0;
       j["build_and_warmup_s"] = r.build_s;
       j["phase_ms"] = {{"Gmain", r.phase_ms[0]}, {"Dmain", r.phase_ms[1]}, {"Dreg", r.phase_ms[2]}};
+      if (!r.sections.empty()) {
+        nlohmann::ordered_json s = nlohmann::ordered_json::object();
+        for (const auto& [label, ms] : r.sections) s[label] = ms;
+        j["sections_ms"] = s;
+      }
+      nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+      for (const LayerRecord& l : r.layers)
+        layers.push_back({{"name", l.name},
+                          {"op", l.op},
+                          {"shape", l.shape},
+                          {"engine", l.engine},
+                          {"tuned_us", l.tuned_us},
+                          {"workspace_bytes", l.workspace_bytes}});
+      j["layers"] = layers;
       std::printf(
           "stylegan3_t train %d px batch %d: %.2f ms/iter (%.2f-%.2f), %.1f img/s, %.0f s "
           "per 5 kimg, %.0f MiB allocated\n",
@@ -284,7 +337,7 @@ int run_bench(const std::vector<int>& batches, SgTrainOptions opt, int iters, in
       if (!f) throw UserError("cannot write " + json_path);
     }
   };
-  for (int b : batches) add(bench_one(ctx, opt, b, iters, warmup, repetitions));
+  for (int b : batches) add(bench_one(ctx, opt, b, iters, warmup, repetitions, sections));
   if (max_batch) {
     int b = batches.back() * 2, best = 0;
     for (int b0 : batches) best = std::max(best, b0);
@@ -306,18 +359,22 @@ int run_bench(const std::vector<int>& batches, SgTrainOptions opt, int iters, in
 
 int run(int argc, char** argv) {
   std::string check, output, batches_s, json, precision = "fp32", res_s = "256";
-  std::string iters_s = "16", warmup_s = "2", gamma_s = "2", reps_s = "2";
-  bool max_batch = false;
+  std::string iters_s = "16", warmup_s = "2", gamma_s = "2", reps_s = "2", engine = "heuristic";
+  bool max_batch = false, sections = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (take(a, "check", &check) || take(a, "output", &output) || take(a, "batches", &batches_s) ||
         take(a, "json", &json) || take(a, "precision", &precision) ||
         take(a, "resolution", &res_s) || take(a, "iters", &iters_s) ||
         take(a, "warmup", &warmup_s) || take(a, "gamma", &gamma_s) ||
-        take(a, "repetitions", &reps_s))
+        take(a, "repetitions", &reps_s) || take(a, "engine", &engine))
       continue;
     if (take(a, "max_batch", nullptr)) {
       max_batch = true;
+      continue;
+    }
+    if (take(a, "sections", nullptr)) {
+      sections = true;
       continue;
     }
     if (a == "--help" || a == "-h") {
@@ -328,6 +385,7 @@ int run(int argc, char** argv) {
   }
   SgTrainOptions opt;
   opt.precision = precision_of(precision);
+  opt.engine = parse_engine_mode(engine);
   opt.resolution = int(parse_count(res_s, "resolution"));
   if (opt.resolution < 16 || opt.resolution > 1024 || (opt.resolution & (opt.resolution - 1)))
     throw UserError("--resolution must be a power of two from 16 to 1024, not " + res_s);
@@ -342,7 +400,7 @@ int run(int argc, char** argv) {
   if (batches_s.empty()) throw UserError(std::string("nothing to do\n") + kUsage);
   return run_bench(parse_batches(batches_s), opt, int(parse_count(iters_s, "iters")),
                    int(parse_count(warmup_s, "warmup")), int(parse_count(reps_s, "repetitions")),
-                   max_batch, json);
+                   max_batch, sections, json);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -194,6 +195,21 @@ struct DVal {
 };
 
 enum class DKind { Fir, Conv, Mbstd, Flatten, Fc };
+const char* step_kind(DKind k) {
+  switch (k) {
+    case DKind::Fir:
+      return "fir";
+    case DKind::Conv:
+      return "conv";
+    case DKind::Mbstd:
+      return "mbstd";
+    case DKind::Flatten:
+      return "flatten";
+    case DKind::Fc:
+      return "fc";
+  }
+  return "?";
+}
 
 struct DStep {
   DKind kind;
@@ -384,6 +400,36 @@ struct GLayer {
   const float* zeros = nullptr;
 };
 
+// StyleganTrainer::profile_sections: CUDA events between the steps of the passes, recorded only
+// while `on`; a section's time is from the event before it to its own.
+struct Sections {
+  bool on = false;
+  std::string prefix;  // the phase
+  std::vector<cudaEvent_t> events;
+  std::vector<std::string> labels;  // labels[i]: the section that events[i] ends
+  size_t n = 0;
+  ~Sections() {
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
+  }
+  void record(const std::string& label, cudaStream_t st) {
+    if (n == events.size()) {
+      cudaEvent_t e;
+      CNN_CHECK_CUDA(cudaEventCreate(&e));
+      events.push_back(e);
+      labels.emplace_back();
+    }
+    labels[n] = label;
+    CNN_CHECK_CUDA(cudaEventRecord(events[n], st));
+    ++n;
+  }
+  void start(cudaStream_t st) {
+    if (on) record("", st);
+  }
+  void end(const char* what, const std::string& layer, cudaStream_t st) {
+    if (on) record(prefix + " " + what + (layer.empty() ? "" : " | " + layer), st);
+  }
+};
+
 }  // namespace
 
 struct StyleganTrainer::Impl {
@@ -427,6 +473,7 @@ struct StyleganTrainer::Impl {
   int *g_step, *d_step;
   // Outputs of the last phase run.
   std::string phase;
+  Sections sec;
 
   Impl(GpuContext& c, const SgTrainOptions& o) : ctx(c), opt(o), N(o.batch) {}
 
@@ -651,6 +698,7 @@ void StyleganTrainer::Impl::prepare() {
 
 void StyleganTrainer::Impl::g_forward(const float* z, bool update_emas, cudaStream_t st) {
   const int wdim = 512;
+  sec.end("G other", "", st);
   launch_normalize_2nd_moment(z, zn, N, wdim, DType::F32, st);
   const float* x = zn;
   BiasAct lrelu;  // mapping: lrelu x sqrt(2), no clamp
@@ -669,6 +717,7 @@ void StyleganTrainer::Impl::g_forward(const float* z, bool update_emas, cudaStre
   launch_fourier_features_f32(in_fp, N, in_c, in_size, in_sr, float(1.0 / std::sqrt(double(in_c))),
                               in_feat, st);
   in_fwd->run(st);
+  sec.end("G fwd mapping+input", "", st);
   const float* cur = in_x;
   for (GLayer& L : layers) {
     const int nc = N * L.cin;
@@ -690,7 +739,9 @@ void StyleganTrainer::Impl::g_forward(const float* z, bool update_emas, cudaStre
       launch_scale_by_rsqrt(L.styles, nc, L.ema, L.xs, st);
     }
     launch_channel_scale(cur, L.xm, batched(L.in, N), DType::F32, L.xs, st);
+    sec.end("G fwd modulate", L.name, st);
     L.fwd->run(st);
+    sec.end("G fwd conv", L.name, st);
     const float* dscale = L.torgb ? nullptr : L.dcoef;
     const float* bias = gp.at(L.name + ".bias");
     if (L.up.passes.empty()) {
@@ -701,9 +752,11 @@ void StyleganTrainer::Impl::g_forward(const float* z, bool update_emas, cudaStre
     } else {
       L.up.forward(L.c, N, dscale, bias, gtmp0, gtmp1, L.v, st);
     }
+    sec.end("G fwd up", L.name, st);
     const Dims ud = L.up.out();
     launch_bias_act_fwd(L.v, nullptr, nullptr, nullptr, nullptr, int64_t(N) * ud.h * ud.w, L.cout,
                         ud.h * ud.w, L.act, nullptr, L.a, st);
+    sec.end("G fwd act", L.name, st);
     if (L.down.passes.empty()) {
       launch_scale(L.a, L.out_scale, int64_t(N) * ud.numel(), L.y, false, st);
     } else {
@@ -711,6 +764,7 @@ void StyleganTrainer::Impl::g_forward(const float* z, bool update_emas, cudaStre
       if (L.out_scale != 1.f)
         launch_scale(L.y, L.out_scale, int64_t(N) * L.down.out().numel(), L.y, false, st);
     }
+    sec.end("G fwd down", L.name, st);
     cur = L.y;
   }
 }
@@ -718,6 +772,7 @@ void StyleganTrainer::Impl::g_forward(const float* z, bool update_emas, cudaStre
 // From the gradient of the image (D's image value's gradient, first half) into G's parameters.
 void StyleganTrainer::Impl::g_backward(cudaStream_t st) {
   const int wdim = 512;
+  sec.end("G other", "", st);
   CNN_CHECK_CUDA(cudaMemsetAsync(gw, 0, size_t(N) * wdim * sizeof(float), st));
   // g_a: the current layer's output gradient (first the image's, NHWC like G's output).
   const float* gimg = D.vals[D.image].g;
@@ -736,15 +791,18 @@ void StyleganTrainer::Impl::g_backward(cudaStream_t st) {
       if (L.out_scale != 1.f) launch_scale(g_a, L.out_scale, n_out, g_a, false, st);
       L.down.backward(g_a, N, gtmp0, gtmp1, g_b, st);
     }
+    sec.end("G bwd down", L.name, st);
     // a = act(v): g_b -> g_b (v's gradient)
     launch_bias_act_bwd(g_b, L.v, up_rows, up_rows, L.cout, ud.h * ud.w, nullptr, L.act, g_b,
                         nullptr, false, st);
+    sec.end("G bwd act", L.name, st);
     // v = up(c * dcoef + bias): g_b -> g_c (u's gradient, u = c * dcoef + bias)
     if (L.up.passes.empty())
       CNN_CHECK_CUDA(
           cudaMemcpyAsync(g_c, g_b, size_t(conv_rows) * L.cout * 4, cudaMemcpyDeviceToDevice, st));
     else
       L.up.backward(g_b, N, gtmp0, gtmp1, g_c, st);
+    sec.end("G bwd up", L.name, st);
     launch_column_sum(g_c, conv_rows, L.cout, 1.f, gp.grad(L.name + ".bias"), red, st);
     if (!L.torgb) {
       CNN_CHECK_CUDA(cudaMemsetAsync(g_ddcoef, 0, size_t(N) * L.cout * 4, st));
@@ -754,9 +812,12 @@ void StyleganTrainer::Impl::g_backward(cudaStream_t st) {
       CNN_CHECK_CUDA(
           cudaMemcpyAsync(g_a, g_c, size_t(conv_rows) * L.cout * 4, cudaMemcpyDeviceToDevice, st));
     }
+    sec.end("G bwd bias+demod", L.name, st);
     // The conv: g_a (its output's gradient) -> g_b (xm's), gwp (wp's).
     L.data->run(st);
+    sec.end("G bwd conv data", L.name, st);
     L.filter->run(st);
+    sec.end("G bwd conv filter", L.name, st);
     // xm = x * xs: g_b -> g_a (x's gradient: the previous layer's output), g_dxs.
     const int kk = L.k * L.k, nc = N * L.cin;
     CNN_CHECK_CUDA(cudaMemsetAsync(g_dxs, 0, size_t(nc) * 4, st));
@@ -777,6 +838,7 @@ void StyleganTrainer::Impl::g_backward(cudaStream_t st) {
     launch_fc_backward(w, g_dstyles, N, wdim, gp.at(L.name + ".affine.weight"), L.cin,
                        L.weight_gain, 1.f, L.style_gain, gw, true,
                        gp.grad(L.name + ".affine.weight"), gp.grad(L.name + ".affine.bias"), st);
+    sec.end("G bwd modulate", L.name, st);
   }
   // The input: g_a is in_x's gradient.
   in_data->run(st);
@@ -800,6 +862,7 @@ void StyleganTrainer::Impl::g_backward(cudaStream_t st) {
     if (l > 0)
       CNN_CHECK_CUDA(cudaMemcpyAsync(gw, gw2, size_t(N) * wdim * 4, cudaMemcpyDeviceToDevice, st));
   }
+  sec.end("G bwd input+mapping", "", st);
 }
 
 // ---- D forward and backward ------------------------------------------------------------------
@@ -808,6 +871,8 @@ void StyleganTrainer::Impl::g_backward(cudaStream_t st) {
 // derivative along the image's tangent half (no biases, each activation's derivative at the
 // primal pre-activation, mbstd's tangent formula).
 void StyleganTrainer::Impl::d_forward(int half, const float* image, cudaStream_t st) {
+  sec.end("D other", "", st);
+  const char* fwd = half ? "D tangent fwd" : "D fwd";
   DVal& im = D.vals[D.image];
   const size_t off_img = size_t(half) * N * im.per();
   if (image)
@@ -849,6 +914,7 @@ void StyleganTrainer::Impl::d_forward(int half, const float* image, cudaStream_t
         break;
       }
     }
+    sec.end(fwd, step_kind(s.kind), st);
   }
 }
 
@@ -856,6 +922,8 @@ void StyleganTrainer::Impl::d_forward(int half, const float* image, cudaStream_t
 // the image's gradient and, where wgrad, the parameters' (biases from the primal rows only).
 void StyleganTrainer::Impl::d_backward(int b, bool wgrad, cudaStream_t st) {
   const int rows_n = N * (b + 1);
+  sec.end("D other", "", st);
+  const char* bwd = b ? "D double bwd" : "D bwd";
   for (auto it = D.steps.rbegin(); it != D.steps.rend(); ++it) {
     DStep& s = *it;
     DVal &in = D.vals[s.in], &out = D.vals[s.out];
@@ -880,7 +948,9 @@ void StyleganTrainer::Impl::d_backward(int b, bool wgrad, cudaStream_t st) {
           if (s.bias)
             launch_column_sum(D.gtmp, int64_t(N) * hw, out.d.c, 1.f / s.act.pre_gain,
                               D.params.grad(s.name + ".bias"), red, st);
+          sec.end(bwd, "conv act+bias", st);
           s.filter[b]->run(st);
+          sec.end(bwd, "conv filter", st);
         }
         if (!first || !wgrad) s.data[b]->run(st);
         break;
@@ -906,6 +976,7 @@ void StyleganTrainer::Impl::d_backward(int b, bool wgrad, cudaStream_t st) {
         break;
       }
     }
+    sec.end(bwd, step_kind(s.kind), st);
   }
 }
 
@@ -1099,6 +1170,41 @@ size_t StyleganTrainer::device_bytes() const {
 }
 const std::vector<LayerRecord>& StyleganTrainer::layers() const {
   return impl_->records;
+}
+
+std::vector<std::pair<std::string, double>> StyleganTrainer::profile_sections(cudaStream_t st) {
+  Impl& m = *impl_;
+  std::map<std::string, double> ms;
+  std::vector<std::string> order;
+  const std::pair<const char*, void (StyleganTrainer::*)(cudaStream_t)> phases[] = {
+      {"Gmain", &StyleganTrainer::gmain},
+      {"Dmain", &StyleganTrainer::dmain},
+      {"Dreg", &StyleganTrainer::dreg}};
+  m.sec.on = true;
+  try {
+    for (const auto& [name, run] : phases) {
+      m.sec.prefix = name;
+      m.sec.n = 0;
+      m.sec.start(st);
+      (this->*run)(st);
+      m.sec.end("other", "", st);
+      CNN_CHECK_CUDA(cudaStreamSynchronize(st));
+      for (size_t i = 1; i < m.sec.n; ++i) {
+        float t = 0;
+        CNN_CHECK_CUDA(cudaEventElapsedTime(&t, m.sec.events[i - 1], m.sec.events[i]));
+        const std::string& label = m.sec.labels[i];
+        if (!ms.count(label)) order.push_back(label);
+        ms[label] += t;
+      }
+    }
+  } catch (...) {
+    m.sec.on = false;
+    throw;
+  }
+  m.sec.on = false;
+  std::vector<std::pair<std::string, double>> out;
+  for (const std::string& label : order) out.push_back({label, ms[label]});
+  return out;
 }
 
 }  // namespace cnnbench

@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/safetensors.h"
@@ -97,6 +98,12 @@ class StyleganTrainer {
   int64_t d_params() const;
   size_t device_bytes() const;  // everything the trainer allocated
   const std::vector<LayerRecord>& layers() const;
+
+  // Each phase once (as gmain(), dmain(), dreg()) with CUDA events between the steps of its
+  // passes: milliseconds by section, "<phase> <pass> <step> | <layer>" ("Gmain G bwd conv
+  // filter | L9_148_362"), in the order first met. For finding where a batch size's time goes;
+  // the events cost a few microseconds each, so the sum exceeds the phases' own times a little.
+  std::vector<std::pair<std::string, double>> profile_sections(cudaStream_t st);
 
   struct Impl;
 

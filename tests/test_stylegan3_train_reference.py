@@ -198,6 +198,23 @@ class CompareSubcommandTest(common.CompareFiles, unittest.TestCase):
         self.assert_compare(self.with_changes(Dreg__r1_penalty=([2], [4.0, math.nan])), 1,
                             "FAIL")
 
+    def test_exact_allows_the_references_own_distance_from_float64(self):
+        # Ours 2.7e-2 from the reference: over 1e-3. Against float64 [0.1, 0.2, 0.305], the
+        # reference is 1.4e-2 off and ours 1.4e-2: within 2x, so it passes; against a float64
+        # equal to the reference it stays a failure; a NaN in ours fails either way.
+        path = self.with_changes(Dmain__grad__b8__conv0__weight=([3], [0.1, 0.2, 0.31]))
+        exact = os.path.join(self.dir.name, "reference64.safetensors")
+        common.write_safetensors(exact, {"Dmain.grad.b8.conv0.weight": ([3], [0.1, 0.2, 0.305])})
+        out, _ = self.assert_compare(path, 0, "pass: 6 of 6", "vs float64: ours 1.322e-02, the "
+                                     "reference 1.322e-02", "1 tensors had one",
+                                     extra=("--exact", exact))
+        common.write_safetensors(exact, {"Dmain.grad.b8.conv0.weight": ([3], [0.1, 0.2, 0.3])})
+        self.assert_compare(path, 1, "FAIL", "the reference 0.000e+00", extra=("--exact", exact))
+        nan = self.with_changes(Dmain__grad__b8__conv0__weight=([3], [0.1, 0.2, math.nan]))
+        self.assert_compare(nan, 1, "FAIL", extra=("--exact", exact))
+        self.assert_compare(path, 2, "cannot read exact",
+                            extra=("--exact", os.path.join(self.dir.name, "none")))
+
     def test_no_tensor_of_the_phase_exits_2(self):
         ref = os.path.join(self.dir.name, "only_g.safetensors")
         common.write_safetensors(ref, {"Gmain.loss": ([1], [1.0])})
@@ -406,8 +423,9 @@ class TorchTest(unittest.TestCase):
         import torch
         with tempfile.TemporaryDirectory() as d:
             status, out, err = run_main(["write-case", "--dir", d, *TINY, "--batch", "2",
-                                         "--seed", "1"])
+                                         "--seed", "1", "--float64"])
             self.assertEqual(status, 0, out + err)
+            written = out
             for what in ("Gmain: loss", "Dmain: loss_gen", "Dreg: loss",
                          "cross-check, Dreg (double backward)",
                          "no gradient (zeros in the reference; NVlabs' Adam step leaves them "
@@ -465,6 +483,23 @@ class TorchTest(unittest.TestCase):
             status, out, _ = run_main(["compare", "--reference", path, "--ours", path])
             self.assertEqual(status, 0, out)
             self.assertIn(f"pass: {len(want)} of {len(want)} tensors compared", out)
+            # --float64: every gradient and the reals' R1 gradient again in float64, close to
+            # the fp32 reference at 16 px (the worst of each phase printed).
+            exact = names("reference64.safetensors")
+            grads = {k for k in want if ".grad." in k} | {"Dreg.r1_grads"}
+            self.assertEqual(set(exact), grads)
+            self.assertEqual(case["files"]["reference64"], "reference64.safetensors")
+            for phase in ("Gmain", "Dmain", "Dreg"):
+                self.assertIn(f"float64 {phase}: ", written)
+            e = os.path.join(d, "reference64.safetensors")
+            status, out2, _ = run_main(["compare", "--reference", path, "--ours", path,
+                                        "--exact", e])
+            self.assertEqual(status, 0, out2)
+            self.assertIn(f"{len(grads)} tensors had one", out2)
+            r1 = ref["Dreg.r1_grads"].values()
+            r1_64 = exact["Dreg.r1_grads"].values()
+            num = sum((a - b) ** 2 for a, b in zip(r1, r1_64))
+            self.assertLess(math.sqrt(num / sum(b * b for b in r1_64)), 1e-4)
             ours = {k: (t.shape, t.values()) for k, t in ref.items()
                     if k != "Dreg.r1_penalty"}
             shape, values = ours["Dmain.grad.b16.conv0.weight"]
