@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Device call 55 (2026-12-05): issue 6's two open questions from call 42.
+# C: Gmain/Dmain/Dreg against PyTorch again, now also against float64 autograd (write-case
+#    --float64; compare --exact: within 1e-3, or no further from float64 than 2x PyTorch fp32's
+#    own distance). Call 42: 166 of 168 within 1e-3, two at 1.1e-3.
+# S: where batch 8's time goes (call 42: 250 ms an iteration at batch 4, 3,035 at 8, Gmain
+#    158 -> 2,742 ms): --sections at 4 and 8 (heuristics), then 8 under --engine=autotune.
+# Carry: build/release/cnnbench_stylegan_train, .carry
+set -u
+O=${OUT:-/tmp/out}
+mkdir -p $O/c $O/s
+export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:$PWD/.carry/lib
+PYTHON=python3; [ -x /opt/torch/.venv/bin/python3 ] && PYTHON=/opt/torch/.venv/bin/python3
+B=build/release
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv,noheader
+timeout 150 $B/cnnbench_stylegan_train --batches=4,8 --precision=tf32 --iters=16 --warmup=1 \
+  --repetitions=1 --sections --json=$O/s/heuristic.json >$O/s/heuristic.log 2>&1
+echo "S heuristic rc=$? ${SECONDS}s"; grep -vE "^  .* \| " $O/s/heuristic.log | head -60
+grep -E "^  .* \| " $O/s/heuristic.log | head -40
+timeout 150 $B/cnnbench_stylegan_train --batches=8 --precision=tf32 --iters=16 --warmup=1 \
+  --repetitions=1 --sections --engine=autotune --json=$O/s/autotune.json >$O/s/autotune.log 2>&1
+echo "S autotune rc=$? ${SECONDS}s"; head -40 $O/s/autotune.log
+(cd $O && tar czf s.tgz --remove-files s)
+timeout 120 $PYTHON tools/stylegan3_train_reference.py write-case --dir $O/c/case --resolution 256 \
+  --batch 4 --seed 3 --device cuda --float64 >$O/c/write.log 2>&1
+echo "C write rc=$? ${SECONDS}s"; grep -E "float64|cross-check|time|error" $O/c/write.log
+timeout 100 $B/cnnbench_stylegan_train --check=$O/c/case --output=$O/c/ours_fp32.safetensors \
+  --precision=fp32 >$O/c/ours_fp32.log 2>&1
+echo "C ours rc=$?"; tail -n 1 $O/c/ours_fp32.log
+timeout 60 $PYTHON tools/stylegan3_train_reference.py compare --reference $O/c/case/reference.safetensors \
+  --ours $O/c/ours_fp32.safetensors --exact $O/c/case/reference64.safetensors >$O/c/compare.log 2>&1
+echo "C compare rc=$?"; grep -E "FAIL|worst|pass" $O/c/compare.log | head -12
+rm -f $O/c/case/*.safetensors $O/c/*.safetensors
+(cd $O && tar czf c.tgz --remove-files c)
+echo "end ${SECONDS}s"
