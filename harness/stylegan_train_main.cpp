@@ -41,10 +41,11 @@ const char* kUsage =
     "       cnnbench_stylegan_train --batches=4,8,16 [--resolution=256] [--precision=fp32|tf32]\n"
     "           [--iters=16] [--warmup=2] [--repetitions=2] [--gamma=2] [--max_batch] "
     "[--json=FILE]\n"
-    "           [--engine=heuristic|autotune] [--sections]\n"
+    "           [--engine=heuristic|autotune] [--sections] [--workspace_mib=2048]\n"
     "  --engine=autotune  each conv's engine timed among cuDNN's top 4 (default: heuristics)\n"
     "  --sections         after timing, each phase once with events between its steps: where\n"
-    "                     the time goes, by layer and step (JSON rows' sections_ms)\n";
+    "                     the time goes, by layer and step (JSON rows' sections_ms)\n"
+    "  --workspace_mib=N  the largest conv workspace an engine may take (default 2048)\n";
 
 bool take(const std::string& arg, const char* name, std::string* value) {
   const std::string prefix = std::string("--") + name;
@@ -291,6 +292,7 @@ int run_bench(const std::vector<int>& batches, SgTrainOptions opt, int iters, in
       {"iteration", "Gmain+Adam(G), Dmain+Adam(D), every 16th Dreg+Adam(D), G_ema"},
       {"engines",
        opt.engine == EngineMode::Autotune ? "cuDNN autotune (top 4 timed)" : "cuDNN heuristics"},
+      {"workspace_limit_mib", opt.workspace_bytes >> 20},
       {"inputs", "fresh latents each iteration (kernels/randn.cuh); one fixed batch of reals"}};
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   auto add = [&](const BenchRow& r) {
@@ -359,7 +361,8 @@ int run_bench(const std::vector<int>& batches, SgTrainOptions opt, int iters, in
 
 int run(int argc, char** argv) {
   std::string check, output, batches_s, json, precision = "fp32", res_s = "256";
-  std::string iters_s = "16", warmup_s = "2", gamma_s = "2", reps_s = "2", engine = "heuristic";
+  std::string iters_s = "16", warmup_s = "2", gamma_s = "2", reps_s = "2", engine = "heuristic",
+              ws_s = "2048";
   bool max_batch = false, sections = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -367,7 +370,8 @@ int run(int argc, char** argv) {
         take(a, "json", &json) || take(a, "precision", &precision) ||
         take(a, "resolution", &res_s) || take(a, "iters", &iters_s) ||
         take(a, "warmup", &warmup_s) || take(a, "gamma", &gamma_s) ||
-        take(a, "repetitions", &reps_s) || take(a, "engine", &engine))
+        take(a, "repetitions", &reps_s) || take(a, "engine", &engine) ||
+        take(a, "workspace_mib", &ws_s))
       continue;
     if (take(a, "max_batch", nullptr)) {
       max_batch = true;
@@ -386,6 +390,10 @@ int run(int argc, char** argv) {
   SgTrainOptions opt;
   opt.precision = precision_of(precision);
   opt.engine = parse_engine_mode(engine);
+  const long ws_mib = parse_count(ws_s, "workspace_mib");
+  if (ws_mib < 1 || ws_mib > (1 << 20))
+    throw UserError("--workspace_mib must be 1 to 1048576, not " + ws_s);
+  opt.workspace_bytes = size_t(ws_mib) << 20;
   opt.resolution = int(parse_count(res_s, "resolution"));
   if (opt.resolution < 16 || opt.resolution > 1024 || (opt.resolution & (opt.resolution - 1)))
     throw UserError("--resolution must be a power of two from 16 to 1024, not " + res_s);

@@ -668,7 +668,7 @@ void StyleganTrainer::Impl::build_d(const HostWeights& wt) {
 
 void StyleganTrainer::Impl::prepare() {
   TuneScratch scratch;
-  scratch.bytes = size_t(256) << 20;
+  scratch.bytes = opt.workspace_bytes;
   CNN_CHECK_CUDA(cudaMalloc(&scratch.ptr, scratch.bytes));
   size_t ws = 0;
   // The trainer runs eagerly, never replayed from a CUDA graph: the plans' replay check (each

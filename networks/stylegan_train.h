@@ -52,6 +52,11 @@ struct SgTrainOptions {
   double g_lr = 0.0025, d_lr = 0.002, beta1 = 0.0, beta2 = 0.99, eps = 1e-8;
   int d_channel_base = 32768, d_channel_max = 512, mbstd_group = 4;
   float conv_clamp = 256.f;  // D's layers (G's is in its graph)
+  // The largest workspace a conv engine may take (one buffer, shared by every op). cuDNN's faster
+  // fp32/tf32 engines for G's and D's large layers want more as the batch grows; engines over
+  // the limit are not offered. 256 MiB until 2026-12-05 (call 42: batch 8 ran 12x slower than
+  // batch 4 per iteration; this was the first suspect).
+  size_t workspace_bytes = size_t(2048) << 20;
   // iteration() draws fresh latents for Gmain and Dmain each time, as NVlabs' loop does
   // (torch.randn), from a counter (kernels/randn.cuh) seeded here; off: set_inputs' latents are
   // reused (the reals are always the same batch: no data loading).

@@ -100,6 +100,7 @@ expect_failure("sg_train iters" "--iters must be a multiple of the R1 interval" 
 expect_failure("sg_train resolution" "--resolution must be a power of two" ${SGTRAIN} --batches=8 --resolution=200)
 expect_failure("sg_train gamma" "--gamma must be a number >= 0, not 'big'" ${SGTRAIN} --batches=8 --gamma=big)
 expect_failure("sg_train nothing to do" "nothing to do" ${SGTRAIN})
+expect_failure("sg_train workspace" "--workspace_mib must be 1 to 1048576, not 0" ${SGTRAIN} --batches=8 --workspace_mib=0)
 expect_failure("sg_train engine" "unknown engine choice 'fastest'" ${SGTRAIN} --batches=8 --engine=fastest)
 expect_failure("sg_train no device" "no CUDA device" ${SGTRAIN} --batches=8)
 

@@ -4,7 +4,8 @@
 #    --float64; compare --exact: within 1e-3, or no further from float64 than 2x PyTorch fp32's
 #    own distance). Call 42: 166 of 168 within 1e-3, two at 1.1e-3.
 # S: where batch 8's time goes (call 42: 250 ms an iteration at batch 4, 3,035 at 8, Gmain
-#    158 -> 2,742 ms): --sections at 4 and 8 (heuristics), then 8 under --engine=autotune.
+#    158 -> 2,742 ms): --sections at 4 and 8 (heuristics, the conv workspace limit now 2 GiB),
+#    then, after C, 8 with the old 256 MiB limit, and 8 under --engine=autotune.
 # Carry: build/release/cnnbench_stylegan_train, .carry
 set -u
 O=${OUT:-/tmp/out}
@@ -17,9 +18,6 @@ timeout 150 $B/cnnbench_stylegan_train --batches=4,8 --precision=tf32 --iters=16
   --repetitions=1 --sections --json=$O/s/heuristic.json >$O/s/heuristic.log 2>&1
 echo "S heuristic rc=$? ${SECONDS}s"; grep -vE "^  .* \| " $O/s/heuristic.log | head -60
 grep -E "^  .* \| " $O/s/heuristic.log | head -40
-timeout 150 $B/cnnbench_stylegan_train --batches=8 --precision=tf32 --iters=16 --warmup=1 \
-  --repetitions=1 --sections --engine=autotune --json=$O/s/autotune.json >$O/s/autotune.log 2>&1
-echo "S autotune rc=$? ${SECONDS}s"; head -40 $O/s/autotune.log
 (cd $O && tar czf s.tgz --remove-files s)
 timeout 120 $PYTHON tools/stylegan3_train_reference.py write-case --dir $O/c/case --resolution 256 \
   --batch 4 --seed 3 --device cuda --float64 >$O/c/write.log 2>&1
@@ -32,4 +30,14 @@ timeout 60 $PYTHON tools/stylegan3_train_reference.py compare --reference $O/c/c
 echo "C compare rc=$?"; grep -E "FAIL|worst|pass" $O/c/compare.log | head -12
 rm -f $O/c/case/*.safetensors $O/c/*.safetensors
 (cd $O && tar czf c.tgz --remove-files c)
+mkdir -p $O/s2
+timeout 120 $B/cnnbench_stylegan_train --batches=8 --precision=tf32 --iters=16 --warmup=1 \
+  --repetitions=1 --sections --workspace_mib=256 --json=$O/s2/ws256.json >$O/s2/ws256.log 2>&1
+echo "S ws256 rc=$? ${SECONDS}s"; grep -vE "^  .* \| " $O/s2/ws256.log | head -30
+if [ $SECONDS -lt 330 ]; then
+timeout 150 $B/cnnbench_stylegan_train --batches=8 --precision=tf32 --iters=16 --warmup=1 \
+  --repetitions=1 --sections --engine=autotune --json=$O/s2/autotune.json >$O/s2/autotune.log 2>&1
+echo "S autotune rc=$? ${SECONDS}s"; grep -vE "^  .* \| " $O/s2/autotune.log | head -30
+fi
+(cd $O && tar czf s2.tgz --remove-files s2)
 echo "end ${SECONDS}s"
