@@ -34,7 +34,7 @@ mkdir -p $O/s2
 timeout 120 $B/cnnbench_stylegan_train --batches=8 --precision=tf32 --iters=16 --warmup=1 \
   --repetitions=1 --sections --workspace_mib=256 --json=$O/s2/ws256.json >$O/s2/ws256.log 2>&1
 echo "S ws256 rc=$? ${SECONDS}s"; grep -vE "^  .* \| " $O/s2/ws256.log | head -30
-if [ $SECONDS -lt 330 ]; then
+if [ $SECONDS -lt 190 ]; then
 timeout 150 $B/cnnbench_stylegan_train --batches=8 --precision=tf32 --iters=16 --warmup=1 \
   --repetitions=1 --sections --engine=autotune --json=$O/s2/autotune.json >$O/s2/autotune.log 2>&1
 echo "S autotune rc=$? ${SECONDS}s"; grep -vE "^  .* \| " $O/s2/autotune.log | head -30
