@@ -256,8 +256,13 @@ BenchRow bench_one(GpuContext& ctx, SgTrainOptions opt, int batch, int iters, in
     row.ms_median = s[s.size() / 2], row.ms_min = s.front(), row.ms_max = s.back();
     row.layers = t.layers();
     if (sections) {
-      row.sections = t.profile_sections(ctx.stream);
-      print_sections(batch, row.sections);
+      try {  // a failure here keeps the row's timing
+        row.sections = t.profile_sections(ctx.stream);
+        print_sections(batch, row.sections);
+      } catch (const LibraryError& e) {
+        std::fprintf(stderr, "batch %d: --sections failed: %s\n", batch, e.what());
+        cudaGetLastError();
+      }
     }
     row.fits = true;
   } catch (const LibraryError& e) {

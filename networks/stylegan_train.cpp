@@ -403,6 +403,9 @@ struct GLayer {
 // StyleganTrainer::profile_sections: CUDA events between the steps of the passes, recorded only
 // while `on`; a section's time is from the event before it to its own.
 struct Sections {
+  Sections() = default;
+  Sections(const Sections&) = delete;  // owns its events
+  Sections& operator=(const Sections&) = delete;
   bool on = false;
   std::string prefix;  // the phase
   std::vector<cudaEvent_t> events;
@@ -425,7 +428,7 @@ struct Sections {
   void start(cudaStream_t st) {
     if (on) record("", st);
   }
-  void end(const char* what, const std::string& layer, cudaStream_t st) {
+  void end(const std::string& what, const std::string& layer, cudaStream_t st) {
     if (on) record(prefix + " " + what + (layer.empty() ? "" : " | " + layer), st);
   }
 };
@@ -914,7 +917,7 @@ void StyleganTrainer::Impl::d_forward(int half, const float* image, cudaStream_t
         break;
       }
     }
-    sec.end(fwd, step_kind(s.kind), st);
+    sec.end(std::string(fwd) + " " + step_kind(s.kind), s.name, st);
   }
 }
 
@@ -948,9 +951,9 @@ void StyleganTrainer::Impl::d_backward(int b, bool wgrad, cudaStream_t st) {
           if (s.bias)
             launch_column_sum(D.gtmp, int64_t(N) * hw, out.d.c, 1.f / s.act.pre_gain,
                               D.params.grad(s.name + ".bias"), red, st);
-          sec.end(bwd, "conv act+bias", st);
+          sec.end(std::string(bwd) + " conv act+bias", s.name, st);
           s.filter[b]->run(st);
-          sec.end(bwd, "conv filter", st);
+          sec.end(std::string(bwd) + " conv filter", s.name, st);
         }
         if (!first || !wgrad) s.data[b]->run(st);
         break;
@@ -976,7 +979,10 @@ void StyleganTrainer::Impl::d_backward(int b, bool wgrad, cudaStream_t st) {
         break;
       }
     }
-    sec.end(bwd, step_kind(s.kind), st);
+    const char* step = s.kind != DKind::Conv ? step_kind(s.kind)
+                       : wgrad               ? "conv data"
+                                             : "conv act+data";
+    sec.end(std::string(bwd) + " " + step, s.name, st);
   }
 }
 

@@ -108,6 +108,8 @@ class StyleganTrainer {
   // passes: milliseconds by section, "<phase> <pass> <step> | <layer>" ("Gmain G bwd conv
   // filter | L9_148_362"), in the order first met. For finding where a batch size's time goes;
   // the events cost a few microseconds each, so the sum exceeds the phases' own times a little.
+  // Like the phases it runs, it changes the trainer's state (gradients, Dmain's EMA updates of
+  // w_avg and magnitude_ema): call it after what it must not disturb.
   std::vector<std::pair<std::string, double>> profile_sections(cudaStream_t st);
 
   struct Impl;

@@ -999,10 +999,11 @@ def write_case(args):
         for what, fd, analytic, err in directional_checks(torch, args, G, D, x, dm["image"],
                                                            ref):
             good = math.isfinite(err) and err <= FD_TOLERANCE
-            # Dreg's are informational: D is piecewise linear (lrelu), and at 256 px some of its
-            # 246M pre-activations cross 0 inside the step (call 42: 57% and 1.2e-3 off, while
-            # Gmain's and Dmain's agreed to 1.2e-4 and 3e-6); --float64 checks Dreg exactly.
-            informational = what.startswith("Dreg")
+            # Dreg's are informational from 64 px: D is piecewise linear (lrelu), and at 256 px
+            # some of its 246M pre-activations cross 0 inside the step (call 42: 57% and 1.2e-3
+            # off, while Gmain's and Dmain's agreed to 1.2e-4 and 3e-6). At 16 px (the tests)
+            # they still fail the case. --float64 gives Dreg's rounding against float64.
+            informational = what.startswith("Dreg") and args.resolution >= 64
             if not good and not informational:
                 status = 1
                 print(f"error: {what}: the gradient differs from the central difference by "
@@ -1093,8 +1094,10 @@ def compare(args):
             e_ours = math.sqrt(d_ours / s_exact) if s_exact > 0 else math.inf
             e_ref = math.sqrt(d_ref / s_exact) if s_exact > 0 else math.inf
             if s_exact > 0:
+                # Never worse than all zeros (e_ours 1), whatever fp32's own distance.
                 row.update(exact_ours=e_ours, exact_ref=e_ref,
-                           ok=ok or e_ours <= max(args.tolerance, EXACT_FACTOR * e_ref))
+                           ok=ok or (e_ours < 1 and
+                                     e_ours <= max(args.tolerance, EXACT_FACTOR * e_ref)))
         rows.append(row)
     by_phase = {}
     for r in rows:
@@ -1120,7 +1123,7 @@ def compare(args):
     failed = sum(not r["ok"] for r in rows)
     status = 1 if missing or misshapen or failed else 0
     how = (f" (relative L2; or within {EXACT_FACTOR:g}x the reference's own distance from "
-           f"float64, {sum(1 for r in rows if 'exact_ours' in r)} tensors had one)" if exact
+           f"float64, {sum(1 for r in rows if 'exact_ours' in r)} tensors had one)" if args.exact
            else " (relative L2)")
     print(f"{'pass' if status == 0 else 'FAIL'}: {len(rows)} of {len(names)} tensors compared, "
           f"{failed} over the tolerance {args.tolerance:g}{how}, {len(missing)} "
