@@ -45,9 +45,9 @@ std::map<DiskPlanCache::Key, CachedPlan> DiskPlanCache::read(const std::string& 
   }
   if (!doc.is_object() || !doc.contains("cnnbench_plan_cache"))
     throw UserError(bad + "not a cnnbench plan cache (no \"cnnbench_plan_cache\" field)");
-  if (doc["cnnbench_plan_cache"] != kFormat)
+  if (doc["cnnbench_plan_cache"] != kFormat && doc["cnnbench_plan_cache"] != 1)
     throw UserError(bad + "format " + doc["cnnbench_plan_cache"].dump() + ", this cnnbench reads " +
-                    std::to_string(kFormat) + " (delete it to start a new cache)");
+                    "1 and " + std::to_string(kFormat) + " (delete it to start a new cache)");
   if (!doc.contains("entries") || !doc["entries"].is_array())
     throw UserError(bad + "no \"entries\" list");
   int i = 0;

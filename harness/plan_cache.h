@@ -6,7 +6,7 @@
 // heuristics no longer offer (another cuDNN, another driver) falls back to tuning, which then
 // rewrites the entry. Host-only: the file format and its merge are tested on a CPU.
 //
-// File: JSON, {"cnnbench_plan_cache": 1, "entries": [{"device", "library", "search", "key",
+// File: JSON, {"cnnbench_plan_cache": 2, "entries": [{"device", "library", "search", "key",
 // "engine", "fused", "staged", "tuned_us", "candidates"}]}. One file may hold several GPUs and
 // cuDNN versions: save() keeps every entry of other scopes, and merges with what another process
 // wrote to the file since it was read (its entries win only where this process has none).
@@ -41,7 +41,10 @@ struct CachedPlan {
 
 class DiskPlanCache {
  public:
-  static constexpr int kFormat = 1;
+  // Written as 2 (entries carry "search"); format 1 files (before 2026-12-05) are read, their
+  // entries as search "1". A binary from before then refuses a format 2 file by name rather
+  // than dropping the field when it rewrites it.
+  static constexpr int kFormat = 2;
 
   // Reads `path` if it exists (UserError naming the file where it is not a plan cache of this
   // format) and checks that it can be written (UserError otherwise), before any measurement.

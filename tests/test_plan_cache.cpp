@@ -121,6 +121,13 @@ TEST(PlanCache, AnEntryFromANarrowerSearchIsTunedAgain) {
     c.put("k", plan("eng7", 2));  // tuned again: written beside the old entry
     c.save();
   }
+  {  // rewritten as format 2, the old entry kept as search "1"
+    std::ifstream f(path);
+    std::stringstream text;
+    text << f.rdbuf();
+    EXPECT_NE(text.str().find("\"cnnbench_plan_cache\": 2"), std::string::npos);
+    EXPECT_NE(text.str().find("\"search\": \"1\""), std::string::npos);
+  }
   DiskPlanCache again(path);
   EXPECT_EQ(again.size(), 2u);
   again.set_scope("G", "L", plan_cache_search(true));
@@ -149,7 +156,7 @@ TEST(PlanCache, BadFilesAreNamed) {
   std::ofstream(dir + "pc_other.json") << "{\"benchmarks\": []}";
   expect_user_error(dir + "pc_other.json", "not a cnnbench plan cache");
   std::ofstream(dir + "pc_format.json") << "{\"cnnbench_plan_cache\": 7, \"entries\": []}";
-  expect_user_error(dir + "pc_format.json", "format 7, this cnnbench reads 1");
+  expect_user_error(dir + "pc_format.json", "format 7, this cnnbench reads 1 and 2");
   std::ofstream(dir + "pc_entry.json")
       << "{\"cnnbench_plan_cache\": 1, \"entries\": [{\"device\": \"G\", \"library\": \"L\", "
          "\"key\": \"k\", \"engine\": \"eng1\", \"fused\": true}, {\"device\": \"G\", "
