@@ -20,6 +20,7 @@
 #include "harness/config.h"
 #include "harness/gpus.h"
 #include "harness/jsonl.h"
+#include "harness/layer_json.h"
 #include "harness/max_batch.h"
 #include "harness/plan_cache.h"
 #include "harness/resume.h"
@@ -275,16 +276,7 @@ class Session {
   void log_train(const Job& job, const Graph& g, const TrainPrepared& p) {
     if (opt_.layers_out.empty() || quiet) return;
     nlohmann::json layers = nlohmann::json::array();
-    for (const LayerRecord& r : p.model->layers())
-      layers.push_back({{"name", r.name},
-                        {"op", r.op},
-                        {"shape", r.shape},
-                        {"engine", r.engine},
-                        {"engine_notes", r.engine_notes},
-                        {"workspace_bytes", r.workspace_bytes},
-                        {"tuned_us", r.tuned_us},
-                        {"candidates", r.candidates},
-                        {"build_ms", r.build_ms}});
+    for (const LayerRecord& r : p.model->layers()) layers.push_back(layer_record_json(r));
     log_.push_back(
         {{"model", p.key},
          {"mode", "train"},
@@ -336,21 +328,7 @@ class Session {
     if (opt_.layers_out.empty() || quiet) return;
     const Model& m = *p.model;
     nlohmann::json layers = nlohmann::json::array();
-    for (const LayerRecord& r : m.layers())
-      layers.push_back({{"name", r.name},
-                        {"op", r.op},
-                        {"shape", r.shape},
-                        {"engine", r.engine},
-                        {"engine_notes", r.engine_notes},
-                        {"fused", r.fused},
-                        {"workspace_bytes", r.workspace_bytes},
-                        {"tuned_us", r.tuned_us},
-                        {"candidates", r.candidates},
-                        {"build_ms", r.build_ms},
-                        {"plan_reused", r.plan_reused},
-                        {"from_plan_cache", r.from_plan_cache},
-                        {"heuristic_source", r.heuristic_source},
-                        {"rejected_plans", r.rejected}});
+    for (const LayerRecord& r : m.layers()) layers.push_back(layer_record_json(r));
     const Arena& a = m.arena();
     if (!log_.empty() && log_.back()["model"] == p.key) log_.erase(log_.size() - 1);
     log_.push_back(

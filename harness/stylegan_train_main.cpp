@@ -26,6 +26,7 @@
 #include "harness/check.h"
 #include "harness/context.h"
 #include "harness/device.h"
+#include "harness/layer_json.h"
 #include "harness/safetensors.h"
 #include "harness/session.h"
 #include "networks/registry.h"
@@ -167,26 +168,25 @@ struct BenchRow {
   std::vector<LayerRecord> layers;                       // the convs' engines
 };
 
-// --sections: the largest sections, then the sums by step (the layer name dropped).
+// --sections: the sums by step (the layer name dropped), then the largest sections; 16 of each.
 void print_sections(int batch, const std::vector<std::pair<std::string, double>>& sections) {
+  auto print_largest = [](auto&& labelled_ms) {
+    std::vector<std::pair<double, std::string>> v;
+    for (const auto& [label, ms] : labelled_ms) v.push_back({ms, label});
+    std::sort(v.rbegin(), v.rend());
+    for (size_t i = 0; i < v.size() && i < 16; ++i)
+      std::fprintf(stderr, "  %8.2f ms  %s\n", v[i].first, v[i].second.c_str());
+  };
   std::map<std::string, double> by_step;
   double total = 0;
   for (const auto& [label, ms] : sections) {
     by_step[label.substr(0, label.find(" | "))] += ms;
     total += ms;
   }
-  std::vector<std::pair<double, std::string>> steps;
-  for (const auto& [label, ms] : by_step) steps.push_back({ms, label});
-  std::sort(steps.rbegin(), steps.rend());
   std::fprintf(stderr, "batch %d: sections, %.1f ms in all; by step:\n", batch, total);
-  for (size_t i = 0; i < steps.size() && i < 16; ++i)
-    std::fprintf(stderr, "  %8.2f ms  %s\n", steps[i].first, steps[i].second.c_str());
-  std::vector<std::pair<double, std::string>> top;
-  for (const auto& [label, ms] : sections) top.push_back({ms, label});
-  std::sort(top.rbegin(), top.rend());
+  print_largest(by_step);
   std::fprintf(stderr, "batch %d: the largest sections:\n", batch);
-  for (size_t i = 0; i < top.size() && i < 16; ++i)
-    std::fprintf(stderr, "  %8.2f ms  %s\n", top[i].first, top[i].second.c_str());
+  print_largest(sections);
 }
 
 BenchRow bench_one(GpuContext& ctx, SgTrainOptions opt, int batch, int iters, int warmup,
@@ -323,12 +323,7 @@ int run_bench(const std::vector<int>& batches, SgTrainOptions opt, int iters, in
       }
       nlohmann::ordered_json layers = nlohmann::ordered_json::array();
       for (const LayerRecord& l : r.layers)
-        layers.push_back({{"name", l.name},
-                          {"op", l.op},
-                          {"shape", l.shape},
-                          {"engine", l.engine},
-                          {"tuned_us", l.tuned_us},
-                          {"workspace_bytes", l.workspace_bytes}});
+        layers.push_back(layer_record_json<nlohmann::ordered_json>(l));
       j["layers"] = layers;
       std::printf(
           "stylegan3_t train %d px batch %d: %.2f ms/iter (%.2f-%.2f), %.1f img/s, %.0f s "

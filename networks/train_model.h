@@ -133,10 +133,9 @@ class TrainModel {
   // The persistent arena's parameter side: weights (fp32 values and, in fp16/bf16, the working
   // copies), parameter gradients, optimizer state (momentum; Adam's m and v). The rest of the
   // arena is activations (the planned values, gradients and statistics, and the image, labels and
-  // scratch) and the workspace.
-  // The parameters' bytes by role. A padded stem's (TrainOptions::pad_channels) widened weights
+  // scratch) and the workspace. A padded stem's (TrainOptions::pad_channels) widened weights
   // count as weights and its widened weight gradient as gradients; its padded copy of the image
-  // stays with the activations.
+  // is with the activations.
   struct Footprint {
     size_t weights = 0, gradients = 0, optimizer_state = 0;
   };
