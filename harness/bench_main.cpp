@@ -44,6 +44,9 @@ const char* kUsage =
   --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
   --mode_b=false       autotune times heuristics mode A's top_k (and fallback) only, not also up
                        to top_k / 2 configs that only mode B offers
+  --graph_tune_us=100  autotune times the fastest 4 candidates of a conv under this many
+                       microseconds again, replayed from a CUDA graph (as the benchmark runs
+                       them), and keeps the fastest there; 0: eager launches alone
   --exclude_engines=eng4,eng8{k24=0}  cuDNN engines never to use: a name takes any knobs;
                        'nondeterministic' every engine cuDNN marks so
   --deterministic  only engines cuDNN does not mark nondeterministic (the same as adding
@@ -147,7 +150,8 @@ struct Options {
   std::string weights_path;
   std::string layers_out;
   bool share_plans = true;
-  bool mode_b = true;  // --mode_b
+  bool mode_b = true;          // --mode_b
+  double graph_tune_us = 100;  // --graph_tune_us (GpuContext::graph_tune_below_us)
   GraphEdges graph_edges = GraphEdges::Captured;
   std::vector<std::string> exclude_engines;
   int build_threads = default_build_threads();
@@ -265,6 +269,7 @@ class Session {
     ctx_ = std::make_unique<GpuContext>();
     ctx_->share_plans = opt_.share_plans;
     ctx_->heuristic_mode_b = opt_.mode_b;
+    ctx_->graph_tune_below_us = opt_.graph_tune_us;
     ctx_->graph_edges = opt_.graph_edges;
     ctx_->excluded = opt_.exclude_engines;
     ctx_->disk_plans = opt_.plan_cache;
@@ -890,6 +895,8 @@ int run(int argc_in, char** argv_in) {
       if (v != "true" && v != "false")
         throw UserError("--mode_b takes true or false, not '" + v + "'");
       opt.mode_b = v == "true";
+    } else if (take_flag(i, argc, argv, "graph_tune_us", &v)) {
+      opt.graph_tune_us = parse_graph_tune_us(v);
     } else if (take_flag(i, argc, argv, "graph_edges", &v)) {
       opt.graph_edges = parse_graph_edges(v);
     } else if (take_flag(i, argc, argv, "exclude_engines", &v)) {
@@ -983,7 +990,7 @@ int run(int argc_in, char** argv_in) {
   const DeviceInfo dev = discover_device(0);
   if (plan_cache) {
     plan_cache->set_scope(plan_cache_scope_device(dev), plan_cache_scope_library(dev),
-                          plan_cache_search(opt.mode_b));
+                          plan_cache_search(opt.mode_b, opt.graph_tune_us));
     opt.plan_cache = plan_cache.get();
   }
   // The cap, once the CUDA context exists (it counts toward the limit, as on a real card).
@@ -1007,6 +1014,11 @@ int run(int argc_in, char** argv_in) {
   add_context("engine_choice", engine_mode_name(opt.engine));
   add_context("share_plans", opt.share_plans ? "true" : "false");
   add_context("heuristic_mode_b", opt.mode_b ? "true" : "false");
+  {
+    char us[32];
+    std::snprintf(us, sizeof us, "%g", opt.graph_tune_us);
+    add_context("graph_tune_us", us);
+  }
   add_context("graph_edges", graph_edges_name(opt.graph_edges));
   std::string excluded;
   for (const std::string& e : opt.exclude_engines) excluded += (excluded.empty() ? "" : ",") + e;

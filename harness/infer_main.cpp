@@ -30,6 +30,8 @@ const char* kUsage =
   --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
   --mode_b=false       autotune times heuristics mode A's top_k (and fallback) only, not also up
                        to top_k / 2 configs that only mode B offers
+  --graph_tune_us=100  autotune times the fastest 4 candidates of a conv under this many
+                       microseconds again, replayed from a CUDA graph; 0: eager launches alone
   --exclude_engines=eng4,...  cuDNN engines never to use (a name takes any knobs;
                        'nondeterministic' every engine cuDNN marks so)
   --deterministic      only engines cuDNN does not mark nondeterministic
@@ -62,7 +64,8 @@ int run(int argc, char** argv) {
                        engine = "heuristic", seed_s = "0", size_s = "0", verify_s, share_s = "true",
                        pad_s = "true", mode_b_s = "true", classes_s = "0", edges_s = "captured",
                        exclude_s, threads_s = std::to_string(default_build_threads()),
-                       repairs_s = "6", depthwise_s = "auto", breakdown_s, plan_cache_s;
+                       repairs_s = "6", depthwise_s = "auto", breakdown_s, plan_cache_s,
+                       graph_tune_s = "100";
   bool bisect = false, se_fold = false;
   bool eager = false, deterministic = false;
   for (int i = 1; i < argc; ++i) {
@@ -91,6 +94,7 @@ int run(int argc, char** argv) {
     if (take_flag(i, argc, argv, "verify", &verify_s)) continue;
     if (take_flag(i, argc, argv, "share_plans", &share_s)) continue;
     if (take_flag(i, argc, argv, "mode_b", &mode_b_s)) continue;
+    if (take_flag(i, argc, argv, "graph_tune_us", &graph_tune_s)) continue;
     if (take_flag(i, argc, argv, "pad_channels", &pad_s)) continue;
     if (take_flag(i, argc, argv, "graph_edges", &edges_s)) continue;
     if (take_flag(i, argc, argv, "exclude_engines", &exclude_s)) continue;
@@ -153,6 +157,7 @@ int run(int argc, char** argv) {
     throw UserError("--pad_channels takes true or false, not '" + pad_s + "'");
   if (mode_b_s != "true" && mode_b_s != "false")
     throw UserError("--mode_b takes true or false, not '" + mode_b_s + "'");
+  const double graph_tune_us = parse_graph_tune_us(graph_tune_s);
   const GraphEdges edges = parse_graph_edges(edges_s);
   std::vector<std::string> excluded = parse_engine_list(exclude_s);
   if (deterministic) excluded.push_back(kNondeterministic);
@@ -170,11 +175,12 @@ int run(int argc, char** argv) {
   if (plan_cache) {
     const DeviceInfo dev = discover_device(0);
     plan_cache->set_scope(plan_cache_scope_device(dev), plan_cache_scope_library(dev),
-                          plan_cache_search(mode_b_s == "true"));
+                          plan_cache_search(mode_b_s == "true", graph_tune_us));
     ctx.disk_plans = plan_cache.get();
   }
   ctx.share_plans = share_s == "true";
   ctx.heuristic_mode_b = mode_b_s == "true";
+  ctx.graph_tune_below_us = graph_tune_us;
   ctx.graph_edges = edges;
   ctx.excluded = excluded;
   ctx.build_threads = build_threads;
@@ -295,11 +301,12 @@ int run(int argc, char** argv) {
       if (!f) throw UserError("--breakdown: writing '" + breakdown_s + "' failed");
     }
   }
-  int fused = 0, convs = 0;
+  int fused = 0, convs = 0, in_graph = 0;
   std::map<std::string, int> sources;  // which heuristics list offered each shape's engine
   for (const LayerRecord& r : model.layers()) {
     if (r.op.rfind("conv", 0) == 0) ++convs, fused += r.fused;
     if (!r.heuristic_source.empty() && !r.plan_reused) ++sources[r.heuristic_source];
+    if (r.tuned_in_graph && !r.plan_reused) ++in_graph;
     for (const std::string& tag : r.rejected)
       std::fprintf(stderr, "cnnbench_infer: %s: refused plan %s (its CUDA-graph replay differs)\n",
                    r.name.c_str(), tag.c_str());
@@ -309,9 +316,11 @@ int run(int argc, char** argv) {
     by_source += (by_source.empty() ? "" : ", ") + source + " " + std::to_string(n);
   std::fprintf(stderr,
                "cnnbench_infer: %s %s batch %d: %d/%d convs fused, engines by heuristics list "
-               "(one per shape): %s; logits written to %s\n",
+               "(one per shape): %s; %d shapes chosen by graph replay (--graph_tune_us=%g); "
+               "logits written to %s\n",
                network.c_str(), precision.c_str(), batch, fused, convs,
-               by_source.empty() ? "none" : by_source.c_str(), output_path.c_str());
+               by_source.empty() ? "none" : by_source.c_str(), in_graph, graph_tune_us,
+               output_path.c_str());
   if (worst_failures > 0) {
     std::fprintf(stderr, "cnnbench_infer: %d layers exceed the tolerance\n", worst_failures);
     return 3;

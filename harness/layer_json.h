@@ -23,6 +23,8 @@ Json layer_record_json(const LayerRecord& r) {
           {"build_ms", r.build_ms},
           {"plan_reused", r.plan_reused},
           {"from_plan_cache", r.from_plan_cache},
+          {"tuned_in_graph", r.tuned_in_graph},
+          {"tuned_eager_us", r.tuned_eager_us},
           {"heuristic_source", r.heuristic_source},
           {"rejected_plans", r.rejected}};
 }

@@ -22,8 +22,11 @@ std::string plan_cache_scope_library(const DeviceInfo& d) {
   return "cuDNN " + version_string(d.cudnn_loaded);
 }
 
-std::string plan_cache_search(bool mode_b) {
-  return mode_b ? "2 A+B" : "2 A";
+std::string plan_cache_search(bool mode_b, double graph_tune_below_us) {
+  if (graph_tune_below_us <= 0) return mode_b ? "2 A+B" : "2 A";
+  char graph[48];
+  std::snprintf(graph, sizeof graph, " graph<%gus", graph_tune_below_us);
+  return std::string(mode_b ? "3 A+B" : "3 A") + graph;
 }
 
 bool DiskPlanCache::Key::operator<(const Key& o) const {
@@ -61,6 +64,7 @@ std::map<DiskPlanCache::Key, CachedPlan> DiskPlanCache::read(const std::string& 
       p.fused = e.at("fused").get<bool>();
       p.staged = e.value("staged", false);
       p.tuned_us = e.value("tuned_us", 0.0);
+      p.tuned_in_graph = e.value("tuned_in_graph", false);
       p.candidates = e.value("candidates", 0);
       if (k.key.empty() || p.engine.empty()) throw std::runtime_error("an empty key or engine");
       out[k] = p;
@@ -129,6 +133,7 @@ void DiskPlanCache::save() {
                               {"fused", p.fused},
                               {"staged", p.staged},
                               {"tuned_us", p.tuned_us},
+                              {"tuned_in_graph", p.tuned_in_graph},
                               {"candidates", p.candidates}});
   const std::string tmp = path_ + ".tmp." + std::to_string(getpid());
   {

@@ -7,11 +7,11 @@
 // rewrites the entry. Host-only: the file format and its merge are tested on a CPU.
 //
 // File: JSON, {"cnnbench_plan_cache": 2, "entries": [{"device", "library", "search", "key",
-// "engine", "fused", "staged", "tuned_us", "candidates"}]}. One file may hold several GPUs and
-// cuDNN versions: save() keeps every entry of other scopes, and merges with what another process
-// wrote to the file since it was read (its entries win only where this process has none).
-// "search" names what autotune timed when it chose (plan_cache_search): an entry chosen from a
-// narrower search (heuristics mode A only, or a concat-slice conv without its staged form, as
+// "engine", "fused", "staged", "tuned_us", "tuned_in_graph", "candidates"}]}. One file may hold
+// several GPUs and cuDNN versions: save() keeps every entry of other scopes, and merges with what
+// another process wrote to the file since it was read (its entries win only where this process has
+// none). "search" names what autotune timed when it chose (plan_cache_search): an entry chosen from
+// a narrower search (heuristics mode A only, or a concat-slice conv without its staged form, as
 // every entry written before 2026-12-05 was) is not taken, so the layer is tuned again and the
 // new entry written beside the old one. An entry without the field reads as "1".
 #pragma once
@@ -28,15 +28,18 @@ struct DeviceInfo;
 std::string plan_cache_scope_device(const DeviceInfo& d);
 std::string plan_cache_scope_library(const DeviceInfo& d);
 // What autotune searches in this build: "2 A+B" with heuristics mode B, "2 A" without. The
-// leading number changes whenever the search itself does (2: both forms of a slice conv timed).
-std::string plan_cache_search(bool mode_b);
+// leading number changes whenever the search itself does (2: both forms of a slice conv timed;
+// 3: the fastest candidates of layers under graph_tune_below_us timed again in a CUDA graph,
+// "3 A+B graph<100us"; with that round off the search is 2's).
+std::string plan_cache_search(bool mode_b, double graph_tune_below_us);
 
 struct CachedPlan {
-  std::string engine;   // EngineInfo::tag(): "eng4{k24=23}+rtc"
-  bool fused = true;    // the fused graph, or the conv alone plus our epilogue kernel
-  bool staged = false;  // written into a packed staging buffer, then copied into its slice
-  double tuned_us = 0;  // what autotune measured when it chose it
-  int candidates = 0;   // how many it timed then
+  std::string engine;           // EngineInfo::tag(): "eng4{k24=23}+rtc"
+  bool fused = true;            // the fused graph, or the conv alone plus our epilogue kernel
+  bool staged = false;          // written into a packed staging buffer, then copied into its slice
+  double tuned_us = 0;          // what autotune measured when it chose it
+  bool tuned_in_graph = false;  // tuned_us from the graph round (an optional field, format 2)
+  int candidates = 0;           // how many it timed then
 };
 
 class DiskPlanCache {

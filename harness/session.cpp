@@ -5,6 +5,7 @@
 #include <string>
 
 #include "harness/check.h"
+#include "harness/cli.h"
 
 namespace cnnbench {
 
@@ -74,6 +75,13 @@ int parse_build_threads(const std::string& s) {
     throw UserError("--build_threads takes a whole number of threads from 1 to 64, not '" + s +
                     "'");
   return n;
+}
+
+double parse_graph_tune_us(const std::string& s) {
+  const double us = parse_number(s, "graph_tune_us");
+  if (us < 0 || us > 1e5)
+    throw UserError("--graph_tune_us takes microseconds from 0 (off) to 100000, not '" + s + "'");
+  return us;
 }
 
 std::vector<std::string> parse_engine_list(const std::string& s) {

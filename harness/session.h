@@ -51,6 +51,10 @@ std::unique_ptr<Prepared> prepare_model(GpuContext& ctx, const Graph& g, const H
 // --build_threads: 1 to 64; UserError otherwise.
 int parse_build_threads(const std::string& s);
 
+// --graph_tune_us (GpuContext::graph_tune_below_us): microseconds from 0 (the graph round off)
+// to 100000; UserError otherwise.
+double parse_graph_tune_us(const std::string& s);
+
 // "eng4,eng8{k24=0}" -> {"eng4", "eng8{k24=0}"} (--exclude_engines); an empty string gives none.
 // Each item must be an engine name (eng<N>) or a whole tag; otherwise UserError.
 std::vector<std::string> parse_engine_list(const std::string& s);

@@ -123,6 +123,10 @@ class ConvOp : public Op {
   // poisoned output: true when both give the same output.
   bool graph_safe(GpuContext& ctx, cudnnHandle_t handle, const BackendDesc& plan, bool fused,
                   const TuneScratch& scratch);
+  // A plan's time per launch replayed from a CUDA graph of kGraphTuneRuns launches (graph_us):
+  // autotune's second round. Negative where the plan cannot be captured.
+  double replay_us(GpuContext& ctx, cudnnHandle_t handle, const BackendDesc& plan, bool fused,
+                   const TuneScratch& scratch);
   // --plan_cache: builds the cached engine `c` alone into `entry` (the replay check included);
   // false where heuristics no longer offer it, it is banned, excluded or refused.
   bool from_cache(GpuContext& ctx, const CachedPlan& c, const std::vector<std::string>& unsafe,

@@ -36,6 +36,10 @@ struct LayerRecord {
   double build_ms = 0;           // host time to choose and build the plan
   bool plan_reused = false;      // shared with an earlier layer of the same shape
   bool from_plan_cache = false;  // autotune's choice read from --plan_cache, not timed again
+  // tuned_us is a CUDA-graph replay's time per launch (GpuContext::graph_tune_below_us), not
+  // an eager launch's; tuned_eager_us is the same plan's eager time (tuned_us where not in graph).
+  bool tuned_in_graph = false;
+  double tuned_eager_us = 0;
   // Which heuristics list offered the engine (kernels/cudnn_backend.h, RankedConfig): "A", "B"
   // or "fallback"; "plan cache" where --plan_cache gave it; empty for other libraries' ops.
   std::string heuristic_source;
@@ -77,6 +81,15 @@ struct GpuContext {
   // Autotune also times up to top_k / 2 engine configs that only heuristics mode B offers
   // (engine_candidates); --mode_b=false: modes A and fallback alone, as before 2026-12-05.
   bool heuristic_mode_b = true;
+  // Autotune's second round (--graph_tune_us): where a conv's fastest candidate, each launched
+  // eagerly between two events, took under this many microseconds, the fastest few are timed
+  // again as the benchmark replays them, 20 launches back to back in one CUDA graph, and the
+  // fastest there is kept. An eager launch carries the host's cost of cudnnBackendExecute (a few
+  // microseconds, different by engine), which the replay does not: at batch 1 it was most of
+  // what eager timing measured (ResNet-50, call 53: the layers' eager times summed 898 us, the
+  // graph 364). 0: eager times alone, as before 2026-12-05. Off for work that runs eagerly (the
+  // StyleGAN trainer).
+  double graph_tune_below_us = 100;
   // Whether a conv plan (forward or backward) must give the same output replayed from a CUDA
   // graph as run directly before it is taken. Off only for the untimed builds of a max-batch
   // search, whose check downloads every output twice (seconds per probe at thousands of images);

@@ -675,9 +675,12 @@ void StyleganTrainer::Impl::prepare() {
   CNN_CHECK_CUDA(cudaMalloc(&scratch.ptr, scratch.bytes));
   size_t ws = 0;
   // The trainer runs eagerly, never replayed from a CUDA graph: the plans' replay check (each
-  // output downloaded twice; seconds per op at 256 px) guards nothing here.
+  // output downloaded twice; seconds per op at 256 px) guards nothing here, and autotune's
+  // eager times are the ones that count.
   const bool check_replays = ctx.check_replays;
+  const double graph_tune = ctx.graph_tune_below_us;
   ctx.check_replays = false;
+  ctx.graph_tune_below_us = 0;
   try {
     for (auto& op : ops.ops) {
       op->prepare(ctx, opt.engine, 4, scratch);
@@ -686,10 +689,12 @@ void StyleganTrainer::Impl::prepare() {
     }
   } catch (...) {
     ctx.check_replays = check_replays;
+    ctx.graph_tune_below_us = graph_tune;
     cudaFree(scratch.ptr);
     throw;
   }
   ctx.check_replays = check_replays;
+  ctx.graph_tune_below_us = graph_tune;
   cudaFree(scratch.ptr);
   float* w = heap.floats((ws + 3) / 4);
   for (auto& op : ops.ops) op->bind_workspace(w, ws);

@@ -413,6 +413,30 @@ TEST(Config, ZooSpeedConfigCoversEveryNetwork) {
   }
 }
 
+// Issue 9's targets: the table's six inference cases and the two training ones, all fp16, in one
+// config (configs/issue9_targets.yaml), so one sweep gives every figure the issue asks for.
+TEST(Config, TheIssue9TargetsConfigHoldsEveryTarget) {
+  const SweepConfig c = parse_config_file(
+      std::string(CNNBENCH_TEST_DATA) + "/../../configs/issue9_targets.yaml", config_schema());
+  EXPECT_EQ(c.engine, "autotune");
+  std::set<std::string> cases;
+  for (const BenchmarkEntry& b : c.benchmarks) {
+    EXPECT_EQ(b.precisions, std::vector<std::string>{"fp16"}) << b.network;
+    ASSERT_EQ(b.modes.size(), 1u) << b.network;
+    for (int batch : b.batches)
+      cases.insert(b.modes[0] + " " + b.network + " " + std::to_string(batch));
+    if (b.trains()) {
+      EXPECT_EQ(b.train.optimizer, "sgd");
+      EXPECT_DOUBLE_EQ(b.train.lr, 0.1);
+    }
+  }
+  const std::set<std::string> want{"graph resnet50 1",       "graph resnet50 32",
+                                   "graph resnet50 256",     "graph efficientnet_b0 256",
+                                   "graph inception_v3 256", "graph vgg16 256",
+                                   "train resnet50 256",     "train efficientnet_b0 256"};
+  EXPECT_EQ(cases, want);
+}
+
 TEST(Config, NearestWord) {
   const std::vector<std::string> keys{"seed", "repetitions", "warmup_ms", "batches"};
   EXPECT_EQ(nearest_word("batchs", keys), "batches");
@@ -566,6 +590,13 @@ TEST(BuildThreads, WholeNumbersFromOneTo64) {
   EXPECT_THROW(parse_build_threads("65"), UserError);
   EXPECT_THROW(parse_build_threads("4x"), UserError);
   EXPECT_THROW(parse_build_threads(""), UserError);
+  EXPECT_DOUBLE_EQ(parse_graph_tune_us("0"), 0.0);
+  EXPECT_DOUBLE_EQ(parse_graph_tune_us("100"), 100.0);
+  EXPECT_DOUBLE_EQ(parse_graph_tune_us("37.5"), 37.5);
+  EXPECT_THROW(parse_graph_tune_us("-1"), UserError);
+  EXPECT_THROW(parse_graph_tune_us("1e9"), UserError);
+  EXPECT_THROW(parse_graph_tune_us("fast"), UserError);
+  EXPECT_THROW(parse_graph_tune_us(""), UserError);
   EXPECT_GE(default_build_threads(), 1);
   EXPECT_LE(default_build_threads(), 16);
 }

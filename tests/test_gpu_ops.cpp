@@ -60,8 +60,10 @@ std::vector<double> conv_reference(const ConvSpec& s, const std::vector<float>& 
   return y;
 }
 
-void check_conv(const ConvCase& cc, Precision p, EngineMode mode, std::mt19937& rng) {
+LayerRecord check_conv(const ConvCase& cc, Precision p, EngineMode mode, std::mt19937& rng,
+                       double graph_tune_us = 100) {
   GpuContext ctx;
+  ctx.graph_tune_below_us = graph_tune_us;
   ConvSpec s;
   s.name = "test.conv";
   s.x = {cc.n, cc.c, cc.h, cc.h};
@@ -95,6 +97,7 @@ void check_conv(const ConvCase& cc, Precision p, EngineMode mode, std::mt19937& 
               engine_mode_name(mode), err, op.record().engine.c_str(),
               op.fused() ? "fused" : "unfused");
   EXPECT_LT(err, tolerance(p)) << s.signature() << " " << op.record().engine;
+  return op.record();
 }
 
 }  // namespace
@@ -114,6 +117,29 @@ TEST(GpuOps, FusedConvMatchesReference) {
   check_conv(cases[1], Precision::FP16, EngineMode::Autotune, rng);
   check_conv(cases[0], Precision::FP32, EngineMode::Autotune, rng);
   check_conv(cases[5], Precision::FP16, EngineMode::Autotune, rng);
+}
+
+// Autotune's graph round (GpuContext::graph_tune_below_us): a conv whose fastest eager time is
+// under the threshold is timed again replayed from a CUDA graph, and its record says so; with the
+// round off, or a threshold below every candidate's eager time, the eager time stands.
+TEST(GpuOps, AutotuneGraphRoundRetimesSmallConvsAsReplayed) {
+  std::mt19937 rng(17);
+  const ConvCase small{1, 64, 14, 256, 1, 1, 0, true, true};  // a batch-1 bottleneck conv3
+  const LayerRecord g = check_conv(small, Precision::FP16, EngineMode::Autotune, rng, 1e5);
+  EXPECT_TRUE(g.tuned_in_graph) << g.engine;
+  EXPECT_GT(g.tuned_us, 0.0);
+  EXPECT_GT(g.tuned_eager_us, 0.0);
+  EXPECT_TRUE(g.rejected.empty()) << g.rejected.front();
+  std::printf("  graph round: %s %.2f us replayed, %.2f us eager\n", g.engine.c_str(), g.tuned_us,
+              g.tuned_eager_us);
+  const LayerRecord off = check_conv(small, Precision::FP16, EngineMode::Autotune, rng, 0);
+  EXPECT_FALSE(off.tuned_in_graph);
+  EXPECT_DOUBLE_EQ(off.tuned_us, off.tuned_eager_us);
+  const LayerRecord under = check_conv(small, Precision::FP16, EngineMode::Autotune, rng, 1e-3);
+  EXPECT_FALSE(under.tuned_in_graph);  // no candidate runs under a nanosecond
+  const LayerRecord heur = check_conv(small, Precision::FP16, EngineMode::Heuristic, rng, 1e5);
+  EXPECT_FALSE(heur.tuned_in_graph);  // heuristics time nothing
+  EXPECT_EQ(heur.tuned_us, 0.0);
 }
 
 TEST(GpuOps, PoolingMatchesReference) {

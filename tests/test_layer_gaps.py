@@ -74,12 +74,19 @@ class Runs(unittest.TestCase):
         self.assertIn("Graph 0.500 ms; the autotuned layers' own times 0.210 ms; outside them "
                       "58.0%", text)
         self.assertIn("maxpool x1", text)
+        self.assertNotIn("CUDA-graph replays", text)  # no layer had the graph round
         self.assertEqual(text.count("## "), 1)  # the training model is left out
         s = lg.analyse(model, 0.5, 900.0, 4300.0, 10)
         self.assertEqual([w["name"] for w in s["worst"]][:2], ["a", "b"])
         # 2,560 bytes at 4,300 GB/s (4.3e6 bytes a microsecond), in milliseconds.
         self.assertAlmostEqual(s["untimed"]["maxpool"]["bound_ms"],
                                2 * (2 * 8 * 64 + 2 * 8 * 16) / 4.3e6 / 1000.0, places=12)
+        # a's time came from the graph round: b shares its plan, so both count as replays.
+        model["layers"][0]["tuned_in_graph"] = True
+        s = lg.analyse(model, 0.5, 900.0, 4300.0, 10)
+        self.assertEqual((s["timed_in_graph"], s["timed_layers"]), (2, 3))
+        self.assertIn("2 of the 3 timed layers' times are CUDA-graph replays",
+                      lg.markdown([s], 900.0, 4300.0))
 
     def test_bad_inputs_say_so(self):
         with tempfile.TemporaryDirectory() as d:

@@ -34,6 +34,7 @@ CachedPlan plan(const std::string& engine, double us) {
   p.engine = engine;
   p.fused = engine.find("rtc") != std::string::npos;
   p.tuned_us = us;
+  p.tuned_in_graph = us < 10;
   p.candidates = 8;
   return p;
 }
@@ -67,9 +68,11 @@ TEST(PlanCache, RoundTripWithinItsScope) {
   EXPECT_EQ(a->engine, "eng4{k24=23}+rtc");
   EXPECT_TRUE(a->fused);
   EXPECT_DOUBLE_EQ(a->tuned_us, 12.5);
+  EXPECT_FALSE(a->tuned_in_graph);
   EXPECT_EQ(a->candidates, 8);
   ASSERT_NE(again.find("conv:fp16:b"), nullptr);
   EXPECT_FALSE(again.find("conv:fp16:b")->fused);
+  EXPECT_TRUE(again.find("conv:fp16:b")->tuned_in_graph);
   // Another cuDNN, or another GPU, finds nothing: an engine choice is theirs to make.
   again.set_scope("NVIDIA H200 sm_90", "cuDNN 9.14.0", "2 A+B");
   EXPECT_EQ(again.find("conv:fp16:a"), nullptr);
@@ -111,13 +114,13 @@ TEST(PlanCache, AnEntryFromANarrowerSearchIsTunedAgain) {
     DiskPlanCache c(path);
     c.set_scope("G", "L", "1");
     ASSERT_NE(c.find("k"), nullptr);  // read as search "1"
-    c.set_scope("G", "L", plan_cache_search(true));
+    c.set_scope("G", "L", plan_cache_search(true, 100));
     EXPECT_EQ(c.find("k"), nullptr);
     EXPECT_TRUE(c.in_other_search("k"));
     EXPECT_FALSE(c.in_other_search("k2"));
-    c.set_scope("G", "L2", plan_cache_search(true));
+    c.set_scope("G", "L2", plan_cache_search(true, 100));
     EXPECT_FALSE(c.in_other_search("k"));  // another library's entry is not this one's
-    c.set_scope("G", "L", plan_cache_search(true));
+    c.set_scope("G", "L", plan_cache_search(true, 100));
     c.put("k", plan("eng7", 2));  // tuned again: written beside the old entry
     c.save();
   }
@@ -130,12 +133,20 @@ TEST(PlanCache, AnEntryFromANarrowerSearchIsTunedAgain) {
   }
   DiskPlanCache again(path);
   EXPECT_EQ(again.size(), 2u);
-  again.set_scope("G", "L", plan_cache_search(true));
+  again.set_scope("G", "L", plan_cache_search(true, 100));
   ASSERT_NE(again.find("k"), nullptr);
   EXPECT_EQ(again.find("k")->engine, "eng7");
-  again.set_scope("G", "L", plan_cache_search(false));  // mode A only: a search of its own
+  again.set_scope("G", "L", plan_cache_search(false, 100));  // mode A only: a search of its own
   EXPECT_EQ(again.find("k"), nullptr);
-  EXPECT_NE(plan_cache_search(true), plan_cache_search(false));
+  EXPECT_NE(plan_cache_search(true, 100), plan_cache_search(false, 100));
+  // The graph round is a search of its own, and so is its threshold; without it the search is
+  // the one entries were written under before the round existed.
+  EXPECT_EQ(plan_cache_search(true, 0), "2 A+B");
+  EXPECT_EQ(plan_cache_search(false, 0), "2 A");
+  EXPECT_EQ(plan_cache_search(true, 100), "3 A+B graph<100us");
+  EXPECT_NE(plan_cache_search(true, 100), plan_cache_search(true, 50));
+  again.set_scope("G", "L", plan_cache_search(true, 0));
+  EXPECT_EQ(again.find("k"), nullptr);  // eng7 was chosen with the graph round
   again.set_scope("G", "L", "1");
   EXPECT_EQ(again.find("k")->engine, "eng1");
 }

@@ -69,12 +69,15 @@ def analyse(model, graph_ms, tflops, gbps, top):
     """One model's summary: graph and timed milliseconds, untimed ops, worst layers."""
     shape_us = {}
     timed_us, rows, untimed = 0.0, [], defaultdict(lambda: [0, 0.0])
+    in_graph, shape_graph = 0, {}
     for layer in model["layers"]:
         key = (layer.get("shape"), layer.get("op"))
         us = float(layer.get("tuned_us", 0.0))
         if us > 0:
             shape_us[key] = us
+            shape_graph[key] = bool(layer.get("tuned_in_graph", False))
         us = shape_us.get(key, us)
+        in_graph += us > 0 and shape_graph.get(key, False)
         flops, nbytes = layer_cost(layer)
         bound = max(flops / (tflops * 1e6), nbytes / (gbps * 1e3))  # microseconds
         if us > 0:
@@ -86,6 +89,7 @@ def analyse(model, graph_ms, tflops, gbps, top):
             untimed[kind][1] += bound
     rows.sort(key=lambda r: -r[0])
     return {"model": model["model"], "graph_ms": graph_ms, "timed_ms": timed_us / 1000.0,
+            "timed_layers": len(rows), "timed_in_graph": in_graph,
             "outside_share": (graph_ms - timed_us / 1000.0) / graph_ms if graph_ms else math.nan,
             "untimed": {k: {"ops": v[0], "bound_ms": v[1] / 1000.0} for k, v in untimed.items()},
             "worst": [{"name": r[3].get("name"), "op": r[3].get("op"), "shape": r[3].get("shape"),
@@ -100,6 +104,10 @@ def markdown(summaries, tflops, gbps):
         out.append("")
         out.append(f"Graph {s['graph_ms']:.3f} ms; the autotuned layers' own times "
                    f"{s['timed_ms']:.3f} ms; outside them {100 * s['outside_share']:.1f}%.")
+        if s["timed_in_graph"]:
+            out.append(f"{s['timed_in_graph']} of the {s['timed_layers']} timed layers' times are "
+                       "CUDA-graph replays (autotune's graph round, tuned_in_graph); the rest "
+                       "eager launches.")
         if s["outside_share"] < 0:
             out.append("(Each layer was timed alone, launch included: at small batches the "
                        "launches dominate and the layers' sum exceeds the graph's time.)")
