@@ -20,6 +20,8 @@ expect_failure("engine class typo" "or 'nondeterministic', not 'nondeterminstic'
 expect_failure("infer bad engine list" "--exclude_engines takes cuDNN engine names" ${INFER} --network=resnet50 --output=x.safetensors --exclude_engines=cudnn4)
 expect_failure("bad build threads" "--build_threads takes a whole number" ${BENCH} --build_threads=0)
 expect_failure("infer bad build threads" "--build_threads takes a whole number" ${INFER} --network=resnet50 --output=x.safetensors --build_threads=lots)
+expect_failure("bad graph tune" "--graph_tune_us takes microseconds" ${BENCH} --graph_tune_us=-3)
+expect_failure("infer bad graph tune" "--graph_tune_us must be a number" ${INFER} --network=resnet50 --output=x.safetensors --graph_tune_us=soon)
 expect_failure("bad depthwise" "--depthwise takes auto, cudnn or cnnbench, not 'ours'" ${BENCH} --depthwise=ours)
 expect_failure("infer bad depthwise" "--depthwise takes auto, cudnn or cnnbench, not 'fast'" ${INFER} --network=efficientnet_b0 --output=x.safetensors --depthwise=fast)
 expect_failure("bad graph edges" "--graph_edges takes captured or full, not 'auto'" ${BENCH} --graph_edges=auto)

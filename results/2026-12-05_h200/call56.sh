@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Device call 56 (written 2026-12-05): issue 9's targets side by side with PyTorch, in one call.
+# G: the graph round's GPU test (GpuOps.AutotuneGraphRound*).
+# T: configs/issue9_targets.yaml (ResNet-50 fp16 graph at 1, 32, 256; EfficientNet-B0,
+#    Inception-v3, VGG-16 at 256; ResNet-50 and EfficientNet-B0 fp16 training at 256), autotuned
+#    with the graph round on (--graph_tune_us=100, the default); then ResNet-50 at 1 and 32 with
+#    the round off, for its A/B. Predicted: at batch 1 the round changes the engine of a third
+#    of the shapes and gains 0 to 8% (364 us in call 53); at 32 under 2%.
+# P: PyTorch's graph replay (the 6 inference cases) and its eager AMP training step (the 2
+#    training ones), then tools/targets_table.py over all of it.
+# Carry: build/release/cnnbench, build/release/tests/test_gpu, .carry
+set -u
+O=${OUT:-/tmp/out}
+mkdir -p $O/t
+export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:$PWD/.carry/lib
+PYTHON=python3; [ -x /opt/torch/.venv/bin/python3 ] && PYTHON=/opt/torch/.venv/bin/python3
+B=build/release
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv,noheader
+timeout 60 $B/tests/test_gpu --gtest_filter='GpuOps.AutotuneGraphRound*' >$O/t/graph_round_test.log 2>&1
+echo "G rc=$?"; grep -E "graph round|Failure|OK \]|FAILED \]" $O/t/graph_round_test.log | head
+timeout 250 $B/cnnbench --config=configs/issue9_targets.yaml --benchmark_out=$O/t/ours.json \
+  --layers_out=$O/t/ours.layers.json >$O/t/ours.log 2>&1
+echo "T rc=$? ${SECONDS}s"; grep -E "ERROR|_median" $O/t/ours.log | cut -c1-120
+timeout 60 $B/cnnbench --config=configs/issue9_targets.yaml --graph_tune_us=0 \
+  --benchmark_filter='resnet50/fp16/graph/batch:(1|32)/' --benchmark_out=$O/t/ours_round_off.json \
+  --layers_out=$O/t/ours_round_off.layers.json >$O/t/ours_round_off.log 2>&1
+echo "T off rc=$? ${SECONDS}s"; grep -E "ERROR|_median" $O/t/ours_round_off.log | cut -c1-120
+timeout 150 $PYTHON tools/pytorch_baseline.py --models resnet50,efficientnet_b0,inception_v3,vgg16 \
+  --batches 1,32,256 --modes graph --reps 3 --out $O/t/pytorch.json >$O/t/pytorch.log 2>&1
+echo "P rc=$? ${SECONDS}s"
+timeout 90 $PYTHON tools/pytorch_train_baseline.py --models resnet50,efficientnet_b0 --batches 256 \
+  --modes eager --precision fp16 --reps 3 --out $O/t/pytorch_train.json >$O/t/pytorch_train.log 2>&1
+echo "P train rc=$? ${SECONDS}s"
+python3 tools/targets_table.py --cnnbench $O/t/ours.json --pytorch $O/t/pytorch.json \
+  --pytorch-train $O/t/pytorch_train.json --out-md $O/t/targets.md
+python3 tools/compare_runs.py $O/t/ours_round_off.json $O/t/ours.json --out-md $O/t/round.md \
+  >/dev/null 2>&1; echo "round compare rc=$?"; head -30 $O/t/round.md
+(cd $O && tar czf t.tgz --remove-files t)
+echo "end ${SECONDS}s"
