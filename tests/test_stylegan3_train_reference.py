@@ -219,6 +219,30 @@ class CompareSubcommandTest(common.CompareFiles, unittest.TestCase):
         self.assert_compare(path, 2, "cannot read exact",
                             extra=("--exact", os.path.join(self.dir.name, "none")))
 
+    def test_exact_from_another_case_is_refused(self):
+        # write-case stamps every file with the case (network, size, batch, seed, gamma and a
+        # fingerprint of the weights and inputs); a float64 file of another case is named.
+        meta = {"network": "stylegan3_t", "resolution": "16", "batch": "2", "seed": "3",
+                "gamma": "2.0", "case": "0123456789abcdef"}
+        grads = {"Dmain.grad.b8.conv0.weight": ([3], [0.1, 0.2, 0.3])}
+        ref = os.path.join(self.dir.name, "ref_meta.safetensors")
+        common.write_safetensors(ref, grads, metadata=meta)
+        exact = os.path.join(self.dir.name, "exact_meta.safetensors")
+        common.write_safetensors(exact, grads, metadata=meta)
+        self.assertEqual(common.read_metadata(exact), meta)
+        status, out, _ = run_main(["compare", "--reference", ref, "--ours", ref, "--exact", exact])
+        self.assertEqual(status, 0, out)
+        for key, other in (("batch", "4"), ("case", "fedcba9876543210"), ("seed", "4")):
+            common.write_safetensors(exact, grads, metadata=dict(meta, **{key: other}))
+            status, _, err = run_main(["compare", "--reference", ref, "--ours", ref,
+                                       "--exact", exact])
+            self.assertEqual(status, 2, key)
+            self.assertIn(f"is from another case than {ref}: its {key} is {other}", err)
+        # A key only one file has is not compared (files of the tests' own writer).
+        common.write_safetensors(exact, grads, metadata={"writer": "test"})
+        self.assertEqual(run_main(["compare", "--reference", ref, "--ours", ref,
+                                   "--exact", exact])[0], 0)
+
     def test_no_tensor_of_the_phase_exits_2(self):
         ref = os.path.join(self.dir.name, "only_g.safetensors")
         common.write_safetensors(ref, {"Gmain.loss": ([1], [1.0])})
@@ -496,6 +520,12 @@ class TorchTest(unittest.TestCase):
             for phase in ("Gmain", "Dmain", "Dreg"):
                 self.assertIn(f"float64 {phase}: ", written)
             e = os.path.join(d, "reference64.safetensors")
+            # Every file of the case carries its fingerprint (compare --exact checks it).
+            case_id = common.read_metadata(path)["case"]
+            self.assertEqual(len(case_id), 16)
+            for f in ("g", "d", "inputs", "reference64"):
+                self.assertEqual(common.read_metadata(os.path.join(d, f + ".safetensors"))["case"],
+                                 case_id, f)
             status, out2, _ = run_main(["compare", "--reference", path, "--ours", path,
                                         "--exact", e])
             self.assertEqual(status, 0, out2)

@@ -675,6 +675,34 @@ def save_tensors(path, tensors, metadata):
             f.write(b)
 
 
+def case_fingerprint(torch, dicts):
+    """SHA-256 (hex, 16 digits) over the case's weights and inputs, every tensor by name in
+    float32: the files of one write-case carry it, so that compare --exact can tell a float64
+    file of another case."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for d in dicts:
+        for name in sorted(d):
+            t = d[name].detach().to("cpu", torch.float32).contiguous()
+            h.update(name.encode() + b"\0" + str(list(t.shape)).encode())
+            h.update(t.numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+# What must agree between reference.safetensors and reference64.safetensors (compare --exact).
+CASE_KEYS = ("network", "resolution", "batch", "seed", "gamma", "case")
+
+
+def other_case(ref_meta, exact_meta):
+    """The first of CASE_KEYS on which two files' metadata disagree, as a message; None where
+    none does (a key either file lacks is not compared)."""
+    for k in CASE_KEYS:
+        if k in ref_meta and k in exact_meta and ref_meta[k] != exact_meta[k]:
+            return f"its {k} is {exact_meta[k]}, the reference's {ref_meta[k]}"
+    return None
+
+
 def check_case_args(args):
     """The case's and the bench's shared checks: G's and D's geometry, --gamma; returns G's
     config (stylegan3_reference.config_of)."""
@@ -875,7 +903,8 @@ def write_case(args):
     }
     meta = {"network": name, "resolution": str(R), "batch": str(N), "seed": str(args.seed),
             "gamma": repr(args.gamma), "torch": torch.__version__,
-            "tool": "tools/stylegan3_train_reference.py write-case"}
+            "tool": "tools/stylegan3_train_reference.py write-case",
+            "case": case_fingerprint(torch, [G.state_dict(), D.state_dict(), inputs])}
     os.makedirs(args.dir, exist_ok=True)
     save_tensors(os.path.join(args.dir, "g.safetensors"), G.state_dict(), meta)
     save_tensors(os.path.join(args.dir, "d.safetensors"),
@@ -1047,9 +1076,15 @@ def compare(args):
     exact = {}
     if args.exact:
         try:
-            tensors, _ = common.read_safetensors(args.exact)
+            tensors, exact_meta = common.read_safetensors(args.exact)
+            ref_meta = common.read_metadata(args.reference)
         except (OSError, ValueError, KeyError, TypeError) as e:
             print(f"error: cannot read exact {args.exact}: {e}", file=sys.stderr)
+            return 2
+        why = other_case(ref_meta, exact_meta)
+        if why:
+            print(f"error: {args.exact} is from another case than {args.reference}: {why}",
+                  file=sys.stderr)
             return 2
         exact = {k: (t.shape, t) for k, t in tensors.items()}
     names = sorted((n for n in ref if args.phase is None or phase_of(n) == args.phase),

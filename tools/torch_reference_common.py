@@ -113,6 +113,26 @@ def read_safetensors(path):
     return tensors, metadata
 
 
+def read_metadata(path):
+    """A safetensors file's __metadata__ from its header alone (the tensors are not read).
+    ValueError where the header is not a safetensors header, OSError if it cannot be read."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise ValueError(f"{path}: too short for a safetensors file")
+        (n,) = struct.unpack("<Q", head)
+        if n > 100 << 20:
+            raise ValueError(f"{path}: header length {n} is not a safetensors header's")
+        text = f.read(n)
+    if len(text) < n:
+        raise ValueError(f"{path}: header length {n} runs past the end of the file")
+    try:
+        header = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: unreadable header: {e}") from None
+    return header.get("__metadata__", {}) or {}
+
+
 def list_stats(ref, ours):
     """Error figures of two equally long sequences of numbers: sum of squared differences, sum of
     squared reference values, max |difference| (inf where `ours` has a non-finite value)."""
@@ -620,10 +640,11 @@ def clamp_option(conv_clamp):
 # --------------------------------------------------------------------------------------------
 # For the tests (stdlib)
 # --------------------------------------------------------------------------------------------
-def write_safetensors(path, tensors, dtype="F32"):
-    """A minimal safetensors writer: {name: (shape, flat list of floats)}, float32 or float64."""
+def write_safetensors(path, tensors, dtype="F32", metadata=None):
+    """A minimal safetensors writer: {name: (shape, flat list of floats)}, float32 or float64,
+    with `metadata` (default {"writer": "test"}) as its __metadata__."""
     fmt = {"F32": "<f", "F64": "<d"}[dtype]
-    header, blobs, offset = {"__metadata__": {"writer": "test"}}, [], 0
+    header, blobs, offset = {"__metadata__": dict(metadata or {"writer": "test"})}, [], 0
     for name, (shape, values) in tensors.items():
         data = b"".join(struct.pack(fmt, v) for v in values)
         header[name] = {"dtype": dtype, "shape": list(shape),
