@@ -162,6 +162,7 @@ struct BenchRow {
   double ms_median = 0, ms_min = 0, ms_max = 0;
   std::vector<double> reps;
   size_t trainer_bytes = 0, device_used_bytes = 0;
+  size_t workspace_limit_bytes = 0;  // StyleganTrainer::workspace_limit
   double build_s = 0;
   double phase_ms[3] = {0, 0, 0};                        // Gmain, Dmain, Dreg, each once
   std::vector<std::pair<std::string, double>> sections;  // --sections
@@ -212,6 +213,12 @@ BenchRow bench_one(GpuContext& ctx, SgTrainOptions opt, int batch, int iters, in
     std::fprintf(stderr, "batch %d: built in %.1f s (%.0f MiB)\n", batch,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                  t.device_bytes() / 1048576.0);
+    row.workspace_limit_bytes = t.workspace_limit();
+    if (t.workspace_limit() < opt.workspace_bytes)
+      std::fprintf(stderr,
+                   "batch %d: conv engines chosen within %zu MiB of workspace, not %zu: no more "
+                   "was free beside the trainer\n",
+                   batch, t.workspace_limit() >> 20, opt.workspace_bytes >> 20);
     int index = 0;
     for (int i = 0; i < warmup; ++i) t.iteration(index++, ctx.stream);
     CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
@@ -313,6 +320,7 @@ int run_bench(const std::vector<int>& batches, SgTrainOptions opt, int iters, in
       j["s_per_5kimg"] = 5000.0 / img_s;
       j["reps"] = r.reps;
       j["trainer_mib"] = r.trainer_bytes / 1048576.0;
+      j["workspace_limit_mib"] = r.workspace_limit_bytes >> 20;
       j["device_used_mib"] = r.device_used_bytes / 1048576.0;
       j["build_and_warmup_s"] = r.build_s;
       j["phase_ms"] = {{"Gmain", r.phase_ms[0]}, {"Dmain", r.phase_ms[1]}, {"Dreg", r.phase_ms[2]}};

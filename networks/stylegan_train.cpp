@@ -441,6 +441,7 @@ struct StyleganTrainer::Impl {
   DeviceHeap heap;
   OpSet ops;
   std::vector<LayerRecord> records;
+  size_t workspace_limit = 0;  // the tuning scratch prepare() could allocate
   int N = 0;
   // G
   Params gp;
@@ -670,9 +671,20 @@ void StyleganTrainer::Impl::build_d(const HostWeights& wt) {
 }
 
 void StyleganTrainer::Impl::prepare() {
+  // The scratch engines are chosen within: opt.workspace_bytes, or where that does not fit beside
+  // the trainer's own buffers (the largest batches of a --max_batch search), halved until it does,
+  // down to kMinScratch (then the allocation's own error). Engines over it are not offered, so
+  // the batch runs with slower ones rather than not at all; workspace_limit() says which.
+  constexpr size_t kMinScratch = size_t(32) << 20;
   TuneScratch scratch;
   scratch.bytes = opt.workspace_bytes;
-  CNN_CHECK_CUDA(cudaMalloc(&scratch.ptr, scratch.bytes));
+  while (cudaMalloc(&scratch.ptr, scratch.bytes) != cudaSuccess && scratch.bytes > kMinScratch) {
+    cudaGetLastError();  // an allocation failure is not sticky
+    scratch.ptr = nullptr;
+    scratch.bytes = std::max(kMinScratch, scratch.bytes / 2);
+  }
+  if (!scratch.ptr) CNN_CHECK_CUDA(cudaMalloc(&scratch.ptr, scratch.bytes));
+  workspace_limit = scratch.bytes;
   size_t ws = 0;
   // The trainer runs eagerly, never replayed from a CUDA graph: the plans' replay check (each
   // output downloaded twice; seconds per op at 256 px) guards nothing here, and autotune's
@@ -1178,6 +1190,9 @@ int64_t StyleganTrainer::d_params() const {
 }
 size_t StyleganTrainer::device_bytes() const {
   return impl_->heap.bytes();
+}
+size_t StyleganTrainer::workspace_limit() const {
+  return impl_->workspace_limit;
 }
 const std::vector<LayerRecord>& StyleganTrainer::layers() const {
   return impl_->records;

@@ -102,6 +102,9 @@ class StyleganTrainer {
   int64_t g_params() const;
   int64_t d_params() const;
   size_t device_bytes() const;  // everything the trainer allocated
+  // The conv workspace limit its engines were chosen within: SgTrainOptions::workspace_bytes,
+  // or less where that much did not fit beside the trainer's buffers (halved until it did).
+  size_t workspace_limit() const;
   const std::vector<LayerRecord>& layers() const;
 
   // Each phase once (as gmain(), dmain(), dreg()) with CUDA events between the steps of its

@@ -41,10 +41,13 @@ GpuContext& deterministic(GpuContext& ctx) {
 std::map<std::string, std::vector<float>> run_phase(GpuContext& ctx, const Case& c,
                                                     const std::string& phase,
                                                     const HostWeights* g = nullptr,
-                                                    const HostWeights* d = nullptr) {
+                                                    const HostWeights* d = nullptr,
+                                                    size_t workspace_bytes = 0) {
   SgTrainOptions o;
   o.resolution = kRes, o.batch = kBatch;
+  if (workspace_bytes) o.workspace_bytes = workspace_bytes;
   StyleganTrainer t(ctx, o, g ? *g : c.g, d ? *d : c.d);
+  EXPECT_LE(t.workspace_limit(), o.workspace_bytes);
   t.set_inputs(c.z0, c.z1, c.reals);
   if (phase == "Gmain") t.gmain(ctx.stream);
   if (phase == "Dmain") t.dmain(ctx.stream);
@@ -77,6 +80,29 @@ TEST(GpuStyleganTrain, DregTangentEqualsThePenaltyAndRunsAreEqual) {
   for (float x : a.at("Dreg.grad.b16.conv0.weight")) g2 += double(x) * x;
   EXPECT_GT(g2, 0.0);
   std::printf("  Dreg at 16 px: sum r1 %.6g, sum of the tangent logits %.6g\n", r1, tangent);
+}
+
+// A conv workspace limit larger than the card: the trainer's tuning scratch is halved until it
+// fits (as at a --max_batch search's largest batches) and the step still gives the same result.
+TEST(GpuStyleganTrain, AWorkspaceLimitOverTheCardIsHalvedUntilItFits) {
+  GpuContext ctx;
+  deterministic(ctx);
+  const Case c;
+  size_t free_b = 0, total_b = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
+  SgTrainOptions o;
+  o.resolution = kRes, o.batch = kBatch;
+  o.workspace_bytes = size_t(4) * total_b;
+  {
+    StyleganTrainer t(ctx, o, c.g, c.d);
+    EXPECT_LT(t.workspace_limit(), total_b);
+    EXPECT_GE(t.workspace_limit(), size_t(32) << 20);
+    std::printf("  workspace limit asked %zu MiB, used %zu MiB (card %zu MiB)\n",
+                o.workspace_bytes >> 20, t.workspace_limit() >> 20, total_b >> 20);
+  }
+  const auto a = run_phase(ctx, c, "Gmain", nullptr, nullptr, o.workspace_bytes);
+  const auto b = run_phase(ctx, c, "Gmain");
+  EXPECT_NEAR(a.at("Gmain.loss")[0], b.at("Gmain.loss")[0], 1e-5);
 }
 
 TEST(GpuStyleganTrain, DmainOutputBiasGradientIsTheMeanSigmoids) {
