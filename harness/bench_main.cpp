@@ -94,6 +94,10 @@ const char* kUsage =
   --depthwise=auto|cudnn|cnnbench  who computes depthwise convs: auto (default) times cuDNN
                        against our kernel per layer under autotune and keeps the faster, and
                        takes ours under heuristics; cudnn or cnnbench alone
+  --stem=auto|cudnn|cnnbench  who computes a padded stem (the image's conv, fp16 and bf16): auto
+                       (default) times the pad op plus cuDNN's conv against our stem kernel
+                       under autotune and keeps the faster, and takes cuDNN's under
+                       heuristics; cudnn or cnnbench alone
   --list        print the networks (name, input size, parameters, GMACs) and exit
 )";
 
@@ -161,6 +165,7 @@ struct Options {
   bool se_fold = false;
   bool pad_channels = true;  // --pad_channels
   DepthwiseChoice depthwise = DepthwiseChoice::Auto;
+  StemChoice stem = StemChoice::Auto;
   int profile_forwards = 0;  // --profile=N: N forwards under cudaProfilerStart/Stop per benchmark
   DiskPlanCache* plan_cache = nullptr;  // --plan_cache
 };
@@ -186,6 +191,7 @@ class Session {
     c.se_fold = opt_.se_fold;
     c.pad_channels = opt_.pad_channels;
     c.depthwise = opt_.depthwise;
+    c.stem = opt_.stem;
     const auto t0 = std::chrono::steady_clock::now();
     current_ = prepare_model(*ctx_, g, weights(job), c, opt_.config.warmup_ms,
                              [&](const Prepared& p) { log_layers(job, g, p, false); });
@@ -939,6 +945,8 @@ int run(int argc_in, char** argv_in) {
       opt.pad_channels = v == "true";
     } else if (take_flag(i, argc, argv, "depthwise", &v)) {
       opt.depthwise = parse_depthwise_choice(v);
+    } else if (take_flag(i, argc, argv, "stem", &v)) {
+      opt.stem = parse_stem_choice(v);
     } else if (take_flag(i, argc, argv, "eager", nullptr)) {
       eager = true;
     } else if (take_flag(i, argc, argv, "plan_cache", &v)) {
@@ -1031,6 +1039,7 @@ int run(int argc_in, char** argv_in) {
   add_context("se_fold", opt.se_fold ? "true" : "false");
   add_context("pad_channels", opt.pad_channels ? "true" : "false");
   add_context("depthwise", depthwise_choice_name(opt.depthwise));
+  add_context("stem", stem_choice_name(opt.stem));
   add_context("plan_cache", plan_cache ? plan_cache->path() : "none");
   add_context("weights", opt.weights_path.empty()
                              ? "random, seed " + std::to_string(opt.config.seed)

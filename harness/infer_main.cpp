@@ -47,6 +47,8 @@ const char* kUsage =
   --depthwise=auto|cudnn|cnnbench  who computes depthwise convs: auto (default) times cuDNN
                        against our kernel per layer under autotune and keeps the faster, and
                        takes cuDNN's under heuristics; cudnn or cnnbench alone
+  --stem=auto|cudnn|cnnbench  the padded stem (fp16, bf16): auto times the pad op plus cuDNN's
+                       conv against our stem kernel under autotune; cudnn or cnnbench alone
   --bisect_graph       capture the first k ops for k = 1.. and report where the graph replay
                        first parts from eager execution
   --breakdown[=FILE]   after the forward (and --verify), each layer alone: its time (a CUDA graph
@@ -64,8 +66,8 @@ int run(int argc, char** argv) {
                        engine = "heuristic", seed_s = "0", size_s = "0", verify_s, share_s = "true",
                        pad_s = "true", mode_b_s = "true", classes_s = "0", edges_s = "captured",
                        exclude_s, threads_s = std::to_string(default_build_threads()),
-                       repairs_s = "6", depthwise_s = "auto", breakdown_s, plan_cache_s,
-                       graph_tune_s = "100";
+                       repairs_s = "6", depthwise_s = "auto", stem_s = "auto", breakdown_s,
+                       plan_cache_s, graph_tune_s = "100";
   bool bisect = false, se_fold = false;
   bool eager = false, deterministic = false;
   for (int i = 1; i < argc; ++i) {
@@ -105,6 +107,7 @@ int run(int argc, char** argv) {
     if (take_flag(i, argc, argv, "build_threads", &threads_s)) continue;
     if (take_flag(i, argc, argv, "max_repairs", &repairs_s)) continue;
     if (take_flag(i, argc, argv, "depthwise", &depthwise_s)) continue;
+    if (take_flag(i, argc, argv, "stem", &stem_s)) continue;
     if (take_flag(i, argc, argv, "plan_cache", &plan_cache_s)) {
       if (plan_cache_s.empty()) throw UserError("--plan_cache needs a file name");
       continue;
@@ -164,6 +167,7 @@ int run(int argc, char** argv) {
   const int build_threads = parse_build_threads(threads_s);
   const int max_repairs = int(to_int(repairs_s, "max_repairs"));
   const DepthwiseChoice depthwise = parse_depthwise_choice(depthwise_s);
+  const StemChoice stem = parse_stem_choice(stem_s);
   if (!breakdown_s.empty() && breakdown_s != "-") {  // fail before measuring, not after
     std::ofstream probe(breakdown_s);
     if (!probe) throw UserError("--breakdown: cannot write '" + breakdown_s + "'");
@@ -192,6 +196,7 @@ int run(int argc, char** argv) {
   opt.se_fold = se_fold;
   opt.pad_channels = pad_s == "true";
   opt.depthwise = depthwise;
+  opt.stem = stem;
   auto make = [&] {
     auto m = std::make_unique<Model>(ctx, g, w, opt);
     if (!input.empty()) m->set_input(input);

@@ -926,6 +926,22 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
         ConvBuffers b{ptr(folded ? grp.in[0] : n.inputs[0]),
                       folded ? wptr(fold_buf[gi]) : wptr(wbuf[gi]), wptr(bbuf[gi]),
                       s.residual ? ptr(grp.residual) : nullptr, y};
+        // The image's conv, padded: our stem kernel beside the pad op and cuDNN's conv, where
+        // --stem and the engine mode ask for it (StemConvOp runs the pad itself when cuDNN's
+        // path wins).
+        if (pad_to[gi] > 0 && !folded &&
+            (opt.stem == StemChoice::Cnnbench ||
+             (opt.stem == StemChoice::Auto && opt.engine == EngineMode::Autotune))) {
+          ConvSpec wide = s;
+          wide.x.c = pad_to[gi];
+          if (stem_eligible(wide, s.x.c) && stem_aligned(b.x, b)) {
+            const void* image = b.x;
+            ConvBuffers bw = b;
+            bw.x = arena_.ptr(pad_buf[gi]);
+            ops_.push_back(std::make_unique<StemConvOp>(wide, bw, image, s.x.c, opt.stem));
+            break;
+          }
+        }
         if (pad_to[gi] > 0) {  // the conv reads a copy with zero channels up to pad_to
           const int C = s.x.c, Cp = pad_to[gi];
           const int64_t rows = int64_t(s.x.n) * s.x.h * s.x.w;
@@ -1208,6 +1224,8 @@ Model::Model(GpuContext& ctx, const Graph& g, const HostWeights& weights, const 
       if (auto* c = dynamic_cast<const ConvOp*>(op.get())) convs.push_back(c);
       if (auto* d = dynamic_cast<const DepthwiseOp*>(op.get()))
         if (const ConvOp* c = d->cudnn_conv(opt.engine)) convs.push_back(c);
+      if (auto* st = dynamic_cast<const StemConvOp*>(op.get()))
+        if (const ConvOp* c = st->cudnn_conv(opt.engine)) convs.push_back(c);
     }
     prefetch_conv_plans(ctx, convs, opt.engine, opt.top_k, scratch.bytes);
     for (auto& op : ops_) {

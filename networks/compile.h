@@ -11,6 +11,7 @@
 #include "kernels/depthwise.h"
 #include "kernels/op.h"
 #include "kernels/pointwise.h"
+#include "kernels/stem.h"
 #include "kernels/storage.h"
 #include "networks/graph.h"
 #include "networks/weights.h"
@@ -48,6 +49,10 @@ struct CompileOptions {
   // Convs whose input has fewer channels than tensor-core engines take (an image's 3) read a
   // copy padded with zero channels, and zero-padded weights (padded_channels).
   bool pad_channels = true;
+  // Such a padded conv (the image's, fp16 and bf16): auto times the pad op plus cuDNN's conv
+  // against our stem kernel on the image itself under autotune and keeps the faster (heuristics
+  // take cuDNN's); cudnn and cnnbench force one (kernels/stem.h).
+  StemChoice stem = StemChoice::Auto;
 };
 
 // The channel count a conv's input (groups 1) is padded to with zeros: 8 in fp16 and bf16, 4 in

@@ -23,6 +23,7 @@ expect_failure("infer bad build threads" "--build_threads takes a whole number" 
 expect_failure("bad graph tune" "--graph_tune_us takes microseconds" ${BENCH} --graph_tune_us=-3)
 expect_failure("infer bad graph tune" "--graph_tune_us must be a number" ${INFER} --network=resnet50 --output=x.safetensors --graph_tune_us=soon)
 expect_failure("bad depthwise" "--depthwise takes auto, cudnn or cnnbench, not 'ours'" ${BENCH} --depthwise=ours)
+expect_failure("bad stem" "--stem takes auto, cudnn or cnnbench, not 'mine'" ${BENCH} --stem=mine)
 expect_failure("infer bad depthwise" "--depthwise takes auto, cudnn or cnnbench, not 'fast'" ${INFER} --network=efficientnet_b0 --output=x.safetensors --depthwise=fast)
 expect_failure("bad graph edges" "--graph_edges takes captured or full, not 'auto'" ${BENCH} --graph_edges=auto)
 expect_failure("config typo" "batchs.*batches" ${BENCH} --config=${CMAKE_CURRENT_BINARY_DIR}/typo.yaml)

@@ -627,3 +627,68 @@ TEST(GpuNetwork, DepthwiseKernelMatchesCudnn) {
     if (std::find(depthwise.begin(), depthwise.end(), name) != depthwise.end())
       EXPECT_LT(err, 1e-2) << name;
 }
+
+// --stem: the padded stems of ResNet-50, VGG-16, AlexNet and EfficientNet-B0 in our stem kernel
+// (cnnbench) against the pad op plus cuDNN's conv (cudnn), fp16 and bf16 at batch 2, heuristics:
+// the logits agree to 1e-2 (fp16 summation order, not a wrong kernel's ~1), the stem's record
+// names the engine, and the stem layer's host check holds. Then auto under autotune (ResNet-50,
+// fp16, batch 1): both timed, the record's notes give both times.
+TEST(GpuNetwork, StemKernelMatchesCudnn) {
+  GpuContext ctx;
+  auto forward = [&](const Graph& g, const HostWeights& w, Precision p, int batch, EngineMode mode,
+                     StemChoice choice, std::vector<LayerRecord>* layers,
+                     std::vector<std::pair<std::string, double>>* checks) {
+    CompileOptions opt;
+    opt.precision = p;
+    opt.batch = batch;
+    opt.engine = mode;
+    opt.stem = choice;
+    std::unique_ptr<Model> mp;
+    std::unique_ptr<Runner> rp;
+    std::vector<std::string> repairs;
+    build_and_capture(
+        ctx, [&] { return std::make_unique<Model>(ctx, g, w, opt); }, mp, rp, repairs);
+    rp->launch(true);
+    std::vector<float> out = mp->output();
+    if (layers) *layers = mp->layers();
+    if (checks) *checks = mp->verify_layers(256, 13);
+    return out;
+  };
+  for (const char* net : {"resnet50", "vgg16", "alexnet", "efficientnet_b0"}) {
+    const Graph g = build_network(net);
+    const HostWeights w = random_weights(g, 6);
+    for (Precision p : {Precision::FP16, Precision::BF16}) {
+      std::vector<LayerRecord> lc, lo;
+      std::vector<std::pair<std::string, double>> checks;
+      const std::vector<float> a =
+          forward(g, w, p, 2, EngineMode::Heuristic, StemChoice::Cudnn, &lc, nullptr);
+      const std::vector<float> b =
+          forward(g, w, p, 2, EngineMode::Heuristic, StemChoice::Cnnbench, &lo, &checks);
+      const double err = relative_l2(b, a);
+      std::printf("  %s %s batch 2: stem kernel against pad + cuDNN rel_l2 %.2e (%s)\n", net,
+                  precision_name(p), err, lo.front().engine.c_str());
+      EXPECT_LT(err, 1e-2) << net << " " << precision_name(p);
+      EXPECT_EQ(lo.front().engine, "cnnbench stem kernel") << net;
+      EXPECT_EQ(lc.front().engine.rfind("cnnbench kernel", 0), 0u) << lc.front().engine;  // pad
+      EXPECT_EQ(lo.size() + 1, lc.size()) << net << ": the pad op is not needed";
+      ASSERT_FALSE(checks.empty());
+      EXPECT_EQ(checks.front().first, lo.front().name);
+      EXPECT_LT(checks.front().second, 1e-2) << net;
+    }
+  }
+  const Graph g = build_network("resnet50");
+  const HostWeights w = random_weights(g, 7);
+  std::vector<LayerRecord> la;
+  const std::vector<float> ref =
+      forward(g, w, Precision::FP16, 1, EngineMode::Heuristic, StemChoice::Cudnn, nullptr, nullptr);
+  const std::vector<float> c =
+      forward(g, w, Precision::FP16, 1, EngineMode::Autotune, StemChoice::Auto, &la, nullptr);
+  EXPECT_LT(relative_l2(c, ref), 1e-2);
+  const LayerRecord& stem = la.front();
+  std::printf("  resnet50 fp16 batch 1, autotune: %s (%s)\n", stem.engine.c_str(),
+              stem.engine_notes.c_str());
+  EXPECT_GT(stem.tuned_us, 0.0);
+  EXPECT_TRUE(stem.tuned_in_graph);
+  EXPECT_NE(stem.engine_notes.find(", ours "), std::string::npos) << stem.engine_notes;
+  EXPECT_TRUE(stem.rejected.empty()) << stem.rejected.front();
+}

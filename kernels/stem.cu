@@ -1,0 +1,314 @@
+#include <mma.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/check.h"
+#include "kernels/activation.cuh"
+#include "kernels/convert.cuh"
+#include "kernels/stem.h"
+
+namespace cnnbench {
+
+namespace {
+
+constexpr int kLdc = kStemOutputs + 4;  // the float accumulator tile's row stride
+constexpr int kMaxTaps = 512;
+constexpr int kMaxBlocksPerSm = 3;
+
+struct StemArgs {
+  int H, W, C, Ho, Wo, R, S, stride, ph, pw, K, wld, ldy, taps, taps_pad, ldk;
+  int64_t M, tiles;
+  Act act;
+};
+
+StemArgs stem_args(const StemSpec& s, const StemGeometry& g) {
+  StemArgs a{};
+  a.H = s.x.h, a.W = s.x.w, a.C = s.x.c, a.Ho = s.y.h, a.Wo = s.y.w;
+  a.R = s.kernel, a.S = s.kw(), a.stride = s.stride, a.ph = s.pad, a.pw = s.pw();
+  a.K = s.y.c, a.wld = s.wld(), a.ldy = s.ldy();
+  a.taps = g.taps, a.taps_pad = g.taps_pad, a.ldk = g.ldk;
+  a.M = g.pixels, a.tiles = g.tiles;
+  a.act = s.act;
+  return a;
+}
+
+// What each thread of the kernel runs, host and device (stem_emulate runs it on the host).
+#define CNN_HD __host__ __device__ __forceinline__
+
+template <typename T>
+CNN_HD T zero_value() {
+  T z;
+  store_f(&z, 0, 0.0f);
+  return z;
+}
+
+// The weights into the shared [kStemOutputs][ldk] array ([output][tap], zeros past K and past
+// the taps): thread t of the block.
+template <typename T>
+CNN_HD void stage_weights(const T* w, T* ws, const StemArgs& a, int t) {
+  const int rs = a.R * a.S;
+  for (int i = t; i < kStemOutputs * a.ldk; i += kStemThreads) {
+    const int k = i / a.ldk, tap = i - k * a.ldk;
+    float v = 0.0f;
+    if (k < a.K && tap < a.taps) {
+      const int pos = tap / a.C, c = tap - pos * a.C;  // pos = r * S + s
+      v = load_f(w, (int64_t(k) * rs + pos) * a.wld + c);
+    }
+    store_f(ws, i, v);
+  }
+}
+
+// Tile `tile`'s windows into the shared [kStemTile][ldk] array ([pixel][tap], tap = (r * S + s)
+// * C + c): thread t gathers the window rows r = t / kStemTile, + 2, ... of pixel t % kStemTile,
+// zeros outside the image, past the taps and for pixels past M.
+template <typename T>
+CNN_HD void gather(const T* x, T* as, const StemArgs& a, int64_t tile, int t) {
+  const int row = t % kStemTile, part = t / kStemTile;
+  constexpr int parts = kStemThreads / kStemTile;
+  T* dst = as + int64_t(row) * a.ldk;
+  const T zero = zero_value<T>();
+  const int64_t m = tile * kStemTile + row;
+  if (m >= a.M) {
+    for (int i = part; i < a.taps_pad; i += parts) dst[i] = zero;
+    return;
+  }
+  const int64_t hw = int64_t(a.Ho) * a.Wo;
+  const int64_t n = m / hw;
+  const int rem = int(m - n * hw);
+  const int oh = rem / a.Wo, ow = rem - oh * a.Wo;
+  const int ih0 = oh * a.stride - a.ph, iw0 = ow * a.stride - a.pw;
+  for (int r = part; r < a.R; r += parts) {
+    const int ih = ih0 + r;
+    const bool row_in = ih >= 0 && ih < a.H;
+    const T* src = x + (n * a.H + (row_in ? ih : 0)) * a.W * a.C;
+    int tap = r * a.S * a.C;
+    for (int s = 0; s < a.S; ++s) {
+      const int iw = iw0 + s;
+      const bool in = row_in && iw >= 0 && iw < a.W;
+      for (int c = 0; c < a.C; ++c, ++tap) dst[tap] = in ? src[int64_t(iw) * a.C + c] : zero;
+    }
+  }
+  if (part == 0)
+    for (int i = a.taps; i < a.taps_pad; ++i) dst[i] = zero;
+}
+
+template <typename T>
+struct alignas(16) Pack8 {
+  T v[8];
+};
+
+// The tile's float accumulators ([kStemTile][kLdc]) plus the bias, through the activation, into
+// y: 8 channels (16 bytes) a thread and step.
+template <typename T>
+CNN_HD void epilogue(const float* cs, const T* bias, T* y, const StemArgs& a, int64_t tile, int t) {
+  constexpr int groups = kStemOutputs / 8;
+  for (int i = t; i < kStemTile * groups; i += kStemThreads) {
+    const int row = i / groups, k0 = (i - row * groups) * 8;
+    const int64_t m = tile * kStemTile + row;
+    if (k0 >= a.K || m >= a.M) continue;
+    Pack8<T> p;
+    for (int j = 0; j < 8; ++j) {
+      const float b = bias ? load_f(bias, k0 + j) : 0.0f;
+      store_f(p.v, j, activate(a.act, cs[row * kLdc + k0 + j] + b));
+    }
+    T* dst = y + m * a.ldy + k0;
+#ifdef __CUDA_ARCH__
+    *reinterpret_cast<Pack8<T>*>(dst) = p;
+#else
+    std::memcpy(static_cast<void*>(dst), &p, sizeof p);
+#endif
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kStemThreads)
+    stem_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+                T* __restrict__ y, StemArgs a) {
+  using namespace nvcuda;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* ws = reinterpret_cast<T*>(smem);
+  unsigned char* tile_mem = smem + size_t(kStemOutputs) * a.ldk * sizeof(T);
+  T* as = reinterpret_cast<T*>(tile_mem);
+  float* cs = reinterpret_cast<float*>(tile_mem);  // the accumulators, once the tile is used
+  stage_weights(w, ws, a, threadIdx.x);
+  const int warp = threadIdx.x / 32, wm = warp % 4, wn = warp / 4;  // a 32x32 piece a warp
+  for (int64_t tile = blockIdx.x; tile < a.tiles; tile += gridDim.x) {
+    gather(x, as, a, tile, threadIdx.x);
+    __syncthreads();
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+    for (int kk = 0; kk < a.taps_pad; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa[2];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb[2];
+      for (int i = 0; i < 2; ++i)
+        wmma::load_matrix_sync(fa[i], as + (wm * 32 + i * 16) * a.ldk + kk, a.ldk);
+      for (int j = 0; j < 2; ++j)
+        wmma::load_matrix_sync(fb[j], ws + (wn * 32 + j * 16) * a.ldk + kk, a.ldk);
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+    }
+    __syncthreads();  // every warp is done with the windows before the accumulators overwrite them
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j)
+        wmma::store_matrix_sync(cs + (wm * 32 + i * 16) * kLdc + wn * 32 + j * 16, acc[i][j], kLdc,
+                                wmma::mem_row_major);
+    __syncthreads();
+    epilogue(cs, bias, y, a, tile, threadIdx.x);
+    __syncthreads();  // before the next tile's windows overwrite the accumulators
+  }
+}
+
+template <typename T>
+void emulate_t(const T* x, const T* w, const T* bias, T* y, const StemArgs& a) {
+  std::vector<T> ws(size_t(kStemOutputs) * a.ldk), as(size_t(kStemTile) * a.ldk);
+  std::vector<float> cs(size_t(kStemTile) * kLdc);
+  for (int t = 0; t < kStemThreads; ++t) stage_weights(w, ws.data(), a, t);
+  for (int64_t tile = 0; tile < a.tiles; ++tile) {
+    for (int t = 0; t < kStemThreads; ++t) gather(x, as.data(), a, tile, t);
+    for (int row = 0; row < kStemTile; ++row)
+      for (int k = 0; k < kStemOutputs; ++k) {
+        float acc = 0.0f;
+        for (int tap = 0; tap < a.taps_pad; ++tap)
+          acc += load_f(as.data(), int64_t(row) * a.ldk + tap) *
+                 load_f(ws.data(), int64_t(k) * a.ldk + tap);
+        cs[size_t(row) * kLdc + k] = acc;
+      }
+    for (int t = 0; t < kStemThreads; ++t) epilogue(cs.data(), bias, y, a, tile, t);
+  }
+}
+
+#undef CNN_HD
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+template <typename T>
+void launch_t(const void* x, const void* w, const void* bias, void* y, const StemArgs& a,
+              size_t smem, int grid, cudaStream_t stream) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int device = 0, optin = 0;
+    CNN_CHECK_CUDA(cudaGetDevice(&device));
+    CNN_CHECK_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    CNN_CHECK_CUDA(
+        cudaFuncSetAttribute(stem_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  });
+  stem_kernel<T>
+      <<<grid, kStemThreads, smem, stream>>>(static_cast<const T*>(x), static_cast<const T*>(w),
+                                             static_cast<const T*>(bias), static_cast<T*>(y), a);
+  CNN_CHECK_CUDA(cudaGetLastError());
+}
+
+}  // namespace
+
+StemGeometry stem_geometry(const StemSpec& s) {
+  auto no = [](const std::string& why) { throw std::invalid_argument("stem kernel: " + why); };
+  if (s.x.c < 1 || s.x.c > 8)
+    no("the input has " + std::to_string(s.x.c) + " channels, not 1 to 8");
+  if (s.y.c < 8 || s.y.c > kStemOutputs || s.y.c % 8)
+    no(std::to_string(s.y.c) + " outputs, not a multiple of 8 up to " +
+       std::to_string(kStemOutputs));
+  if (s.ldy() % 8 || s.ldy() < s.y.c) no("y's row stride is not a multiple of 8 at least K");
+  if (s.wld() < s.x.c) no("the weights' rows are narrower than the input's channels");
+  if (s.kernel < 1 || s.kw() < 1 || s.stride < 1 || s.pad < 0 || s.pw() < 0)
+    no("a kernel, stride or pad out of range");
+  if (s.x.n != s.y.n || s.y.h != (s.x.h + 2 * s.pad - s.kernel) / s.stride + 1 ||
+      s.y.w != (s.x.w + 2 * s.pw() - s.kw()) / s.stride + 1 || s.y.h < 1 || s.y.w < 1)
+    no("y is not what the kernel, stride and pads give");
+  StemGeometry g;
+  g.taps = s.kernel * s.kw() * s.x.c;
+  if (g.taps > kMaxTaps) no(std::to_string(g.taps) + " taps, over " + std::to_string(kMaxTaps));
+  g.taps_pad = (g.taps + 15) / 16 * 16;
+  g.ldk = g.taps_pad + 8;
+  g.pixels = int64_t(s.y.n) * s.y.h * s.y.w;
+  g.tiles = (g.pixels + kStemTile - 1) / kStemTile;
+  const size_t elem = 2;  // fp16 and bf16
+  g.smem = size_t(kStemOutputs) * g.ldk * elem +
+           std::max(size_t(kStemTile) * g.ldk * elem, size_t(kStemTile) * kLdc * sizeof(float));
+  return g;
+}
+
+StemSpec stem_spec(const ConvSpec& s, int real_c) {
+  StemSpec t;
+  t.x = s.x;
+  t.x.c = real_c;
+  t.y = s.y;
+  t.kernel = s.kernel, t.kernel_w = s.kw(), t.stride = s.stride, t.pad = s.pad, t.pad_w = s.pw();
+  t.w_ld = s.x.c;
+  t.ld_y = s.ldy();
+  t.act = s.act;
+  return t;
+}
+
+bool stem_eligible(const ConvSpec& s, int real_c, std::string* why) {
+  auto no = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  if (s.precision != Precision::FP16 && s.precision != Precision::BF16)
+    return no("fp16 and bf16 only");
+  if (s.groups != 1) return no("grouped");
+  if (s.dilation != 1) return no("dilated");
+  if (s.residual || s.residual_after_act) return no("adds a residual");
+  if (real_c > s.x.c) return no("the image is wider than the conv's input");
+  try {
+    stem_geometry(stem_spec(s, real_c));
+  } catch (const std::invalid_argument& e) {
+    return no(e.what());
+  }
+  return true;
+}
+
+bool stem_aligned(const void* image, const ConvBuffers& b) {
+  return aligned16(image) && aligned16(b.w) && (!b.bias || aligned16(b.bias)) && aligned16(b.y);
+}
+
+void launch_stem(DType t, const void* x, const void* w, const void* bias, void* y,
+                 const StemSpec& s, int grid, cudaStream_t stream) {
+  const StemGeometry g = stem_geometry(s);
+  if (!aligned16(x) || !aligned16(w) || !aligned16(y) || (bias && !aligned16(bias)))
+    throw std::invalid_argument("launch_stem: a buffer is not 16-byte aligned");
+  if (g.tiles == 0) return;
+  if (grid <= 0) {
+    static int sms = 0;
+    if (sms == 0) {
+      int device = 0;
+      CNN_CHECK_CUDA(cudaGetDevice(&device));
+      CNN_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    }
+    const int per_sm =
+        int(std::clamp<size_t>((228u << 10) / (g.smem + (1u << 10)), 1, size_t(kMaxBlocksPerSm)));
+    grid = int(std::min<int64_t>(g.tiles, int64_t(sms) * per_sm));
+  }
+  const StemArgs a = stem_args(s, g);
+  if (t == DType::F16)
+    launch_t<__half>(x, w, bias, y, a, g.smem, grid, stream);
+  else if (t == DType::BF16)
+    launch_t<__nv_bfloat16>(x, w, bias, y, a, g.smem, grid, stream);
+  else
+    throw std::invalid_argument("launch_stem: fp16 and bf16 only");
+}
+
+void stem_emulate(DType t, const void* x, const void* w, const void* bias, void* y,
+                  const StemSpec& s) {
+  const StemGeometry g = stem_geometry(s);
+  const StemArgs a = stem_args(s, g);
+  if (t == DType::F16)
+    emulate_t(static_cast<const __half*>(x), static_cast<const __half*>(w),
+              static_cast<const __half*>(bias), static_cast<__half*>(y), a);
+  else if (t == DType::BF16)
+    emulate_t(static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w),
+              static_cast<const __nv_bfloat16*>(bias), static_cast<__nv_bfloat16*>(y), a);
+  else
+    throw std::invalid_argument("stem_emulate: fp16 and bf16 only");
+}
+
+}  // namespace cnnbench

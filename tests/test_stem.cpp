@@ -1,0 +1,161 @@
+// The stem kernel (kernels/stem.h) without a GPU: its geometry's limits, and its threads' own code
+// (the window gather, the weights' staging, the epilogue) run on the host by stem_emulate against
+// a double-precision convolution, for the zoo's stem shapes at small sizes. The weights' padding
+// channels hold NaN, so a kernel that read them would fail; y's channels past K in a slice, and
+// the bytes past y, must stay as they were.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+
+#include "harness/check.h"
+#include "kernels/conv_ref.h"
+#include "kernels/stem.h"
+#include "kernels/storage.h"
+
+using namespace cnnbench;
+
+namespace {
+
+StemSpec spec_of(Dims x, int k, int kernel, int stride, int pad, Act act, int w_ld, int ld_y = 0) {
+  StemSpec s;
+  s.x = x;
+  s.kernel = kernel, s.stride = stride, s.pad = pad;
+  s.y = {x.n, k, (x.h + 2 * pad - kernel) / stride + 1, (x.w + 2 * pad - kernel) / stride + 1};
+  s.w_ld = w_ld, s.ld_y = ld_y;
+  s.act = act;
+  return s;
+}
+
+}  // namespace
+
+TEST(Stem, KernelCodeMatchesTheConvolutionOnTheHost) {
+  std::mt19937 rng(5);
+  struct Case {
+    Dims x;
+    int k, kernel, stride, pad, w_ld, ld_y;
+    Act act;
+  };
+  // ResNet's 7x7/2 (w padded to 8), VGG's 3x3/1, AlexNet's 11x11/4 (pad 2), EfficientNet's
+  // 3x3/2 with 32 and 40 outputs (SiLU), Inception-v3's 3x3/2 unpadded; a slice (ld_y 96); a
+  // single channel; more pixels than one tile, and a partial last tile.
+  const Case cases[] = {
+      {{2, 3, 19, 17}, 64, 7, 2, 3, 8, 0, Act::ReLU},
+      {{1, 3, 12, 13}, 64, 3, 1, 1, 8, 0, Act::ReLU},
+      {{1, 3, 31, 29}, 64, 11, 4, 2, 8, 0, Act::ReLU},
+      {{2, 3, 15, 15}, 32, 3, 2, 1, 8, 0, Act::SiLU},
+      {{1, 3, 14, 16}, 40, 3, 2, 1, 8, 0, Act::SiLU},
+      {{1, 3, 17, 17}, 32, 3, 2, 0, 3, 0, Act::None},
+      {{1, 3, 9, 11}, 48, 5, 1, 2, 4, 96, Act::ReLU},
+      {{2, 1, 10, 10}, 8, 3, 1, 1, 1, 0, Act::Sigmoid},
+  };
+  int n = 0;
+  for (DType t : {DType::F16, DType::BF16})
+    for (const Case& c : cases) {
+      const StemSpec s = spec_of(c.x, c.k, c.kernel, c.stride, c.pad, c.act, c.w_ld, c.ld_y);
+      const StemGeometry g = stem_geometry(s);
+      const int C = c.x.c, R = c.kernel, K = c.k, ld = s.ldy();
+      std::uniform_real_distribution<float> ux(-1, 1), uw(-0.2f, 0.2f), ub(-0.5f, 0.5f);
+      std::vector<float> x(size_t(s.x.numel())), w(size_t(K) * R * R * c.w_ld), b(K);
+      for (float& v : x) v = ux(rng);
+      for (size_t i = 0; i < w.size(); ++i)
+        w[i] = int(i % c.w_ld) < C ? uw(rng) : std::nanf("");  // padding: never to be read
+      for (float& v : b) v = ub(rng);
+      const std::vector<uint8_t> xs = to_storage(x, t), ws = to_storage(w, t),
+                                 bs = to_storage(b, t);
+      x = from_storage(xs, t), w = from_storage(ws, t), b = from_storage(bs, t);
+      std::vector<float> wn(size_t(K) * R * R * C);  // the real channels, for the reference
+      for (size_t row = 0; row < size_t(K) * R * R; ++row)
+        for (int ch = 0; ch < C; ++ch) wn[row * C + ch] = w[row * c.w_ld + ch];
+      const size_t es = dtype_size(t), pixels = size_t(g.pixels), tail = 64;
+      const size_t ybytes = ((pixels - 1) * ld + K) * es;
+      std::vector<float4> ybuf((ybytes + tail) / 16 + 1);
+      uint8_t* yp = reinterpret_cast<uint8_t*>(ybuf.data());
+      std::memset(yp, 0xFF, ybytes + tail);
+      stem_emulate(t, xs.data(), ws.data(), bs.data(), yp, s);
+      const std::vector<float> y = from_storage(std::vector<uint8_t>(yp, yp + ybytes), t);
+      ConvGeometry geom;
+      geom.x = s.x, geom.y = s.y, geom.kernel_h = geom.kernel_w = R, geom.stride = c.stride;
+      geom.pad_h = geom.pad_w = c.pad;
+      double num = 0, den = 0;
+      int bad = 0, stray = 0;
+      for (size_t p = 0; p < pixels; ++p) {
+        const int ow = int(p % s.y.w), oh = int(p / s.y.w % s.y.h), nn = int(p / s.y.w / s.y.h);
+        for (int k = 0; k < K; ++k) {
+          const double ref =
+              act_ref(c.act, b[k] + conv_window(geom, x.data(), wn.data(), nn, k, oh, ow));
+          const float got = y[p * ld + k];
+          bad += !std::isfinite(got);
+          num += (got - ref) * (got - ref), den += ref * ref;
+        }
+        if (p + 1 < pixels)  // a slice's other channels are the other layers'
+          for (size_t i = (p * ld + K) * es; i < (p + 1) * ld * es; ++i) stray += yp[i] != 0xFF;
+      }
+      for (size_t i = ybytes; i < ybytes + tail; ++i) stray += yp[i] != 0xFF;
+      const std::string what = std::string(dtype_name(t)) + " " + s.x.str() + " -> " + s.y.str() +
+                               " k" + std::to_string(R) + " s" + std::to_string(c.stride) + " " +
+                               act_name(c.act);
+      EXPECT_EQ(bad, 0) << what << ": outputs not finite or not written";
+      EXPECT_LT(std::sqrt(num / std::max(den, 1e-300)), 1e-2) << what;
+      EXPECT_EQ(stray, 0) << what << ": wrote outside its channels";
+      EXPECT_EQ(g.taps, R * R * C) << what;
+      EXPECT_EQ(g.taps_pad % 16, 0);
+      EXPECT_EQ(g.tiles, int64_t((pixels + kStemTile - 1) / kStemTile));
+      ++n;
+    }
+  EXPECT_EQ(n, 16);
+  // ResNet-50's stem at 224: 147 taps padded to 160, and the shared memory it asks.
+  const StemGeometry r = stem_geometry(spec_of({256, 3, 224, 224}, 64, 7, 2, 3, Act::ReLU, 8));
+  EXPECT_EQ(r.taps, 147);
+  EXPECT_EQ(r.taps_pad, 160);
+  EXPECT_EQ(r.pixels, int64_t(256) * 112 * 112);
+  EXPECT_EQ(r.smem, size_t(64) * 168 * 2 + size_t(128) * 168 * 2);
+}
+
+TEST(Stem, GeometryRefusesWhatTheKernelCannotRun) {
+  auto refuses = [](StemSpec s, const char* needle) {
+    try {
+      stem_geometry(s);
+      ADD_FAILURE() << "accepted: " << needle;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  const StemSpec ok = spec_of({1, 3, 32, 32}, 64, 7, 2, 3, Act::ReLU, 8);
+  EXPECT_NO_THROW(stem_geometry(ok));
+  StemSpec s = ok;
+  s.x.c = 9;
+  refuses(s, "channels, not 1 to 8");
+  s = ok, s.y.c = 72;
+  refuses(s, "outputs");
+  s = ok, s.y.c = 60;
+  refuses(s, "outputs");
+  s = ok, s.ld_y = 68;
+  refuses(s, "row stride");
+  s = ok, s.w_ld = 2;
+  refuses(s, "narrower");
+  s = ok, s.y.h += 1;
+  refuses(s, "what the kernel, stride and pads give");
+  s = spec_of({1, 8, 64, 64}, 64, 9, 1, 4, Act::ReLU, 8);  // 648 taps
+  refuses(s, "taps");
+  // ConvSpec eligibility: fp16 and bf16 only, no residual, no groups.
+  ConvSpec c;
+  c.x = {1, 8, 32, 32}, c.y = {1, 64, 16, 16}, c.kernel = 7, c.stride = 2, c.pad = 3;
+  c.precision = Precision::FP16;
+  std::string why;
+  EXPECT_TRUE(stem_eligible(c, 3, &why)) << why;
+  EXPECT_EQ(stem_spec(c, 3).x.c, 3);
+  EXPECT_EQ(stem_spec(c, 3).wld(), 8);
+  c.precision = Precision::FP32;
+  EXPECT_FALSE(stem_eligible(c, 3, &why));
+  EXPECT_EQ(why, "fp16 and bf16 only");
+  c.precision = Precision::BF16, c.residual = true;
+  EXPECT_FALSE(stem_eligible(c, 3, &why));
+  c.residual = false;
+  EXPECT_TRUE(stem_eligible(c, 3));
+  EXPECT_EQ(parse_stem_choice("cnnbench"), StemChoice::Cnnbench);
+  EXPECT_STREQ(stem_choice_name(StemChoice::Auto), "auto");
+  EXPECT_THROW(parse_stem_choice("ours"), UserError);
+}
