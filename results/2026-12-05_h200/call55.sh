@@ -6,7 +6,8 @@
 # S: where batch 8's time goes (call 42: 250 ms an iteration at batch 4, 3,035 at 8, Gmain
 #    158 -> 2,742 ms): --sections at 4 and 8 (heuristics, the conv workspace limit now 2 GiB),
 #    then, after C, 8 with the old 256 MiB limit, and 8 under --engine=autotune.
-# Carry: build/release/cnnbench_stylegan_train, .carry
+# K: first, the trainer's GPU tests (the workspace limit halved where it does not fit is new).
+# Carry: build/release/cnnbench_stylegan_train, build/release/tests/test_gpu, .carry
 set -u
 O=${OUT:-/tmp/out}
 mkdir -p $O/c $O/s
@@ -14,6 +15,8 @@ export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudn
 PYTHON=python3; [ -x /opt/torch/.venv/bin/python3 ] && PYTHON=/opt/torch/.venv/bin/python3
 B=build/release
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv,noheader
+timeout 90 $B/tests/test_gpu --gtest_filter='GpuStyleganTrain.*' >$O/s/k_tests.log 2>&1
+echo "K rc=$? ${SECONDS}s"; grep -E "workspace limit|Failure|OK \]|FAILED \]" $O/s/k_tests.log | head
 timeout 150 $B/cnnbench_stylegan_train --batches=4,8 --precision=tf32 --iters=16 --warmup=1 \
   --repetitions=1 --sections --json=$O/s/heuristic.json >$O/s/heuristic.log 2>&1
 echo "S heuristic rc=$? ${SECONDS}s"; grep -vE "^  .* \| " $O/s/heuristic.log | head -60
