@@ -781,14 +781,9 @@ double ConvOp::verify(int samples, uint64_t seed) const {
   uint64_t state = seed;
   double num = 0, den = 0;
   for (int i = 0; i < samples; ++i) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    const int64_t idx = int64_t((state >> 17) % uint64_t(Y.numel()));
-    const int k = int(idx % K);
-    int64_t r = idx / K;
-    const int64_t row = r;
-    const int ow = int(r % Y.w);
-    r /= Y.w;
-    const int oh = int(r % Y.h), n = int(r / Y.h);
+    const SampledOutput o = next_sampled_output(state, Y);
+    const int64_t idx = o.idx, row = o.row;
+    const int k = o.k, n = o.n, oh = o.oh, ow = o.ow;
     double acc = b[k] + conv_window(geom, x.data(), w.data(), n, k, oh, ow);
     if (spec_.residual && !spec_.residual_after_act) acc += z[idx];
     acc = act_ref(spec_.act, acc);

@@ -4,6 +4,18 @@
 
 namespace cnnbench {
 
+SampledOutput next_sampled_output(uint64_t& state, const Dims& y) {
+  state = state * 6364136223846793005ull + 1442695040888963407ull;
+  SampledOutput s;
+  s.idx = int64_t((state >> 17) % uint64_t(y.numel()));
+  s.k = int(s.idx % y.c);
+  s.row = s.idx / y.c;
+  s.ow = int(s.row % y.w);
+  const int64_t r = s.row / y.w;
+  s.oh = int(r % y.h), s.n = int(r / y.h);
+  return s;
+}
+
 double conv_window(const ConvGeometry& g, const float* x, const float* w, int n, int k, int oh,
                    int ow) {
   const int K = g.y.c, C = g.x.c / g.groups, R = g.kernel_h, S = g.kernel_w;

@@ -2,6 +2,8 @@
 // (ConvOp::verify) and the FP8 probe (kernels/fp8_conv.h) recompute sampled outputs with.
 #pragma once
 
+#include <cstdint>
+
 #include "kernels/tensor.h"
 
 namespace cnnbench {
@@ -18,5 +20,13 @@ struct ConvGeometry {
 // Padding reads zeros. No bias, no activation.
 double conv_window(const ConvGeometry& g, const float* x, const float* w, int n, int k, int oh,
                    int ow);
+
+// The next of a layer check's sampled outputs of y (NHWC, batch included): an LCG step of
+// `state`, then the element's index, its pixel row (n * H + oh) * W + ow and its coordinates.
+struct SampledOutput {
+  int64_t idx = 0, row = 0;
+  int n = 0, oh = 0, ow = 0, k = 0;
+};
+SampledOutput next_sampled_output(uint64_t& state, const Dims& y);
 
 }  // namespace cnnbench

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harness/check.h"
+#include "kernels/conv_ref.h"
 #include "kernels/depthwise.h"
 #include "kernels/storage.h"
 #include "kernels/timing.h"
@@ -25,12 +26,6 @@ double check_tolerance(Precision p) {
 
 bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
-std::string us_text(double us) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f us", us);
-  return b;
 }
 
 }  // namespace
@@ -253,13 +248,9 @@ double DepthwiseOp::verify(int samples, uint64_t seed) const {
   double num = 0, den = 0;
   int checked = 0;
   for (int i = 0; i < samples; ++i) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    const int64_t idx = int64_t((state >> 17) % uint64_t(Y.numel()));
-    const int c = int(idx % C);
-    int64_t r = idx / C;
-    const int ow = int(r % Y.w);
-    r /= Y.w;
-    const int oh = int(r % Y.h), n = int(r / Y.h);
+    const SampledOutput o = next_sampled_output(state, Y);  // y.c == C
+    const int64_t idx = o.idx;
+    const int c = o.k, n = o.n, oh = o.oh, ow = o.ow;
     double acc = b[size_t(c)];
     const int iw0 = ow * st - pw;
     const int lo = std::max(0, iw0), hi = std::min(X.w - 1, iw0 + K - 1);

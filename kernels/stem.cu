@@ -190,13 +190,19 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
+// Per device (and per storage type): the kernel's dynamic shared memory raised to the device's
+// opt-in limit once, before its first launch there.
+constexpr int kMaxDevices = 64;
+
 template <typename T>
 void launch_t(const void* x, const void* w, const void* bias, void* y, const StemArgs& a,
               size_t smem, int grid, cudaStream_t stream) {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    int device = 0, optin = 0;
-    CNN_CHECK_CUDA(cudaGetDevice(&device));
+  static std::once_flag once[kMaxDevices];
+  int device = 0;
+  CNN_CHECK_CUDA(cudaGetDevice(&device));
+  if (device >= kMaxDevices) throw std::invalid_argument("launch_stem: device index over 63");
+  std::call_once(once[device], [device] {
+    int optin = 0;
     CNN_CHECK_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     CNN_CHECK_CUDA(
         cudaFuncSetAttribute(stem_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
@@ -278,12 +284,9 @@ void launch_stem(DType t, const void* x, const void* w, const void* bias, void* 
     throw std::invalid_argument("launch_stem: a buffer is not 16-byte aligned");
   if (g.tiles == 0) return;
   if (grid <= 0) {
-    static int sms = 0;
-    if (sms == 0) {
-      int device = 0;
-      CNN_CHECK_CUDA(cudaGetDevice(&device));
-      CNN_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    }
+    int device = 0, sms = 0;
+    CNN_CHECK_CUDA(cudaGetDevice(&device));
+    CNN_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     const int per_sm =
         int(std::clamp<size_t>((228u << 10) / (g.smem + (1u << 10)), 1, size_t(kMaxBlocksPerSm)));
     grid = int(std::min<int64_t>(g.tiles, int64_t(sms) * per_sm));

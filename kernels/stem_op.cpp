@@ -21,12 +21,6 @@ namespace {
 constexpr int kCheckSamples = 128;
 constexpr double kCheckTolerance = 2e-2;
 
-std::string us_text(double us) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f us", us);
-  return b;
-}
-
 }  // namespace
 
 StemChoice parse_stem_choice(const std::string& s) {
@@ -94,37 +88,48 @@ void StemConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tune
   const bool race = choice_ == StemChoice::Auto && tune;
   std::vector<std::string> refused;
   double cudnn_us = 0, ours_us = 0;
-  if (choice_ == StemChoice::Cudnn || race || (choice_ == StemChoice::Auto && !tune)) {
+  // cuDNN's path: the pad first, so that its autotune and replay check see the real padded image.
+  auto prepare_cudnn = [&] {
+    if (conv_prepared_) return;
+    launch_pad_channels(storage_type(spec_.precision), const_cast<void*>(buf_.x), spec_.x.c, image_,
+                        real_c_, int64_t(spec_.x.n) * spec_.x.h * spec_.x.w, ctx.stream);
     conv_->prepare(ctx, mode, top_k, scratch);
     conv_prepared_ = true;
-    if (race) {
-      // The padded conv runs on the pad op's output: the pad once, then both timed alike.
-      run_cudnn(ctx.stream);
-      cudnn_us = graph_us([&](cudaStream_t s) { run_cudnn(s); }, ctx.stream);
-    }
+  };
+  if (choice_ != StemChoice::Cnnbench) {
+    prepare_cudnn();
+    if (race) cudnn_us = graph_us([&](cudaStream_t s) { run_cudnn(s); }, ctx.stream);
   }
   bool ours_ok = false;
   if (choice_ == StemChoice::Cnnbench || race) {
-    if (tune) ours_us = graph_us([&](cudaStream_t s) { run_ours(s); }, ctx.stream);
-    // Ours is kept only while sampled outputs agree with a host recompute from the same inputs.
-    poison_output(ctx.stream);
-    run_ours(ctx.stream);
-    CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-    const double err = verify(kCheckSamples, 0x7374656d636f6e76ull);
-    ours_ok = err <= kCheckTolerance;  // false for NaN
+    std::string why;
+    try {
+      if (tune) ours_us = graph_us([&](cudaStream_t s) { run_ours(s); }, ctx.stream);
+      // Ours is kept only while sampled outputs agree with a host recompute from the same
+      // inputs (no finite sample, or NaN, refuses it).
+      poison_output(ctx.stream);
+      run_ours(ctx.stream);
+      CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+      const double err = verify(kCheckSamples, 0x7374656d636f6e76ull);
+      ours_ok = err >= 0 && err <= kCheckTolerance;
+      if (!ours_ok) {
+        char text[200];
+        std::snprintf(text, sizeof text,
+                      "cnnbench stem kernel: %d sampled outputs depart from the host recompute, "
+                      "rel_l2 %.2e",
+                      kCheckSamples, err);
+        why = text;
+      }
+    } catch (const std::exception& e) {  // a launch that fails (shared memory, another GPU)
+      if (choice_ == StemChoice::Cnnbench) throw;
+      cudaGetLastError();
+      why = std::string("cnnbench stem kernel: ") + e.what();
+    }
     if (!ours_ok) {
-      char why[200];
-      std::snprintf(why, sizeof why,
-                    "cnnbench stem kernel: %d sampled outputs depart from the host recompute, "
-                    "rel_l2 %.2e",
-                    kCheckSamples, err);
       if (choice_ == StemChoice::Cnnbench)
         throw std::runtime_error(spec_.name + ": " + why + " (--stem=cnnbench)");
       refused.push_back(why);
-      if (!conv_prepared_) {
-        conv_->prepare(ctx, mode, top_k, scratch);
-        conv_prepared_ = true;
-      }
+      prepare_cudnn();
     }
   }
   use_cudnn_ = !ours_ok || (race && cudnn_us < ours_us);
@@ -194,34 +199,35 @@ double StemConvOp::verify(int samples, uint64_t seed) const {
   const Dims X = ss_.x, Y = spec_.y;
   const int K = Y.c, C = X.c, R = ss_.kernel, S = ss_.kw(), Cw = ss_.wld(), ld = ss_.ldy();
   if (Y.numel() == 0) return 0;
-  const std::vector<float> x = download(image_, size_t(X.numel()), t);
-  const std::vector<float> wide = download(buf_.w, size_t(K) * R * S * Cw, t);
-  std::vector<float> w(size_t(K) * R * S * C);
-  for (size_t row = 0; row < size_t(K) * R * S; ++row)
-    for (int c = 0; c < C; ++c) w[row * C + c] = wide[row * Cw + c];
+  // Only what each sampled output reads is downloaded (a window row at a time), so that the
+  // check stays cheap at the largest batches.
+  const size_t es = dtype_size(t);
+  const std::vector<float> w = download(buf_.w, size_t(K) * R * S * Cw, t);
   const std::vector<float> b =
       buf_.bias ? download(buf_.bias, size_t(K), t) : std::vector<float>(size_t(K), 0.0f);
-  const size_t span = (size_t(Y.n) * Y.h * Y.w - 1) * ld + K;
-  const std::vector<float> y = download(buf_.y, span, t);
-  ConvGeometry geom;
-  geom.x = X, geom.y = Y, geom.kernel_h = R, geom.kernel_w = S, geom.stride = ss_.stride;
-  geom.pad_h = ss_.pad, geom.pad_w = ss_.pw();
+  const char* xb = static_cast<const char*>(image_);
+  const char* yb = static_cast<const char*>(buf_.y);
   uint64_t state = seed;
   double num = 0, den = 0;
   int checked = 0;
   for (int i = 0; i < samples; ++i) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    const int64_t idx = int64_t((state >> 17) % uint64_t(Y.numel()));
-    const int k = int(idx % K);
-    int64_t r = idx / K;
-    const int64_t row = r;
-    const int ow = int(r % Y.w);
-    r /= Y.w;
-    const int oh = int(r % Y.h), n = int(r / Y.h);
-    const double acc =
-        act_ref(ss_.act, b[size_t(k)] + conv_window(geom, x.data(), w.data(), n, k, oh, ow));
+    const SampledOutput o = next_sampled_output(state, Y);
+    double acc = b[size_t(o.k)];
+    const int iw0 = o.ow * ss_.stride - ss_.pw();
+    const int lo = std::max(0, iw0), hi = std::min(X.w - 1, iw0 + S - 1);
+    for (int r = 0; r < R && lo <= hi; ++r) {
+      const int ih = o.oh * ss_.stride - ss_.pad + r;
+      if (ih < 0 || ih >= X.h) continue;
+      const int64_t first = ((int64_t(o.n) * X.h + ih) * X.w + lo) * C;
+      const std::vector<float> xs = download(xb + size_t(first) * es, size_t(hi - lo + 1) * C, t);
+      for (int iw = lo; iw <= hi; ++iw)
+        for (int c = 0; c < C; ++c)
+          acc += double(xs[size_t(iw - lo) * C + c]) *
+                 w[((size_t(o.k) * R + r) * S + (iw - iw0)) * Cw + c];
+    }
+    acc = act_ref(ss_.act, acc);
     if (!std::isfinite(acc)) continue;
-    const float got = y[size_t(row) * ld + k];
+    const float got = download(yb + (size_t(o.row) * ld + o.k) * es, 1, t)[0];
     if (!std::isfinite(got)) return INFINITY;
     num += (got - acc) * (got - acc);
     den += acc * acc;

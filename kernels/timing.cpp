@@ -1,6 +1,7 @@
 #include "kernels/timing.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
 #include "harness/check.h"
@@ -21,6 +22,12 @@ void capture_graph(const std::function<void(cudaStream_t)>& enqueue, cudaStream_
   }
   CNN_CHECK_CUDA(cudaStreamEndCapture(stream, graph));
   CNN_CHECK_CUDA(cudaGraphInstantiate(exec, *graph, 0));
+}
+
+std::string us_text(double us) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f us", us);
+  return b;
 }
 
 double graph_us(const std::function<void(cudaStream_t)>& run, cudaStream_t stream, int runs) {

@@ -8,10 +8,14 @@
 #include <cuda_runtime.h>
 
 #include <functional>
+#include <string>
 
 namespace cnnbench {
 
 double graph_us(const std::function<void(cudaStream_t)>& run, cudaStream_t stream, int runs = 20);
+
+// "14.2 us": a time as the layer table's notes give it.
+std::string us_text(double us);
 
 // What `enqueue` puts on `stream`, captured into *graph and instantiated into *exec. Where enqueue
 // throws, the capture is ended, what it left freed and CUDA's sticky capture error cleared, and
