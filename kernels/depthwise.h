@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "kernels/conv.h"
+#include "kernels/kernel_choice.h"
 #include "kernels/op.h"
 #include "kernels/pointwise.h"
 #include "kernels/tensor.h"
@@ -89,9 +90,13 @@ std::vector<double> depthwise_reference(const std::vector<float>& x, const std::
 //   auto      autotune times cuDNN and ours per layer and keeps the faster; heuristics take cuDNN
 //   cudnn     cuDNN alone (the ConvOp, as before the kernel existed)
 //   cnnbench  ours alone
-enum class DepthwiseChoice { Auto, Cudnn, Cnnbench };
-DepthwiseChoice parse_depthwise_choice(const std::string& s);  // UserError on others
-const char* depthwise_choice_name(DepthwiseChoice c);
+using DepthwiseChoice = KernelChoice;
+inline DepthwiseChoice parse_depthwise_choice(const std::string& s) {
+  return parse_kernel_choice(s, "depthwise");
+}
+inline const char* depthwise_choice_name(DepthwiseChoice c) {
+  return kernel_choice_name(c);
+}
 
 // A depthwise conv with two engines: cuDNN's (the ConvOp it owns) and our kernel.
 //   auto + autotune   prepares the ConvOp, then times ConvOp::run and our kernel (each px

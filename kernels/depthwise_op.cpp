@@ -30,24 +30,6 @@ bool aligned16(const void* p) {
 
 }  // namespace
 
-DepthwiseChoice parse_depthwise_choice(const std::string& s) {
-  if (s == "auto") return DepthwiseChoice::Auto;
-  if (s == "cudnn") return DepthwiseChoice::Cudnn;
-  if (s == "cnnbench") return DepthwiseChoice::Cnnbench;
-  throw UserError("--depthwise takes auto, cudnn or cnnbench, not '" + s + "'");
-}
-
-const char* depthwise_choice_name(DepthwiseChoice c) {
-  switch (c) {
-    case DepthwiseChoice::Cudnn:
-      return "cudnn";
-    case DepthwiseChoice::Cnnbench:
-      return "cnnbench";
-    default:
-      return "auto";
-  }
-}
-
 DepthwiseSpec depthwise_spec(const ConvSpec& s) {
   DepthwiseSpec d;
   d.x = s.x, d.y = s.y;

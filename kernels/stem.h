@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "kernels/conv.h"
+#include "kernels/kernel_choice.h"
 #include "kernels/op.h"
 #include "kernels/pointwise.h"
 #include "kernels/tensor.h"
@@ -91,9 +92,13 @@ void stem_emulate(DType t, const void* x, const void* w, const void* bias, void*
 //             heuristics take cuDNN
 //   cudnn     the pad op and cuDNN's conv, as before our kernel
 //   cnnbench  ours
-enum class StemChoice { Auto, Cudnn, Cnnbench };
-StemChoice parse_stem_choice(const std::string& s);  // UserError on others
-const char* stem_choice_name(StemChoice c);
+using StemChoice = KernelChoice;
+inline StemChoice parse_stem_choice(const std::string& s) {
+  return parse_kernel_choice(s, "stem");
+}
+inline const char* stem_choice_name(StemChoice c) {
+  return kernel_choice_name(c);
+}
 
 // The image's conv with two engines: the pad op plus cuDNN's conv on the padded input (the
 // ConvOp it owns, `spec` and `buffers` as the compile step gives them: x the padded buffer, w the

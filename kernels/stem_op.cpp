@@ -23,24 +23,6 @@ constexpr double kCheckTolerance = 2e-2;
 
 }  // namespace
 
-StemChoice parse_stem_choice(const std::string& s) {
-  if (s == "auto") return StemChoice::Auto;
-  if (s == "cudnn") return StemChoice::Cudnn;
-  if (s == "cnnbench") return StemChoice::Cnnbench;
-  throw UserError("--stem takes auto, cudnn or cnnbench, not '" + s + "'");
-}
-
-const char* stem_choice_name(StemChoice c) {
-  switch (c) {
-    case StemChoice::Cudnn:
-      return "cudnn";
-    case StemChoice::Cnnbench:
-      return "cnnbench";
-    default:
-      return "auto";
-  }
-}
-
 StemConvOp::StemConvOp(const ConvSpec& spec, const ConvBuffers& buffers, const void* image,
                        int real_c, StemChoice choice)
     : spec_(spec),

@@ -559,6 +559,24 @@ TEST(GpuNetwork, SeFoldMatchesTheScalePass) {
 // 1e-2: summation order and half rounding through 80 layers, far below a wrong kernel's ~1).
 // Then auto under autotune (fp16, batch 1): every depthwise layer timed both ways, the logits
 // again cuDNN's, and each depthwise layer's host check (verify_layers) within 1e-2.
+// One graph replay of g under `opt`: its output, and where asked its layer table and the layers'
+// host checks (verify_layers, `samples` each).
+static std::vector<float> forward_once(GpuContext& ctx, const Graph& g, const HostWeights& w,
+                                       const CompileOptions& opt, std::vector<LayerRecord>* layers,
+                                       std::vector<std::pair<std::string, double>>* checks,
+                                       int samples = 128, uint64_t seed = 11) {
+  std::unique_ptr<Model> mp;
+  std::unique_ptr<Runner> rp;
+  std::vector<std::string> repairs;
+  build_and_capture(
+      ctx, [&] { return std::make_unique<Model>(ctx, g, w, opt); }, mp, rp, repairs);
+  rp->launch(true);
+  std::vector<float> out = mp->output();
+  if (layers) *layers = mp->layers();
+  if (checks) *checks = mp->verify_layers(samples, seed);
+  return out;
+}
+
 TEST(GpuNetwork, DepthwiseKernelMatchesCudnn) {
   const Graph g = build_network("efficientnet_b0");
   const HostWeights w = random_weights(g, 5);
@@ -571,16 +589,7 @@ TEST(GpuNetwork, DepthwiseKernelMatchesCudnn) {
     opt.batch = batch;
     opt.engine = mode;
     opt.depthwise = choice;
-    std::unique_ptr<Model> mp;
-    std::unique_ptr<Runner> rp;
-    std::vector<std::string> repairs;
-    build_and_capture(
-        ctx, [&] { return std::make_unique<Model>(ctx, g, w, opt); }, mp, rp, repairs);
-    rp->launch(true);
-    std::vector<float> out = mp->output();
-    if (layers) *layers = mp->layers();
-    if (checks) *checks = mp->verify_layers(128, 11);
-    return out;
+    return forward_once(ctx, g, w, opt, layers, checks);
   };
   auto ours = [](const std::vector<LayerRecord>& layers) {
     int n = 0;
@@ -643,16 +652,7 @@ TEST(GpuNetwork, StemKernelMatchesCudnn) {
     opt.batch = batch;
     opt.engine = mode;
     opt.stem = choice;
-    std::unique_ptr<Model> mp;
-    std::unique_ptr<Runner> rp;
-    std::vector<std::string> repairs;
-    build_and_capture(
-        ctx, [&] { return std::make_unique<Model>(ctx, g, w, opt); }, mp, rp, repairs);
-    rp->launch(true);
-    std::vector<float> out = mp->output();
-    if (layers) *layers = mp->layers();
-    if (checks) *checks = mp->verify_layers(256, 13);
-    return out;
+    return forward_once(ctx, g, w, opt, layers, checks, 256, 13);
   };
   for (const char* net : {"resnet50", "vgg16", "alexnet", "efficientnet_b0"}) {
     const Graph g = build_network(net);
