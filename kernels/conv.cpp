@@ -829,4 +829,21 @@ std::vector<EngineCandidate> engine_candidates(cudnnHandle_t h, const BackendDes
   return out;
 }
 
+ConvWithAlternative::ConvWithAlternative(const ConvSpec& spec, const ConvBuffers& buffers)
+    : conv_(std::make_unique<ConvOp>(spec, buffers)) {}
+
+ConvWithAlternative::~ConvWithAlternative() = default;
+
+size_t ConvWithAlternative::workspace_bytes() const {
+  return use_cudnn_ ? conv_->workspace_bytes() : 0;
+}
+
+void ConvWithAlternative::bind_workspace(void* workspace, size_t bytes) {
+  if (use_cudnn_) conv_->bind_workspace(workspace, bytes);
+}
+
+std::string ConvWithAlternative::ban_engine(GpuContext& ctx) {
+  return use_cudnn_ ? conv_->ban_engine(ctx) : "";
+}
+
 }  // namespace cnnbench

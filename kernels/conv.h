@@ -5,6 +5,7 @@
 // runs the convolution alone and our pointwise kernel applies the epilogue; the record says so.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "kernels/cudnn_backend.h"
@@ -153,5 +154,23 @@ class ConvOp : public Op {
 // A build that fails there is left to prepare(). Nothing is done with fewer than two threads.
 void prefetch_conv_plans(GpuContext& ctx, const std::vector<const ConvOp*>& convs, EngineMode mode,
                          int top_k, size_t max_workspace);
+
+// An op with a kernel of ours beside cuDNN's conv (DepthwiseOp, StemConvOp): the ConvOp it owns
+// and which of the two runs. The workspace, its binding and engine bans are the ConvOp's while it
+// runs, none otherwise.
+class ConvWithAlternative : public Op {
+ public:
+  ~ConvWithAlternative() override;
+  size_t workspace_bytes() const override;
+  void bind_workspace(void* workspace, size_t bytes) override;
+  std::string ban_engine(GpuContext& ctx) override;
+  bool runs_cudnn() const { return use_cudnn_; }
+
+ protected:
+  ConvWithAlternative(const ConvSpec& spec, const ConvBuffers& buffers);
+  std::unique_ptr<ConvOp> conv_;
+  bool conv_prepared_ = false;
+  bool use_cudnn_ = false;
+};
 
 }  // namespace cnnbench

@@ -110,20 +110,16 @@ inline const char* depthwise_choice_name(DepthwiseChoice c) {
 // The record says which engine runs: "cnnbench depthwise kernel" or the cuDNN tag, tuned_us
 // the winner's graph-timed us per run, engine_notes both times ("cudnn eng8 14.2 us, ours
 // 3.1 us"). The ConvOp's workspace is reported and bound only when it is the one that runs.
-class DepthwiseOp : public Op {
+class DepthwiseOp : public ConvWithAlternative {
  public:
   DepthwiseOp(const ConvSpec& spec, const ConvBuffers& buffers,
               DepthwiseChoice choice = DepthwiseChoice::Auto);
   ~DepthwiseOp() override;
   void prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) override;
-  size_t workspace_bytes() const override;
-  void bind_workspace(void* workspace, size_t bytes) override;
   void run(cudaStream_t stream) override;
   double verify(int samples, uint64_t seed) const override;
-  std::string ban_engine(GpuContext& ctx) override;
   // The ConvOp prepare() will build under `mode` (for prefetch_conv_plans), or null.
   const ConvOp* cudnn_conv(EngineMode mode) const;
-  bool runs_cudnn() const { return use_cudnn_; }
   int px() const { return px_; }
 
  private:
@@ -134,9 +130,6 @@ class DepthwiseOp : public Op {
   DepthwiseSpec ds_;
   ConvBuffers buf_;
   DepthwiseChoice choice_;
-  std::unique_ptr<ConvOp> conv_;
-  bool conv_prepared_ = false;
-  bool use_cudnn_ = false;
   int px_ = 1;
 };
 

@@ -60,11 +60,11 @@ bool depthwise_eligible(const ConvSpec& s, std::string* why) {
 }
 
 DepthwiseOp::DepthwiseOp(const ConvSpec& spec, const ConvBuffers& buffers, DepthwiseChoice choice)
-    : spec_(spec),
+    : ConvWithAlternative(spec, buffers),
+      spec_(spec),
       ds_(depthwise_spec(spec)),
       buf_(buffers),
-      choice_(choice),
-      conv_(std::make_unique<ConvOp>(spec, buffers)) {
+      choice_(choice) {
   std::string why;
   if (!depthwise_eligible(spec, &why))
     throw std::logic_error("depthwise: " + spec.name + " is not for our kernel: " + why);
@@ -193,23 +193,11 @@ void DepthwiseOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tun
   record_.build_ms = elapsed_ms();
 }
 
-size_t DepthwiseOp::workspace_bytes() const {
-  return use_cudnn_ ? conv_->workspace_bytes() : 0;
-}
-
-void DepthwiseOp::bind_workspace(void* workspace, size_t bytes) {
-  if (use_cudnn_) conv_->bind_workspace(workspace, bytes);
-}
-
 void DepthwiseOp::run(cudaStream_t stream) {
   if (use_cudnn_)
     conv_->run(stream);
   else
     run_ours(stream);
-}
-
-std::string DepthwiseOp::ban_engine(GpuContext& ctx) {
-  return use_cudnn_ ? conv_->ban_engine(ctx) : "";
 }
 
 double DepthwiseOp::verify(int samples, uint64_t seed) const {

@@ -107,20 +107,16 @@ inline const char* stem_choice_name(StemChoice c) {
 // recompute of sampled outputs agrees (the record lists it under `rejected` otherwise, and
 // cnnbench throws). The record: "cnnbench stem kernel" or the cuDNN tag, tuned_us the winner's,
 // engine_notes both times.
-class StemConvOp : public Op {
+class StemConvOp : public ConvWithAlternative {
  public:
   StemConvOp(const ConvSpec& spec, const ConvBuffers& buffers, const void* image, int real_c,
              StemChoice choice);
   ~StemConvOp() override;
   void prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) override;
-  size_t workspace_bytes() const override;
-  void bind_workspace(void* workspace, size_t bytes) override;
   void run(cudaStream_t stream) override;
   double verify(int samples, uint64_t seed) const override;
-  std::string ban_engine(GpuContext& ctx) override;
   // The ConvOp prepare() will build under `mode` (for prefetch_conv_plans), or null.
   const ConvOp* cudnn_conv(EngineMode mode) const;
-  bool runs_cudnn() const { return use_cudnn_; }
 
  private:
   void run_cudnn(cudaStream_t stream);
@@ -131,9 +127,6 @@ class StemConvOp : public Op {
   const void* image_;
   int real_c_;
   StemChoice choice_;
-  std::unique_ptr<ConvOp> conv_;
-  bool conv_prepared_ = false;
-  bool use_cudnn_ = false;
 };
 
 }  // namespace cnnbench

@@ -25,13 +25,13 @@ constexpr double kCheckTolerance = 2e-2;
 
 StemConvOp::StemConvOp(const ConvSpec& spec, const ConvBuffers& buffers, const void* image,
                        int real_c, StemChoice choice)
-    : spec_(spec),
+    : ConvWithAlternative(spec, buffers),
+      spec_(spec),
       ss_(stem_spec(spec, real_c)),
       buf_(buffers),
       image_(image),
       real_c_(real_c),
-      choice_(choice),
-      conv_(std::make_unique<ConvOp>(spec, buffers)) {
+      choice_(choice) {
   std::string why;
   if (!stem_eligible(spec, real_c, &why))
     throw std::logic_error("stem: " + spec.name + " is not for our kernel: " + why);
@@ -155,23 +155,11 @@ void StemConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tune
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-size_t StemConvOp::workspace_bytes() const {
-  return use_cudnn_ ? conv_->workspace_bytes() : 0;
-}
-
-void StemConvOp::bind_workspace(void* workspace, size_t bytes) {
-  if (use_cudnn_) conv_->bind_workspace(workspace, bytes);
-}
-
 void StemConvOp::run(cudaStream_t stream) {
   if (use_cudnn_)
     run_cudnn(stream);
   else
     run_ours(stream);
-}
-
-std::string StemConvOp::ban_engine(GpuContext& ctx) {
-  return use_cudnn_ ? conv_->ban_engine(ctx) : "";
 }
 
 double StemConvOp::verify(int samples, uint64_t seed) const {
