@@ -230,6 +230,7 @@ class Session {
     t.engine = opt_.engine;
     t.top_k = opt_.config.autotune_top_k;
     t.pad_channels = opt_.pad_channels;
+    t.stem = opt_.stem;
     auto p = std::make_unique<TrainPrepared>();
     p->key = key;
     p->device_before = p->peak.sample();

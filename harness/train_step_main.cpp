@@ -38,6 +38,8 @@ const char* kUsage =
   --reuse_memory=0  every activation and gradient in a buffer of its own (no memory plan), to
             tell a planning error from a numerical one
   --pad_channels=0  the 3-channel stem as it is, not padded with zero channels (tf32, fp16, bf16)
+  --stem=auto|cudnn|cnnbench  the padded stem's forward conv (fp16, bf16): auto races cuDNN's
+            against our stem kernel under autotune (kernels/stem.h); cudnn or cnnbench alone
   --dropout=P  every dropout's probability set to P in [0, 1); 0 makes the step deterministic,
             to compare it with a framework's step with dropout off
   --output  the state_dict after the step(s), every floating-point tensor of --weights, F32
@@ -128,7 +130,7 @@ int run(int argc, char** argv) {
   std::string network, weights_path, input_path, labels_path, output_path, report_path,
       batch_s = "0", size_s = "0", classes_s = "1000", precision = "fp32", optimizer = "sgd",
       lr_s = "0.1", momentum_s = "0.9", wd_s = "0", engine = "heuristic", steps_s = "1",
-      reuse_s = "1", pad_s = "1", dropout_s, breakdown_path, check_s = "0";
+      reuse_s = "1", pad_s = "1", stem_s = "auto", dropout_s, breakdown_path, check_s = "0";
   for (int i = 1; i < argc; ++i) {
     if (take_flag(i, argc, argv, "help", nullptr)) {
       std::cout << kUsage;
@@ -152,6 +154,7 @@ int run(int argc, char** argv) {
         take_flag(i, argc, argv, "steps", &steps_s) ||
         take_flag(i, argc, argv, "reuse_memory", &reuse_s) ||
         take_flag(i, argc, argv, "pad_channels", &pad_s) ||
+        take_flag(i, argc, argv, "stem", &stem_s) ||
         take_flag(i, argc, argv, "dropout", &dropout_s) ||
         take_flag(i, argc, argv, "breakdown", &breakdown_path) ||
         take_flag(i, argc, argv, "check_finite", &check_s))
@@ -198,6 +201,7 @@ int run(int argc, char** argv) {
   if (pad_s != "0" && pad_s != "1")
     throw UserError("--pad_channels takes 1 or 0, not '" + pad_s + "'");
   opt.pad_channels = pad_s == "1";
+  opt.stem = parse_stem_choice(stem_s);
   const int steps = int(parse_count(steps_s, "steps"));
   if (steps < 1) throw UserError("--steps must be at least 1");
 

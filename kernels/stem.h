@@ -106,11 +106,12 @@ inline const char* stem_choice_name(StemChoice c) {
 // autotune both are timed as CUDA graphs of 20 runs and the faster kept; ours only while a host
 // recompute of sampled outputs agrees (the record lists it under `rejected` otherwise, and
 // cnnbench throws). The record: "cnnbench stem kernel" or the cuDNN tag, tuned_us the winner's,
-// engine_notes both times.
+// engine_notes both times. `pads` false: the padded copy is written by a step before this op
+// (the training step, whose weight gradient reads it too), so cuDNN's path does not pad again.
 class StemConvOp : public ConvWithAlternative {
  public:
   StemConvOp(const ConvSpec& spec, const ConvBuffers& buffers, const void* image, int real_c,
-             StemChoice choice);
+             StemChoice choice, bool pads = true);
   ~StemConvOp() override;
   void prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) override;
   void run(cudaStream_t stream) override;
@@ -119,6 +120,7 @@ class StemConvOp : public ConvWithAlternative {
   const ConvOp* cudnn_conv(EngineMode mode) const;
 
  private:
+  void pad(cudaStream_t stream) const;  // the padded copy of the image (where pads_)
   void run_cudnn(cudaStream_t stream);
   void run_ours(cudaStream_t stream) const;
   ConvSpec spec_;  // the padded conv's
@@ -127,6 +129,7 @@ class StemConvOp : public ConvWithAlternative {
   const void* image_;
   int real_c_;
   StemChoice choice_;
+  bool pads_;
 };
 
 }  // namespace cnnbench

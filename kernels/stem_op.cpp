@@ -24,14 +24,15 @@ constexpr double kCheckTolerance = 2e-2;
 }  // namespace
 
 StemConvOp::StemConvOp(const ConvSpec& spec, const ConvBuffers& buffers, const void* image,
-                       int real_c, StemChoice choice)
+                       int real_c, StemChoice choice, bool pads)
     : ConvWithAlternative(spec, buffers),
       spec_(spec),
       ss_(stem_spec(spec, real_c)),
       buf_(buffers),
       image_(image),
       real_c_(real_c),
-      choice_(choice) {
+      choice_(choice),
+      pads_(pads) {
   std::string why;
   if (!stem_eligible(spec, real_c, &why))
     throw std::logic_error("stem: " + spec.name + " is not for our kernel: " + why);
@@ -53,10 +54,15 @@ const ConvOp* StemConvOp::cudnn_conv(EngineMode mode) const {
   return builds ? conv_.get() : nullptr;
 }
 
-void StemConvOp::run_cudnn(cudaStream_t stream) {
+void StemConvOp::pad(cudaStream_t stream) const {
+  if (!pads_) return;
   const int64_t rows = int64_t(spec_.x.n) * spec_.x.h * spec_.x.w;
   launch_pad_channels(storage_type(spec_.precision), const_cast<void*>(buf_.x), spec_.x.c, image_,
                       real_c_, rows, stream);
+}
+
+void StemConvOp::run_cudnn(cudaStream_t stream) {
+  pad(stream);
   conv_->run(stream);
 }
 
@@ -73,8 +79,7 @@ void StemConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tune
   // cuDNN's path: the pad first, so that its autotune and replay check see the real padded image.
   auto prepare_cudnn = [&] {
     if (conv_prepared_) return;
-    launch_pad_channels(storage_type(spec_.precision), const_cast<void*>(buf_.x), spec_.x.c, image_,
-                        real_c_, int64_t(spec_.x.n) * spec_.x.h * spec_.x.w, ctx.stream);
+    pad(ctx.stream);
     conv_->prepare(ctx, mode, top_k, scratch);
     conv_prepared_ = true;
   };
@@ -118,8 +123,9 @@ void StemConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tune
   const LayerRecord conv = conv_->record();
   if (use_cudnn_) {
     record_ = conv;
-    record_.op = "pad channels " + std::to_string(real_c_) + "->" + std::to_string(spec_.x.c) +
-                 " | " + conv.op;
+    if (pads_)
+      record_.op = "pad channels " + std::to_string(real_c_) + "->" + std::to_string(spec_.x.c) +
+                   " | " + conv.op;
     if (race) record_.tuned_us = cudnn_us, record_.tuned_in_graph = true;
   } else {
     record_ = conv;

@@ -402,6 +402,15 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
             });
             cs.x.c = Cp;
             b.x = xp, b.w = wp;
+            // Our stem kernel beside cuDNN's padded conv, reading the input itself (the copy
+            // above stays: the weight gradient reads it).
+            const bool race = opt.stem == StemChoice::Cnnbench ||
+                              (opt.stem == StemChoice::Auto && opt.engine == EngineMode::Autotune);
+            if (race && stem_eligible(cs, C) && stem_aligned(x0, b)) {
+              Op* c = own(std::make_unique<StemConvOp>(cs, b, x0, C, opt.stem, false));
+              add([c](cudaStream_t s) { c->run(s); }, c);
+              break;
+            }
           }
           Op* c = own(std::make_unique<ConvOp>(cs, b));
           add([c](cudaStream_t s) { c->run(s); }, c);

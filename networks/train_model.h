@@ -35,6 +35,7 @@
 
 #include "harness/arena.h"
 #include "kernels/op.h"
+#include "kernels/stem.h"
 #include "kernels/train_kernels.h"
 #include "networks/graph.h"
 #include "networks/train_plan.h"
@@ -69,6 +70,10 @@ struct TrainOptions {
   // weights, and its weight gradient is computed padded and narrowed (padded_channels,
   // networks/compile.h): tensor-core engines instead of cuDNN's 3-channel ones.
   bool pad_channels = true;
+  // Such a padded stem's forward conv (fp16, bf16): auto races cuDNN's conv on the padded copy
+  // against our stem kernel on the input itself under autotune (kernels/stem.h); the padded copy
+  // is still written, for the weight gradient.
+  StemChoice stem = StemChoice::Auto;
   // A BatchNorm + ReLU with no residual recomputes ReLU's mask from its input in the backward
   // instead of reading the saved activation (bit for bit the same mask; two reads fewer).
   bool bn_mask_from_input = true;

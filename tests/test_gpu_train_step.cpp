@@ -461,6 +461,48 @@ TEST(GpuTrainStep, PaddedStemChangesNothingButTheFootprint) {
   }
 }
 
+// The padded stem's forward conv in our stem kernel (TrainOptions::stem, kernels/stem.h) against
+// cuDNN's on the padded copy, fp16, one step each: the same loss, and the stem's weight gradient
+// (which reads the padded copy either way) each held to the fp32 step as above. The stem's layer
+// record names our kernel.
+TEST(GpuTrainStep, StemKernelChangesNothing) {
+  const Fixture f;
+  auto first_step = [&](GpuContext& ctx, TrainModel& m) {
+    m.set_input(f.x);
+    m.set_labels(f.labels);
+    m.step(ctx.stream);
+    CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+  };
+  TrainOptions o = f.options(0);
+  o.momentum = 0;
+  o.initial_loss_scale = 1;
+  GpuContext ctx32;
+  TrainModel ref(ctx32, f.g, f.w, o);
+  first_step(ctx32, ref);
+  const std::vector<float> g32 = ref.gradient("conv1.weight");
+  const std::vector<double> gref(g32.begin(), g32.end());
+  GpuContext ctx;
+  o.precision = Precision::FP16;
+  o.pad_channels = true;
+  o.stem = StemChoice::Cnnbench;
+  TrainModel ours(ctx, f.g, f.w, o);
+  o.stem = StemChoice::Cudnn;
+  TrainModel theirs(ctx, f.g, f.w, o);
+  first_step(ctx, ours);
+  first_step(ctx, theirs);
+  EXPECT_NEAR(ours.loss(), theirs.loss(), 2e-3 * std::max(1.0f, std::abs(theirs.loss())));
+  const double eo = test::rel_l2(ours.gradient("conv1.weight"), gref);
+  const double ec = test::rel_l2(theirs.gradient("conv1.weight"), gref);
+  EXPECT_LT(eo, 2 * ec + 0.02);
+  int stems = 0;
+  for (const LayerRecord& r : ours.layers()) stems += r.engine == "cnnbench stem kernel";
+  EXPECT_EQ(stems, 1);
+  std::printf(
+      "  fp16: loss %.6f stem kernel, %.6f cuDNN; conv1.weight's gradient vs fp32 %.2e "
+      "and %.2e\n",
+      ours.loss(), theirs.loss(), eo, ec);
+}
+
 // The same for EfficientNet-B0 (32 px, 10 classes, dropout off): BatchNorm fused with SiLU, whose
 // derivative the fused backward takes at bn(x) recomputed from x rather than read back. At 32 px
 // the last stages' BatchNorms see 4 rows a channel, the worst conditioning there is: in call 20

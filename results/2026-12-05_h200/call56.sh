@@ -23,7 +23,7 @@ B=build/release
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv,noheader
 timeout 60 $B/tests/test_gpu --gtest_filter='GpuOps.AutotuneGraphRound*' >$O/t/graph_round_test.log 2>&1
 echo "G rc=$?"; grep -E "graph round|Failure|OK \]|FAILED \]" $O/t/graph_round_test.log | head
-timeout 120 $B/tests/test_gpu --gtest_filter='GpuOps.StemKernel*:GpuNetwork.StemKernel*' \
+timeout 120 $B/tests/test_gpu --gtest_filter='GpuOps.StemKernel*:GpuNetwork.StemKernel*:GpuTrainStep.StemKernel*' \
   >$O/t/stem_test.log 2>&1
 STEM_RC=$?; echo "G stem rc=$STEM_RC"; grep -E "  stem |stem kernel|autotune:|Failure|OK \]|FAILED \]" $O/t/stem_test.log | head -40
 STEM=""; [ $STEM_RC -ne 0 ] && STEM="--stem=cudnn"
