@@ -44,7 +44,7 @@ const char* kUsage =
   --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
   --mode_b=false       autotune times heuristics mode A's top_k (and fallback) only, not also up
                        to top_k / 2 configs that only mode B offers
-  --graph_tune_us=100  autotune times the fastest 4 candidates of a conv under this many
+  --graph_tune_us=100  autotune times the fastest 8 candidates of a conv under this many
                        microseconds again, replayed from a CUDA graph (as the benchmark runs
                        them), and keeps the fastest there; 0: eager launches alone
   --exclude_engines=eng4,eng8{k24=0}  cuDNN engines never to use: a name takes any knobs;

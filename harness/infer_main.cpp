@@ -30,7 +30,7 @@ const char* kUsage =
   --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
   --mode_b=false       autotune times heuristics mode A's top_k (and fallback) only, not also up
                        to top_k / 2 configs that only mode B offers
-  --graph_tune_us=100  autotune times the fastest 4 candidates of a conv under this many
+  --graph_tune_us=100  autotune times the fastest 8 candidates of a conv under this many
                        microseconds again, replayed from a CUDA graph; 0: eager launches alone
   --exclude_engines=eng4,...  cuDNN engines never to use (a name takes any knobs;
                        'nondeterministic' every engine cuDNN marks so)

@@ -195,7 +195,7 @@ double time_us(F&& run, cudaStream_t stream) {
 
 // Autotune's graph round (GpuContext::graph_tune_below_us): how many of the fastest eager
 // candidates are timed again, and how many launches back to back one graph holds.
-constexpr size_t kGraphFinalists = 4;
+constexpr size_t kGraphFinalists = 8;
 constexpr int kGraphTuneRuns = 20;
 
 std::string prefetch_key(const std::string& plan_key, bool fused) {
