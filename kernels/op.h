@@ -82,7 +82,7 @@ struct GpuContext {
   // (engine_candidates); --mode_b=false: modes A and fallback alone, as before 2026-12-05.
   bool heuristic_mode_b = true;
   // Autotune's second round (--graph_tune_us): where a conv's fastest candidate, each launched
-  // eagerly between two events, took under this many microseconds, the fastest few are timed
+  // eagerly between two events, took under this many microseconds, the fastest eight are timed
   // again as the benchmark replays them, 20 launches back to back in one CUDA graph, and the
   // fastest there is kept. An eager launch carries the host's cost of cudnnBackendExecute (a few
   // microseconds, different by engine), which the replay does not: at batch 1 it was most of
