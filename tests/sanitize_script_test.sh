@@ -15,6 +15,7 @@ cat >"$T/fake-sanitizer" <<'FAKE'
 #!/usr/bin/env bash
 # Reports two errors for memcheck on training, none otherwise.
 tool=$2
+echo "args: $*"
 if [ "$tool" = memcheck ] && [[ "$*" == *cnnbench_train_step* ]]; then
   echo "========= Invalid __global__ read of size 2 bytes"
   echo "=========     at cnnbench::bn_stats_vec<__half, 8>(...)+0x1a0"
@@ -32,4 +33,12 @@ S="$T/out/summary.md"
 grep -q "| resnet50 | fp16 | train | memcheck | 2 | 0 | at cnnbench::bn_stats_vec" "$S" || fail "train memcheck row: $(cat "$S")"
 grep -q "| resnet50 | fp16 | infer | memcheck | 0 | 0 |" "$S" || fail "infer memcheck row: $(cat "$S")"
 [ "$(grep -c '^| resnet50' "$S")" -eq 4 ] || fail "expected 4 rows: $(cat "$S")"
+# Our kernels forced where heuristics would take cuDNN's: the stem and depthwise kernels.
+grep -q -- "--depthwise=cnnbench --stem=cnnbench" "$T/out/resnet50_fp16_infer_memcheck.log" ||
+  fail "inference without our kernels forced: $(cat "$T/out/resnet50_fp16_infer_memcheck.log")"
+grep -q -- "--check_finite=1 --stem=cnnbench" "$T/out/resnet50_fp16_train_memcheck.log" ||
+  fail "training without the stem kernel forced"
+OURS_INFER= SANITIZER="$T/fake-sanitizer" NETS=resnet50 PRECISIONS=fp16 TOOLS=memcheck MODES=infer \
+  bash "$SRC/tools/sanitize_gpu.sh" "$T/plain" >/dev/null 2>&1 || fail "plain run failed"
+grep -q -- "--depthwise" "$T/plain/resnet50_fp16_infer_memcheck.log" && fail "OURS_INFER= still forced"
 echo "sanitize script: ok"

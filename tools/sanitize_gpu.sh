@@ -11,7 +11,9 @@
 # the errors the tool counted ("ERROR SUMMARY: N errors"), its exit status, and where the first
 # error points (the kernel name in the report: ours are in namespace cnnbench, cuDNN's and
 # cuBLAS's are not). Needs compute-sanitizer (SANITIZER, else on PATH, else CUDA's) and the built
-# binaries (BIN, default build/release).
+# binaries (BIN, default build/release). Our own kernels that heuristics would not pick run
+# forced (OURS_INFER, default --depthwise=cnnbench --stem=cnnbench; OURS_TRAIN, default
+# --stem=cnnbench), so that the tools see them too; set them empty for cuDNN's choices alone.
 set -u
 OUT=${1:?usage: tools/sanitize_gpu.sh OUT_DIR}
 mkdir -p "$OUT"
@@ -24,6 +26,8 @@ PRECISIONS=${PRECISIONS:-"fp16 fp32"}
 TOOLS=${TOOLS:-"memcheck racecheck initcheck synccheck"}
 MODES=${MODES:-"infer train"}
 T=${RUN_TIMEOUT:-300}
+read -r -a OURS_I <<<"${OURS_INFER---depthwise=cnnbench --stem=cnnbench}"
+read -r -a OURS_T <<<"${OURS_TRAIN---stem=cnnbench}"
 S="$OUT/summary.md"
 {
   echo "| network | precision | mode | tool | errors | exit | first error in |"
@@ -36,10 +40,10 @@ for net in $NETS; do
         log="$OUT/${net}_${p}_${mode}_${tool}.log"
         if [ "$mode" = infer ]; then
           cmd=("$B/cnnbench_infer" --network="$net" --precision="$p" --batch=2
-               --engine=heuristic --output=/tmp/sanitize_$$.safetensors)
+               --engine=heuristic --output=/tmp/sanitize_$$.safetensors "${OURS_I[@]}")
         else
           cmd=("$B/cnnbench_train_step" --network="$net" --precision="$p" --batch=2
-               --engine=heuristic --breakdown=/tmp/sanitize_$$.json --check_finite=1)
+               --engine=heuristic --breakdown=/tmp/sanitize_$$.json --check_finite=1 "${OURS_T[@]}")
         fi
         # racecheck and synccheck look at shared memory and barriers only; memcheck and
         # initcheck at global memory. --check-device-heap no: none of our kernels mallocs.
