@@ -24,7 +24,7 @@ export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudn
 PYTHON=python3; [ -x /opt/torch/.venv/bin/python3 ] && PYTHON=/opt/torch/.venv/bin/python3
 B=build/release
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv,noheader
-timeout 60 $B/tests/test_gpu \
+timeout 110 $B/tests/test_gpu \
   --gtest_filter='GpuOps.AutotuneGraphRound*:GpuOps.StemKernel*:GpuNetwork.StemKernel*:GpuTrainStep.StemKernel*' \
   >$O/t/tests.log 2>&1
 TEST_RC=$?; echo "G rc=$TEST_RC ${SECONDS}s"
