@@ -18,7 +18,6 @@ Checks, each printed as a line, exit 1 if any fails (2 for unreadable input):
 - every pass ran every benchmark without error.
 """
 import argparse
-import json
 import re
 import statistics
 import sys
