@@ -122,11 +122,9 @@ void StemConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tune
   use_cudnn_ = !ours_ok || (race && cudnn_us < ours_us);
   const LayerRecord conv = conv_->record();
   if (use_cudnn_) {
-    record_ = conv;
-    if (pads_)
-      record_.op = "pad channels " + std::to_string(real_c_) + "->" + std::to_string(spec_.x.c) +
-                   " | " + conv.op;
-    if (race) record_.tuned_us = cudnn_us, record_.tuned_in_graph = true;
+    record_ = conv;  // op and shape the padded conv's (tools read a conv's cost from them)
+    if (race)
+      record_.tuned_us = cudnn_us, record_.tuned_in_graph = true, record_.tuned_eager_us = 0;
   } else {
     record_ = conv;
     // The shape ours runs: the image's own channels ("in 256x3x224x224 -> ...").
@@ -146,15 +144,18 @@ void StemConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tune
     record_.heuristic_source.clear();
     record_.rejected.clear();
   }
-  std::string notes;
+  // cuDNN's path runs the pad op inside this op: the notes say so first.
+  std::string notes = use_cudnn_ && pads_ ? "pad channels " + std::to_string(real_c_) + "->" +
+                                                std::to_string(spec_.x.c) + " in this op"
+                                          : std::string();
+  auto add = [&](const std::string& s) { notes += (notes.empty() ? "" : "; ") + s; };
   if (race && ours_ok)
-    notes = "pad + cudnn " + conv.engine + " " + us_text(cudnn_us) + ", ours " + us_text(ours_us);
+    add("pad + cudnn " + conv.engine + " " + us_text(cudnn_us) + ", ours " + us_text(ours_us));
   else if (!use_cudnn_)
-    notes = (tune ? "ours " + us_text(ours_us) + "; " : std::string()) + "--stem=cnnbench";
+    add((tune ? "ours " + us_text(ours_us) + "; " : std::string()) + "--stem=cnnbench");
   else if (!refused.empty())
-    notes = "ours refused";
-  if (use_cudnn_ && !conv.engine_notes.empty())
-    notes += (notes.empty() ? "" : "; ") + conv.engine_notes;
+    add("ours refused");
+  if (use_cudnn_ && !conv.engine_notes.empty()) add(conv.engine_notes);
   record_.engine_notes = notes;
   for (const std::string& r : refused) record_.rejected.push_back(r);
   record_.build_ms =
