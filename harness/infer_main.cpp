@@ -321,7 +321,8 @@ int run(int argc, char** argv) {
     by_source += (by_source.empty() ? "" : ", ") + source + " " + std::to_string(n);
   std::fprintf(stderr,
                "cnnbench_infer: %s %s batch %d: %d/%d convs fused, engines by heuristics list "
-               "(one per shape): %s; %d shapes chosen by graph replay (--graph_tune_us=%g); "
+               "(one per shape): %s; %d shapes timed as CUDA-graph replays (the graph round, "
+               "--graph_tune_us=%g, and the depthwise and stem races); "
                "logits written to %s\n",
                network.c_str(), precision.c_str(), batch, fused, convs,
                by_source.empty() ? "none" : by_source.c_str(), in_graph, graph_tune_us,

@@ -65,6 +65,7 @@ std::map<DiskPlanCache::Key, CachedPlan> DiskPlanCache::read(const std::string& 
       p.staged = e.value("staged", false);
       p.tuned_us = e.value("tuned_us", 0.0);
       p.tuned_in_graph = e.value("tuned_in_graph", false);
+      p.tuned_eager_us = e.value("tuned_eager_us", 0.0);
       p.candidates = e.value("candidates", 0);
       if (k.key.empty() || p.engine.empty()) throw std::runtime_error("an empty key or engine");
       out[k] = p;
@@ -134,6 +135,7 @@ void DiskPlanCache::save() {
                               {"staged", p.staged},
                               {"tuned_us", p.tuned_us},
                               {"tuned_in_graph", p.tuned_in_graph},
+                              {"tuned_eager_us", p.tuned_eager_us},
                               {"candidates", p.candidates}});
   const std::string tmp = path_ + ".tmp." + std::to_string(getpid());
   {

@@ -7,13 +7,13 @@
 // rewrites the entry. Host-only: the file format and its merge are tested on a CPU.
 //
 // File: JSON, {"cnnbench_plan_cache": 2, "entries": [{"device", "library", "search", "key",
-// "engine", "fused", "staged", "tuned_us", "tuned_in_graph", "candidates"}]}. One file may hold
-// several GPUs and cuDNN versions: save() keeps every entry of other scopes, and merges with what
-// another process wrote to the file since it was read (its entries win only where this process has
-// none). "search" names what autotune timed when it chose (plan_cache_search): an entry chosen from
-// a narrower search (heuristics mode A only, or a concat-slice conv without its staged form, as
-// every entry written before 2026-12-05 was) is not taken, so the layer is tuned again and the
-// new entry written beside the old one. An entry without the field reads as "1".
+// "engine", "fused", "staged", "tuned_us", "tuned_in_graph", "tuned_eager_us", "candidates"}]}. One
+// file may hold several GPUs and cuDNN versions: save() keeps every entry of other scopes, and
+// merges with what another process wrote to the file since it was read (its entries win only where
+// this process has none). "search" names what autotune timed when it chose (plan_cache_search): an
+// entry chosen from a narrower search (heuristics mode A only, or a concat-slice conv without its
+// staged form, as every entry written before 2026-12-05 was) is not taken, so the layer is tuned
+// again and the new entry written beside the old one. An entry without the field reads as "1".
 #pragma once
 
 #include <map>
@@ -39,6 +39,7 @@ struct CachedPlan {
   bool staged = false;          // written into a packed staging buffer, then copied into its slice
   double tuned_us = 0;          // what autotune measured when it chose it
   bool tuned_in_graph = false;  // tuned_us from the graph round (an optional field, format 2)
+  double tuned_eager_us = 0;    // the same plan's eager time (optional)
   int candidates = 0;           // how many it timed then
 };
 

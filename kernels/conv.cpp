@@ -31,6 +31,7 @@ struct PlanCacheEntry {
   double tuned_us = 0;
   bool tuned_in_graph = false;  // tuned_us from autotune's graph round
   double eager_us = 0;          // the winner's eager time (tuned_us where not in graph)
+  double fastest_eager_us = 0;  // the fastest eager time of the winner's form (either winner)
   int candidates = 0;
   double build_ms = 0;
   std::string source;  // LayerRecord::heuristic_source
@@ -480,6 +481,7 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
         auto by_time = [](const Timed& a, const Timed& b) { return a.us < b.us; };
         std::stable_sort(timed.begin(), timed.end(), by_time);
         for (Timed& t : timed) t.eager_us = t.us;
+        const double fastest_eager = timed.front().us;
         // The graph round: the fastest few (each checked for its replay first) timed again as
         // the benchmark replays them. A finalist that cannot be captured is refused as one
         // whose replay departs.
@@ -522,15 +524,16 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
           e->tuned_us = t.us;
           e->tuned_in_graph = t.in_graph;
           e->eager_us = t.eager_us;
+          e->fastest_eager_us = fastest_eager;
           e->source = t.c.source;
           break;
         }
       }
       // The two forms of a slice conv by their graph times where both had the round, else by
-      // their eager times.
+      // their fastest eager times (a round's winner need not be its form's fastest eagerly).
       auto faster = [](const PlanCacheEntry& a, const PlanCacheEntry& b) {
         return a.tuned_in_graph && b.tuned_in_graph ? a.tuned_us < b.tuned_us
-                                                    : a.eager_us < b.eager_us;
+                                                    : a.fastest_eager_us < b.fastest_eager_us;
       };
       if (e->plan.get() && (!best || faster(*e, *best))) best = e;
     }
@@ -558,6 +561,7 @@ void ConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScra
       c.staged = entry->staged;
       c.tuned_us = entry->tuned_us;
       c.tuned_in_graph = entry->tuned_in_graph;
+      c.tuned_eager_us = entry->eager_us;
       c.candidates = entry->candidates;
       ctx.disk_plans->put(key, c);
     }
@@ -631,7 +635,7 @@ bool ConvOp::from_cache(GpuContext& ctx, const CachedPlan& c,
     entry.staged = c.staged;
     entry.tuned_us = c.tuned_us;
     entry.tuned_in_graph = c.tuned_in_graph;
-    entry.eager_us = c.tuned_in_graph ? 0 : c.tuned_us;
+    entry.eager_us = c.tuned_in_graph ? c.tuned_eager_us : c.tuned_us;
     entry.candidates = 1;
     entry.source = "plan cache";
     return true;
@@ -733,7 +737,8 @@ double ConvOp::replay_us(GpuContext& ctx, cudnnHandle_t handle, const BackendDes
         },
         ctx.stream, kGraphTuneRuns);
   } catch (const std::exception&) {
-    cudaGetLastError();  // what the failed capture left; the plan is refused, nothing is sticky
+    cudaGetLastError();  // what the failed capture left; the plan is refused
+    if (cudaStreamSynchronize(ctx.stream) != cudaSuccess) throw;  // a sticky fault is no refusal
     return -1;
   }
 }

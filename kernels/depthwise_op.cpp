@@ -159,7 +159,8 @@ void DepthwiseOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tun
   if (use_cudnn_) prepare_cudnn(ctx, mode, top_k, scratch);
   if (use_cudnn_) {
     record_ = conv_->record();
-    if (race) record_.tuned_us = cudnn_us;
+    if (race)
+      record_.tuned_us = cudnn_us, record_.tuned_in_graph = true, record_.tuned_eager_us = 0;
     if (tune) record_.candidates += int(choices.size());
   } else {
     record_ = conv_->record();  // name and shape; the rest is ours
@@ -169,6 +170,8 @@ void DepthwiseOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tun
     record_.fused = true;
     record_.workspace_bytes = 0;
     record_.tuned_us = tune ? ours_us : 0;
+    record_.tuned_in_graph = tune;
+    record_.tuned_eager_us = 0;
     record_.candidates = int(choices.size()) + (race ? conv_->record().candidates : 0);
     record_.plan_reused = false;
     record_.rejected.clear();

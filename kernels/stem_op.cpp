@@ -150,7 +150,8 @@ void StemConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tune
                                           : std::string();
   auto add = [&](const std::string& s) { notes += (notes.empty() ? "" : "; ") + s; };
   if (race && ours_ok)
-    add("pad + cudnn " + conv.engine + " " + us_text(cudnn_us) + ", ours " + us_text(ours_us));
+    add(std::string(pads_ ? "pad + cudnn " : "cudnn ") + conv.engine + " " + us_text(cudnn_us) +
+        ", ours " + us_text(ours_us));
   else if (!use_cudnn_)
     add((tune ? "ours " + us_text(ours_us) + "; " : std::string()) + "--stem=cnnbench");
   else if (!refused.empty())

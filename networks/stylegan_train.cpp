@@ -678,12 +678,15 @@ void StyleganTrainer::Impl::prepare() {
   constexpr size_t kMinScratch = size_t(32) << 20;
   TuneScratch scratch;
   scratch.bytes = opt.workspace_bytes;
-  while (cudaMalloc(&scratch.ptr, scratch.bytes) != cudaSuccess && scratch.bytes > kMinScratch) {
-    cudaGetLastError();  // an allocation failure is not sticky
+  for (;;) {
+    const cudaError_t e = cudaMalloc(&scratch.ptr, scratch.bytes);
+    if (e == cudaSuccess) break;
+    cudaGetLastError();  // an allocation failure is not sticky: cleared before the next try
     scratch.ptr = nullptr;
+    if (scratch.bytes <= kMinScratch)  // the allocation's own error
+      throw_cuda_error(int(e), "cudaMalloc(&scratch.ptr, scratch.bytes)", __FILE__, __LINE__);
     scratch.bytes = std::max(kMinScratch, scratch.bytes / 2);
   }
-  if (!scratch.ptr) CNN_CHECK_CUDA(cudaMalloc(&scratch.ptr, scratch.bytes));
   workspace_limit = scratch.bytes;
   size_t ws = 0;
   // The trainer runs eagerly, never replayed from a CUDA graph: the plans' replay check (each

@@ -35,6 +35,7 @@ CachedPlan plan(const std::string& engine, double us) {
   p.fused = engine.find("rtc") != std::string::npos;
   p.tuned_us = us;
   p.tuned_in_graph = us < 10;
+  p.tuned_eager_us = us + 7;
   p.candidates = 8;
   return p;
 }
@@ -73,6 +74,7 @@ TEST(PlanCache, RoundTripWithinItsScope) {
   ASSERT_NE(again.find("conv:fp16:b"), nullptr);
   EXPECT_FALSE(again.find("conv:fp16:b")->fused);
   EXPECT_TRUE(again.find("conv:fp16:b")->tuned_in_graph);
+  EXPECT_DOUBLE_EQ(again.find("conv:fp16:b")->tuned_eager_us, 10.0);
   // Another cuDNN, or another GPU, finds nothing: an engine choice is theirs to make.
   again.set_scope("NVIDIA H200 sm_90", "cuDNN 9.14.0", "2 A+B");
   EXPECT_EQ(again.find("conv:fp16:a"), nullptr);
