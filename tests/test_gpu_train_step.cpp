@@ -203,6 +203,20 @@ struct Fixture {
     o.momentum = 0.9;
     return o;
   }
+  // The stem tests' settings: no update (lr and momentum 0), loss scale 1, fp32 until changed.
+  TrainOptions stem_options() const {
+    TrainOptions o = options(0);
+    o.momentum = 0;
+    o.initial_loss_scale = 1;
+    return o;
+  }
+  // One step on the fixture's batch, finished.
+  void first_step(GpuContext& ctx, TrainModel& m) const {
+    m.set_input(x);
+    m.set_labels(labels);
+    m.step(ctx.stream);
+    CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+  }
 };
 
 TEST(GpuTrainStep, SmallResNetLearnsOneBatch) {
@@ -420,15 +434,8 @@ TEST(GpuTrainStep, FusedBatchNormReluChangesNothing) {
 // gradient count in the footprint's weights and gradients (the padded image with the activations).
 TEST(GpuTrainStep, PaddedStemChangesNothingButTheFootprint) {
   const Fixture f;
-  auto first_step = [&](GpuContext& ctx, TrainModel& m) {
-    m.set_input(f.x);
-    m.set_labels(f.labels);
-    m.step(ctx.stream);
-    CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-  };
-  TrainOptions o = f.options(0);
-  o.momentum = 0;
-  o.initial_loss_scale = 1;
+  auto first_step = [&](GpuContext& ctx, TrainModel& m) { f.first_step(ctx, m); };
+  TrainOptions o = f.stem_options();
   GpuContext ctx32;
   TrainModel ref(ctx32, f.g, f.w, o);
   first_step(ctx32, ref);
@@ -467,15 +474,8 @@ TEST(GpuTrainStep, PaddedStemChangesNothingButTheFootprint) {
 // record names our kernel.
 TEST(GpuTrainStep, StemKernelChangesNothing) {
   const Fixture f;
-  auto first_step = [&](GpuContext& ctx, TrainModel& m) {
-    m.set_input(f.x);
-    m.set_labels(f.labels);
-    m.step(ctx.stream);
-    CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-  };
-  TrainOptions o = f.options(0);
-  o.momentum = 0;
-  o.initial_loss_scale = 1;
+  auto first_step = [&](GpuContext& ctx, TrainModel& m) { f.first_step(ctx, m); };
+  TrainOptions o = f.stem_options();
   GpuContext ctx32;
   TrainModel ref(ctx32, f.g, f.w, o);
   first_step(ctx32, ref);
