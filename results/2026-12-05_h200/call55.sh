@@ -42,5 +42,12 @@ timeout 150 $B/cnnbench_stylegan_train --batches=8 --precision=tf32 --iters=16 -
   --repetitions=1 --sections --engine=autotune --json=$O/s2/autotune.json >$O/s2/autotune.log 2>&1
 echo "S autotune rc=$? ${SECONDS}s"; grep -vE "^  .* \| " $O/s2/autotune.log | head -30
 fi
+# P: PyTorch's step at batch 8 on this same card (call 42's figures were another H200's).
+if [ $SECONDS -lt 470 ]; then
+timeout $((585 - SECONDS)) $PYTHON tools/stylegan3_train_reference.py bench --resolution 256 \
+  --batches 8 --precision tf32 --iters 8 --warmup-iters 2 --out $O/s2/pytorch_tf32.json \
+  >$O/s2/pytorch.log 2>&1
+echo "P pytorch rc=$? ${SECONDS}s"; tail -n 3 $O/s2/pytorch.log
+fi
 (cd $O && tar czf s2.tgz --remove-files s2)
 echo "end ${SECONDS}s"
