@@ -31,9 +31,11 @@ TEST_RC=$?; echo "G rc=$TEST_RC ${SECONDS}s"
 grep -E "graph round|  stem |stem kernel|autotune:|Failure|OK \]|FAILED \]" $O/t/tests.log | head -40
 STEM=""; grep -qE "FAILED \].*Stem" $O/t/tests.log && STEM="--stem=cudnn"
 [ $TEST_RC -ne 0 ] && ! grep -q "PASSED" $O/t/tests.log && STEM="--stem=cudnn"  # crashed
-echo "stem flag: '${STEM}'"
+ROUND=""; grep -qE "FAILED \].*AutotuneGraphRound" $O/t/tests.log && ROUND="--graph_tune_us=0"
+[ $TEST_RC -ne 0 ] && ! grep -q "PASSED" $O/t/tests.log && ROUND="--graph_tune_us=0"
+echo "stem and round flags: '${STEM}' '${ROUND}'"
 timeout $(lim 240) $B/cnnbench --config=configs/issue9_targets.yaml --benchmark_out=$O/t/ours.json \
-  --layers_out=$O/t/ours.layers.json $STEM >$O/t/ours.log 2>&1
+  --layers_out=$O/t/ours.layers.json $STEM $ROUND >$O/t/ours.log 2>&1
 echo "T rc=$? ${SECONDS}s"; grep -E "ERROR|_median" $O/t/ours.log | cut -c1-120
 timeout $(lim 130) $PYTHON tools/pytorch_baseline.py --models resnet50,efficientnet_b0,inception_v3,vgg16 \
   --batches 1,32,256 --modes graph --reps 3 --out $O/t/pytorch.json >$O/t/pytorch.log 2>&1
@@ -45,7 +47,7 @@ python3 tools/targets_table.py --cnnbench $O/t/ours.json --pytorch $O/t/pytorch.
   --pytorch-train $O/t/pytorch_train.json --out-md $O/t/targets.md
 python3 -c "import json,sys; [print(m['model'], l['name'], l['engine'], round(l['tuned_us'],1), l['engine_notes'][:90]) for m in json.load(open(sys.argv[1]))['models'] for l in m['layers'][:1]]" \
   $O/t/ours.layers.json 2>&1 | head -12
-if [ $((END - SECONDS)) -gt 70 ]; then
+if [ $((END - SECONDS)) -gt 70 ] && [ -z "$ROUND" ]; then
   timeout $(lim 60) $B/cnnbench --config=configs/issue9_targets.yaml --graph_tune_us=0 $STEM \
     --benchmark_filter='resnet50/fp16/graph/batch:(1|32)/' --benchmark_out=$O/t/ours_round_off.json \
     --layers_out=$O/t/ours_round_off.layers.json >$O/t/ours_round_off.log 2>&1
@@ -54,7 +56,7 @@ if [ $((END - SECONDS)) -gt 70 ]; then
     >/dev/null 2>&1; echo "round compare rc=$?"; head -30 $O/t/round.md
 fi
 if [ $((END - SECONDS)) -gt 70 ] && [ -z "$STEM" ]; then
-  timeout $(lim 60) $B/cnnbench --config=configs/issue9_targets.yaml --stem=cudnn \
+  timeout $(lim 60) $B/cnnbench --config=configs/issue9_targets.yaml --stem=cudnn $ROUND \
     --benchmark_filter='resnet50/fp16/graph/batch:(1|256)/' --benchmark_out=$O/t/ours_stem_cudnn.json \
     --layers_out=$O/t/ours_stem_cudnn.layers.json >$O/t/ours_stem_cudnn.log 2>&1
   echo "A stem=cudnn rc=$? ${SECONDS}s"; grep -E "ERROR|_median" $O/t/ours_stem_cudnn.log | cut -c1-120
