@@ -20,7 +20,7 @@ PYTHON=python3; [ -x /opt/torch/.venv/bin/python3 ] && PYTHON=/opt/torch/.venv/b
 B=build/release
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv,noheader
 timeout $(lim 90) $B/tests/test_gpu --gtest_filter='GpuStyleganTrain.*' >$O/s/k_tests.log 2>&1
-echo "K rc=$? ${SECONDS}s"; grep -E "workspace limit|Failure|OK \]|FAILED \]" $O/s/k_tests.log | head
+echo "K rc=$? ${SECONDS}s"; grep -E "workspace limit|Failure|OK \]|FAILED +\]" $O/s/k_tests.log | head
 timeout $(lim 150) $B/cnnbench_stylegan_train --batches=4,8 --precision=tf32 --iters=16 --warmup=1 \
   --repetitions=1 --sections --json=$O/s/heuristic.json >$O/s/heuristic.log 2>&1
 echo "S heuristic rc=$? ${SECONDS}s"; grep -vE "^  .* \| " $O/s/heuristic.log | head -60

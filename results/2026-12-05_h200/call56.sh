@@ -28,10 +28,10 @@ timeout 110 $B/tests/test_gpu \
   --gtest_filter='GpuOps.AutotuneGraphRound*:GpuOps.StemKernel*:GpuNetwork.StemKernel*:GpuTrainStep.StemKernel*' \
   >$O/t/tests.log 2>&1
 TEST_RC=$?; echo "G rc=$TEST_RC ${SECONDS}s"
-grep -E "graph round|  stem |stem kernel|autotune:|Failure|OK \]|FAILED \]" $O/t/tests.log | head -40
-STEM=""; grep -qE "FAILED \].*Stem" $O/t/tests.log && STEM="--stem=cudnn"
+grep -E "graph round|  stem |stem kernel|autotune:|Failure|OK \]|FAILED +\]" $O/t/tests.log | head -40
+STEM=""; grep -qE "FAILED +\].*Stem" $O/t/tests.log && STEM="--stem=cudnn"
 [ $TEST_RC -ne 0 ] && ! grep -q "PASSED" $O/t/tests.log && STEM="--stem=cudnn"  # crashed
-ROUND=""; grep -qE "FAILED \].*AutotuneGraphRound" $O/t/tests.log && ROUND="--graph_tune_us=0"
+ROUND=""; grep -qE "FAILED +\].*AutotuneGraphRound" $O/t/tests.log && ROUND="--graph_tune_us=0"
 [ $TEST_RC -ne 0 ] && ! grep -q "PASSED" $O/t/tests.log && ROUND="--graph_tune_us=0"
 echo "stem and round flags: '${STEM}' '${ROUND}'"
 timeout $(lim 240) $B/cnnbench --config=configs/issue9_targets.yaml --benchmark_out=$O/t/ours.json \
