@@ -13,7 +13,7 @@ O=${OUT:-/tmp/out}
 mkdir -p $O/c $O/s
 # Every step's limit is cut to what is left of 450 s, so that call 56 can follow on the warm
 # machine within the session's budget.
-END=$((SECONDS + 450))
+END=$((SECONDS + ${BUDGET:-450}))  # BUDGET: what the session has left
 lim() { local t=$1 r=$((END - SECONDS - 10)); ((r < t)) && t=$r; ((t < 5)) && t=5; echo $t; }
 export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:$PWD/.carry/lib
 PYTHON=python3; [ -x /opt/torch/.venv/bin/python3 ] && PYTHON=/opt/torch/.venv/bin/python3

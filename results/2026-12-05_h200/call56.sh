@@ -18,7 +18,7 @@
 set -u
 O=${OUT:-/tmp/out}
 mkdir -p $O/t
-END=$((SECONDS + 570))
+END=$((SECONDS + ${BUDGET:-570}))  # BUDGET: what the session has left
 lim() { local t=$1 r=$((END - SECONDS - 15)); ((r < t)) && t=$r; ((t < 5)) && t=5; echo $t; }
 export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:$PWD/.carry/lib
 PYTHON=python3; [ -x /opt/torch/.venv/bin/python3 ] && PYTHON=/opt/torch/.venv/bin/python3
