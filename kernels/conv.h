@@ -168,6 +168,10 @@ class ConvWithAlternative : public Op {
 
  protected:
   ConvWithAlternative(const ConvSpec& spec, const ConvBuffers& buffers);
+  // The race's time of the path kept, measured as a CUDA graph's replay (no eager time).
+  static void set_raced_time(LayerRecord& r, double graph_us) {
+    r.tuned_us = graph_us, r.tuned_in_graph = true, r.tuned_eager_us = 0;
+  }
   std::unique_ptr<ConvOp> conv_;
   bool conv_prepared_ = false;
   bool use_cudnn_ = false;

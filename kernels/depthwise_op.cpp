@@ -159,8 +159,7 @@ void DepthwiseOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tun
   if (use_cudnn_) prepare_cudnn(ctx, mode, top_k, scratch);
   if (use_cudnn_) {
     record_ = conv_->record();
-    if (race)
-      record_.tuned_us = cudnn_us, record_.tuned_in_graph = true, record_.tuned_eager_us = 0;
+    if (race) set_raced_time(record_, cudnn_us);
     if (tune) record_.candidates += int(choices.size());
   } else {
     record_ = conv_->record();  // name and shape; the rest is ours

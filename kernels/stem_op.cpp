@@ -123,8 +123,7 @@ void StemConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tune
   const LayerRecord conv = conv_->record();
   if (use_cudnn_) {
     record_ = conv;  // op and shape the padded conv's (tools read a conv's cost from them)
-    if (race)
-      record_.tuned_us = cudnn_us, record_.tuned_in_graph = true, record_.tuned_eager_us = 0;
+    if (race) set_raced_time(record_, cudnn_us);
   } else {
     record_ = conv;
     // The shape ours runs: the image's own channels ("in 256x3x224x224 -> ...").

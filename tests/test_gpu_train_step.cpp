@@ -434,11 +434,10 @@ TEST(GpuTrainStep, FusedBatchNormReluChangesNothing) {
 // gradient count in the footprint's weights and gradients (the padded image with the activations).
 TEST(GpuTrainStep, PaddedStemChangesNothingButTheFootprint) {
   const Fixture f;
-  auto first_step = [&](GpuContext& ctx, TrainModel& m) { f.first_step(ctx, m); };
   TrainOptions o = f.stem_options();
   GpuContext ctx32;
   TrainModel ref(ctx32, f.g, f.w, o);
-  first_step(ctx32, ref);
+  f.first_step(ctx32, ref);
   const std::vector<float> g32 = ref.gradient("conv1.weight");
   const std::vector<double> gref(g32.begin(), g32.end());
   for (Precision p : {Precision::TF32, Precision::FP16}) {
@@ -448,8 +447,8 @@ TEST(GpuTrainStep, PaddedStemChangesNothingButTheFootprint) {
     TrainModel padded(ctx, f.g, f.w, o);
     o.pad_channels = false;
     TrainModel as_is(ctx, f.g, f.w, o);
-    first_step(ctx, padded);
-    first_step(ctx, as_is);
+    f.first_step(ctx, padded);
+    f.first_step(ctx, as_is);
     const char* name = precision_name(p);
     EXPECT_NEAR(padded.loss(), as_is.loss(), 2e-3 * std::max(1.0f, std::abs(as_is.loss()))) << name;
     const double ep = test::rel_l2(padded.gradient("conv1.weight"), gref);
@@ -474,11 +473,10 @@ TEST(GpuTrainStep, PaddedStemChangesNothingButTheFootprint) {
 // record names our kernel.
 TEST(GpuTrainStep, StemKernelChangesNothing) {
   const Fixture f;
-  auto first_step = [&](GpuContext& ctx, TrainModel& m) { f.first_step(ctx, m); };
   TrainOptions o = f.stem_options();
   GpuContext ctx32;
   TrainModel ref(ctx32, f.g, f.w, o);
-  first_step(ctx32, ref);
+  f.first_step(ctx32, ref);
   const std::vector<float> g32 = ref.gradient("conv1.weight");
   const std::vector<double> gref(g32.begin(), g32.end());
   GpuContext ctx;
@@ -488,8 +486,8 @@ TEST(GpuTrainStep, StemKernelChangesNothing) {
   TrainModel ours(ctx, f.g, f.w, o);
   o.stem = StemChoice::Cudnn;
   TrainModel theirs(ctx, f.g, f.w, o);
-  first_step(ctx, ours);
-  first_step(ctx, theirs);
+  f.first_step(ctx, ours);
+  f.first_step(ctx, theirs);
   EXPECT_NEAR(ours.loss(), theirs.loss(), 2e-3 * std::max(1.0f, std::abs(theirs.loss())));
   const double eo = test::rel_l2(ours.gradient("conv1.weight"), gref);
   const double ec = test::rel_l2(theirs.gradient("conv1.weight"), gref);
