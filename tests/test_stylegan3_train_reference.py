@@ -209,7 +209,13 @@ class CompareSubcommandTest(common.CompareFiles, unittest.TestCase):
                                      "reference 1.322e-02", "1 tensors had one",
                                      extra=("--exact", exact))
         common.write_safetensors(exact, {"Dmain.grad.b8.conv0.weight": ([3], [0.1, 0.2, 0.3])})
-        self.assert_compare(path, 1, "FAIL", "the reference 0.000e+00", extra=("--exact", exact))
+        self.assert_compare(path, 1, "FAIL", "the reference 0.000e+00",
+                            "100% of ours' squared error from float64 in element [2]",
+                            extra=("--exact", exact))
+        # Spread over two elements (0.01 and 0.02 off): the larger carries 80%.
+        spread = self.with_changes(Dmain__grad__b8__conv0__weight=([3], [0.1, 0.21, 0.32]))
+        self.assert_compare(spread, 1, "80% of ours' squared error from float64 in element [2]",
+                            extra=("--exact", exact))
         # All zeros never pass, however far the reference is from float64.
         zeros = self.with_changes(Dmain__grad__b8__conv0__weight=([3], [0.0, 0.0, 0.0]))
         common.write_safetensors(exact, {"Dmain.grad.b8.conv0.weight": ([3], [0.3, -0.2, 0.1])})
@@ -284,6 +290,30 @@ class TorchTest(unittest.TestCase):
         for name, p in D.named_parameters():
             if name.endswith(".bias"):
                 self.assertEqual(p.abs().max().item(), 0.0, name)  # NVlabs' zeros
+
+    def test_near_kinks_and_their_record(self):
+        import torch
+        x = torch.ones([2, 3, 4, 4], dtype=torch.float64)
+        x[1, 2, 0, 3] = 1e-7  # rms about 1: one element within 1e-5 of it from 0
+        x[0, 1, 1, 1] = -2e-6
+        count, least, chans = sg3.near_kinks(x)
+        self.assertEqual((count, chans), (2, [1, 2]))
+        self.assertAlmostEqual(least, 1e-7 / math.sqrt((94 + 4e-12 + 1e-14) / 96), delta=1e-12)
+        self.assertEqual(sg3.near_kinks(x, margin=1e-6)[0:1], (1,))
+        # The discriminator records one row per lrelu, by layer name, when asked.
+        D = self.tiny_d()
+        stats = []
+        D.configure(kink_stats=stats)
+        D(torch.randn([2, 3, 8, 8], dtype=torch.float64, generator=torch.Generator()
+                      .manual_seed(1)))
+        D.configure(kink_stats=None)
+        names = [r[0] for r in stats]
+        self.assertIn("b8.conv0", names)
+        self.assertIn("b8.conv1", names)
+        self.assertNotIn("b8.skip", names)  # linear
+        for _, count, least, chans in stats:
+            self.assertGreaterEqual(least, 0.0)
+            self.assertEqual(count == 0, chans == [])
 
     def test_minibatch_std_by_hand(self):
         import torch

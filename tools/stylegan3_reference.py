@@ -506,6 +506,27 @@ def filter_design_difference(specs):
 # --------------------------------------------------------------------------------------------
 # torch: the ops, the model, the random case, the timing (imported inside the functions)
 # --------------------------------------------------------------------------------------------
+# near_kinks: how close an lrelu's input comes to its kink, relative to its RMS. fp32 rounds a
+# pre-activation to about 1e-6 of the RMS (a 3x3x512 reduction); an element nearer 0 than that
+# can take the other side of the kink in another fp32 order, which flips its mask and moves the
+# gradient by (1 - slope) times that element's upstream gradient.
+KINK_MARGIN = 1e-5
+
+
+def near_kinks(x, margin=KINK_MARGIN, channels=8):
+    """(elements with |x| < margin * rms(x), min |x| / rms(x), the first `channels` channels
+    (dim 1) holding such an element) for a tensor x [N, C, ...]."""
+    xd = x.detach()
+    rms = float(xd.double().square().mean().sqrt())
+    if rms == 0:
+        return xd.numel(), 0.0, []
+    r = xd.abs().double() / rms
+    near = r < margin
+    count = int(near.sum())
+    chans = sorted(set(near.nonzero()[:, 1].tolist()))[:channels] if count else []
+    return count, float(r.min()), chans
+
+
 def torch_ops(torch):
     """The ops in plain torch: {upfirdn2d: {ref, fast, matrix}, filtered_lrelu,
     modulated_conv2d, normalize_2nd_moment}."""
@@ -663,13 +684,16 @@ def torch_ops(torch):
                  "gemm": upfirdn2d_gemm}
 
     def filtered_lrelu(x, fu, fd, b, up, down, padding, gain, slope, clamp, impl="ref",
-                       stats=None):
+                       stats=None, kinks=None):
         """_filtered_lrelu_ref: + bias, up-sampling with fu (gain up^2), lrelu * gain, clamp,
-        down-sampling with fd. stats: a list that gets (elements beyond the clamp, elements)."""
+        down-sampling with fd. stats: a list that gets (elements beyond the clamp, elements);
+        kinks: a list that gets near_kinks of the lrelu's input."""
         resample = upfirdn2d[impl]
         x = x + b.to(x.dtype).reshape(1, -1, 1, 1)
         x = resample(x, fu, up=up, padding=padding, gain=up ** 2)
         if slope != 1:
+            if kinks is not None:
+                kinks.append(near_kinks(x))
             x = F.leaky_relu(x, slope)
         if gain != 1:
             x = x * gain
@@ -721,7 +745,8 @@ def build_model(resolution, config="t", channel_base=None, channel_max=None,
     or [N, 512, 1, 1] -> the image [N, 3, R, R] float32. model.configure(...) sets how it runs:
     dtype (the synthesis layers'), float_dtype (the mapping's, the input's and the styles'),
     channels_last, filter_impl ("ref", "fast", "matrix"), fused_modconv, grid ("affine_grid" or
-    "explicit"), clamp_stats (None or a list that gets (name, hits, elements) per layer)."""
+    "explicit"), clamp_stats (None or a list that gets (name, hits, elements) per layer),
+    kink_stats (None or a list that gets (name,) + near_kinks per layer with an lrelu)."""
     torch = require_torch()
     from types import SimpleNamespace
 
@@ -733,7 +758,8 @@ def build_model(resolution, config="t", channel_base=None, channel_max=None,
     inp = input_spec(resolution, config, channel_base, channel_max)
     opts = SimpleNamespace(dtype=torch.float32, float_dtype=torch.float32, channels_last=False,
                            filter_impl="ref", fused_modconv=True, grid="affine_grid",
-                           clamp_stats=None, conv_clamp=common.clamp_option(conv_clamp))
+                           clamp_stats=None, kink_stats=None,
+                           conv_clamp=common.clamp_option(conv_clamp))
     FullyConnectedLayer, Generator = common.generator_modules(torch, opts, mapping_layers)
 
     class SynthesisInput(nn.Module):
@@ -836,13 +862,16 @@ def build_model(resolution, config="t", channel_base=None, channel_max=None,
                                         demodulate=not L["torgb"], padding=L["kernel"] - 1,
                                         input_gain=input_gain, fused=opts.fused_modconv)
             stats = None if opts.clamp_stats is None else []
+            kinks = None if opts.kink_stats is None else []
             x = ops["filtered_lrelu"](
                 x, self.up_filter, self.down_filter, self.bias, L["up"], L["down"],
                 self.padding, gain=1 if L["torgb"] else LRELU_GAIN,
                 slope=1 if L["torgb"] else LRELU_SLOPE, clamp=opts.conv_clamp,
-                impl=opts.filter_impl, stats=stats)
+                impl=opts.filter_impl, stats=stats, kinks=kinks)
             if stats:
                 opts.clamp_stats.append((L["name"],) + stats[0])
+            if kinks:
+                opts.kink_stats.append((L["name"],) + kinks[0])
             return x
 
     class SynthesisNetwork(nn.Module):

@@ -339,7 +339,8 @@ def build_discriminator(resolution, channel_base=D_CHANNEL_BASE, channel_max=D_C
     with img [N, 3, R, R] -> logits [N, 1] in img's dtype. model.configure(...) sets how it runs:
     filter_impl (stylegan3_reference's upfirdn2d: "ref", "fast", "matrix"), channels_last,
     block_dtypes ({res: dtype}, the blocks to run in another dtype: 'mixed'), clamp_stats (None or
-    a list that gets (name, hits, elements) per clamped layer)."""
+    a list that gets (name, hits, elements) per clamped layer), kink_stats (None or a list that
+    gets (name,) + stylegan3_reference.near_kinks per lrelu)."""
     torch = require_torch()
     from types import SimpleNamespace
 
@@ -349,7 +350,8 @@ def build_discriminator(resolution, channel_base=D_CHANNEL_BASE, channel_max=D_C
     ops = sg3.torch_ops(torch)
     blocks = d_blocks(resolution, channel_base, channel_max)
     opts = SimpleNamespace(filter_impl="ref", channels_last=False, block_dtypes={},
-                           clamp_stats=None, conv_clamp=common.clamp_option(conv_clamp))
+                           clamp_stats=None, kink_stats=None,
+                           conv_clamp=common.clamp_option(conv_clamp))
     FullyConnectedLayer, _ = common.generator_modules(torch, opts, 0)
 
     def fir():
@@ -362,6 +364,8 @@ def build_discriminator(resolution, channel_base=D_CHANNEL_BASE, channel_max=D_C
         if b is not None:
             x = x + b.to(x.dtype).reshape(1, -1, 1, 1)
         if lrelu:
+            if opts.kink_stats is not None:
+                opts.kink_stats.append((name,) + sg3.near_kinks(x))
             x = F.leaky_relu(x, LRELU_SLOPE)
         if gain != 1:
             x = x * gain
@@ -758,27 +762,50 @@ def float64_gradients(torch, args, G, D, inputs, dm_image, checkpoint):
     """Every phase's gradients again, in float64 on the same weights and inputs (Dmain on the
     fp32 phase's generated image, as NVlabs' Dmain reads G's output detached): what
     reference64.safetensors holds, so that compare --exact can say how far PyTorch's fp32
-    gradients themselves are from exact, tensor by tensor."""
+    gradients themselves are from exact, tensor by tensor. Returns (the gradients, the lrelu
+    inputs' near_kinks per pass: {pass: [(layer, count, min |x| / rms, channels)]}, the layers
+    recomputed by the checkpoints counted once)."""
     F = torch.nn.functional
     G64, D64 = float64_pair(torch, args, G, D, inputs["reals"].device)
     x64 = {k: v.double() for k, v in inputs.items()}
-    out = {}
+    out, kinks = {}, {}
+
+    def record(what, model):
+        """Starts recording `model`'s near_kinks; the function returned stops it."""
+        stats = []
+        model.configure(kink_stats=stats)
+
+        def done():
+            model.configure(kink_stats=None)
+            first = {}
+            for row in stats:
+                first.setdefault(row[0], row)
+            kinks[what] = list(first.values())
+        return done
+
     G64.requires_grad_(True)
     D64.requires_grad_(False)
     undo = checkpoint_layers(torch, G64) if checkpoint else (lambda: None)
+    g_done, d_done = record("Gmain: G", G64), record("Gmain: D", D64)
     F.softplus(-D64(g64_image(G64, x64["z_gmain"])).flatten()).mean().backward()
+    g_done()
+    d_done()
     undo()
     G64.requires_grad_(False)
     out.update(take_grads(G64, "Gmain.grad."))
     del G64
     D64.requires_grad_(True)
+    d_done = record("Dmain: D on the generated images", D64)
     F.softplus(D64(dm_image.double()).flatten()).mean().backward()
+    d_done()
+    d_done = record("Dmain: D on the reals", D64)
     F.softplus(-D64(x64["reals"]).flatten()).mean().backward()
+    d_done()
     out.update(take_grads(D64, "Dmain.grad."))
     dr = dreg(torch, D64, x64["reals"], args.gamma)
     out["Dreg.r1_grads"] = dr["r1_grads"]
     out.update(take_grads(D64, "Dreg.grad."))
-    return {k: v.float().contiguous().cpu() for k, v in out.items()}
+    return {k: v.float().contiguous().cpu() for k, v in out.items()}, kinks
 
 
 def directional_checks(torch, args, G, D, inputs, dm_image, ref):
@@ -963,9 +990,15 @@ def write_case(args):
     save_tensors(os.path.join(args.dir, "reference.safetensors"), ref, meta)
     if args.float64:
         t = time.perf_counter()
-        ref64 = float64_gradients(torch, args, G, D, x, dm["image"], not args.no_checkpoint)
+        ref64, kinks = float64_gradients(torch, args, G, D, x, dm["image"],
+                                         not args.no_checkpoint)
         save_tensors(os.path.join(args.dir, "reference64.safetensors"), ref64, meta)
         case["files"]["reference64"] = "reference64.safetensors"
+        case["float64_near_kinks"] = {
+            "margin_of_rms": sg3.KINK_MARGIN,
+            "passes": {what: [{"layer": r[0], "elements": r[1], "min_of_rms": r[2],
+                               "channels": r[3]} for r in rows]
+                       for what, rows in kinks.items()}}
         times["float64"] = time.perf_counter() - t
     with open(os.path.join(args.dir, "case.json"), "w") as f:
         json.dump(case, f, indent=1)
@@ -1049,6 +1082,13 @@ def write_case(args):
                            for k, v in ref64.items() if phase_of(k) == phase), reverse=True)
             print(f"  float64 {phase}: {len(errs)} gradients; the fp32 reference's furthest from "
                   f"float64: " + ", ".join(f"{k} {e:.2e}" for e, k in errs[:3]))
+        # Where an fp32 run may take the other side of an lrelu's kink (compare names the
+        # element that carries a failing tensor's error; a bias's channel should be here).
+        for what, rows in kinks.items():
+            near = [r for r in rows if r[1]]
+            print(f"  float64 lrelu inputs within {sg3.KINK_MARGIN:g} of their RMS of 0, {what}: "
+                  + (", ".join(f"{r[0]} {r[1]} (min {r[2]:.1e}, channels "
+                               f"{' '.join(map(str, r[3]))})" for r in near) or "none"))
     print(f"  time: Gmain {times['Gmain']:.1f} s, Dmain {times['Dmain']:.1f} s, Dreg "
           f"{times['Dreg']:.1f} s" + (f", float64 {times['float64']:.1f} s" if args.float64
                                       else "") + f"; {t - t_start:.1f} s to the files"
@@ -1132,6 +1172,9 @@ def compare(args):
                 row.update(exact_ours=e_ours, exact_ref=e_ref,
                            ok=ok or (e_ours < 1 and
                                      e_ours <= max(args.tolerance, EXACT_FACTOR * e_ref)))
+                if not row["ok"]:  # where ours' error sits: one element, or spread
+                    i, share = common.largest_error(exact[n][1], ours_as_ref[n][1])
+                    row.update(largest_at=common.unravel(i, ref[n][0]), largest_share=share)
         rows.append(row)
     by_phase = {}
     for r in rows:
@@ -1143,6 +1186,9 @@ def compare(args):
             if "exact_ours" in r:
                 note += (f"; vs float64: ours {r['exact_ours']:.3e}, the reference "
                          f"{r['exact_ref']:.3e}")
+            if "largest_at" in r:
+                note += (f"; {r['largest_share']:.0%} of ours' squared error from float64 in "
+                         f"element {r['largest_at']}")
             print(f"  {r['name']} {r['shape']}: rel_l2 {r['rel_l2']:.3e}, max_abs "
                   f"{r['max_abs']:.3e}{note}  {'ok' if r['ok'] else 'FAIL'}")
     for phase, prs in by_phase.items():

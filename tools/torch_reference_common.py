@@ -168,6 +168,43 @@ def raw_stats(ref, ours):
     return (d * d).sum().item(), (r * r).sum().item(), max_abs
 
 
+def largest_error(ref, ours):
+    """Where the difference of two RawTensors is largest: (flat index, that element's share of
+    the summed squared difference). A share near 1 says one element carries the error (an lrelu
+    mask flipped at a pre-activation near 0 moves one element of a bias gradient), a small one
+    that it is spread (rounding). Plain Python where torch is missing."""
+    try:
+        import torch
+    except ImportError:
+        d = [(o - r) ** 2 for r, o in zip(ref.values(), ours.values())]
+        if not d:
+            return 0, 0.0
+        i = max(range(len(d)), key=d.__getitem__)
+        total = sum(d)
+        return i, (d[i] / total if total > 0 else 0.0)
+    dt = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
+          "BF16": torch.bfloat16}
+
+    def tensor(t):
+        return torch.frombuffer(bytearray(t.data), dtype=dt[t.dtype]).double()
+
+    d = (tensor(ours) - tensor(ref)).square()
+    if d.numel() == 0:
+        return 0, 0.0
+    i = int(d.argmax())
+    total = float(d.sum())
+    return i, (float(d[i]) / total if total > 0 else 0.0)
+
+
+def unravel(index, shape):
+    """A flat index as per-dimension indices of `shape` (row-major)."""
+    out = []
+    for n in reversed(list(shape) or [1]):
+        out.append(index % n)
+        index //= n
+    return list(reversed(out))
+
+
 def compare_outputs(reference, ours, tolerance, names, stats=list_stats):
     """Compares the outputs `names` of two {name: (shape, values)} maps.
 

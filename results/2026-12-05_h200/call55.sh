@@ -11,7 +11,8 @@
 #    or out).
 # P: PyTorch's step at batch 8 on this same card (call 42's figures were another H200's).
 # STEPS picks the steps and their order (default "K S C S2 P"); with a short budget,
-# STEPS="C S P K" puts the comparison first. BUDGET (seconds, default 450): each step's limit is
+# STEPS="C S P K" puts the comparison first. SEEDS (default "3"): C's cases, each in c/s<seed>.
+# U: the reference tools' Python tests under PyTorch. BUDGET (seconds, default 450): each step's limit is
 # cut to what is left of it, so that the archives are always written.
 # Carry: build/release/cnnbench_stylegan_train, build/release/tests/test_gpu, .carry
 set -u
@@ -38,17 +39,29 @@ step_S() {
 }
 
 step_C() {
-  timeout $(lim 120) $PYTHON tools/stylegan3_train_reference.py write-case --dir $O/c/case \
-    --resolution 256 --batch 4 --seed 3 --device cuda --float64 >$O/c/write.log 2>&1
-  echo "C write rc=$? ${SECONDS}s"; grep -E "float64|cross-check|time|error" $O/c/write.log
-  timeout $(lim 100) $B/cnnbench_stylegan_train --check=$O/c/case \
-    --output=$O/c/ours_fp32.safetensors --precision=fp32 >$O/c/ours_fp32.log 2>&1
-  echo "C ours rc=$?"; tail -n 1 $O/c/ours_fp32.log
-  timeout $(lim 60) $PYTHON tools/stylegan3_train_reference.py compare \
-    --reference $O/c/case/reference.safetensors --ours $O/c/ours_fp32.safetensors \
-    --exact $O/c/case/reference64.safetensors >$O/c/compare.log 2>&1
-  echo "C compare rc=$?"; grep -E "FAIL|worst|pass" $O/c/compare.log | head -12
-  rm -f $O/c/case/*.safetensors $O/c/*.safetensors
+  local seed
+  for seed in ${SEEDS:-3}; do
+    mkdir -p $O/c/s$seed
+    timeout $(lim 120) $PYTHON tools/stylegan3_train_reference.py write-case --dir $O/c/s$seed/case \
+      --resolution 256 --batch 4 --seed $seed --device cuda --float64 >$O/c/s$seed/write.log 2>&1
+    echo "C seed $seed write rc=$? ${SECONDS}s"
+    grep -E "float64|cross-check|time|error" $O/c/s$seed/write.log
+    timeout $(lim 100) $B/cnnbench_stylegan_train --check=$O/c/s$seed/case \
+      --output=$O/c/s$seed/ours_fp32.safetensors --precision=fp32 >$O/c/s$seed/ours_fp32.log 2>&1
+    echo "C seed $seed ours rc=$?"; tail -n 1 $O/c/s$seed/ours_fp32.log
+    timeout $(lim 60) $PYTHON tools/stylegan3_train_reference.py compare \
+      --reference $O/c/s$seed/case/reference.safetensors --ours $O/c/s$seed/ours_fp32.safetensors \
+      --exact $O/c/s$seed/case/reference64.safetensors >$O/c/s$seed/compare.log 2>&1
+    echo "C seed $seed compare rc=$?"; grep -E "FAIL|worst|pass" $O/c/s$seed/compare.log | head -12
+    rm -f $O/c/s$seed/case/*.safetensors $O/c/s$seed/*.safetensors
+  done
+}
+
+# U: the reference tools' Python tests with PyTorch (skipped where torch is missing).
+step_U() {
+  (cd tests && timeout $(lim 120) $PYTHON -m unittest test_stylegan3_train_reference \
+    test_stylegan3_reference >$O/u/unittest.log 2>&1)
+  echo "U rc=$? ${SECONDS}s"; tail -n 4 $O/u/unittest.log
 }
 
 step_S2() {
