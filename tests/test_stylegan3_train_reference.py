@@ -480,8 +480,10 @@ class TorchTest(unittest.TestCase):
     def test_write_case_and_compare_round_trip(self):
         import torch
         with tempfile.TemporaryDirectory() as d:
+            # On the CPU: G's weights are checked bit for bit against a CPU rebuild below, and
+            # calibrate_clamp's magnitude_ema differs in its last bits on a GPU.
             status, out, err = run_main(["write-case", "--dir", d, *TINY, "--batch", "2",
-                                         "--seed", "1", "--float64"])
+                                         "--seed", "1", "--float64", "--device", "cpu"])
             self.assertEqual(status, 0, out + err)
             written = out
             for what in ("Gmain: loss", "Dmain: loss_gen", "Dreg: loss",
