@@ -41,4 +41,25 @@ grep -q -- "--check_finite=1 --stem=cnnbench" "$T/out/resnet50_fp16_train_memche
 OURS_INFER= SANITIZER="$T/fake-sanitizer" NETS=resnet50 PRECISIONS=fp16 TOOLS=memcheck MODES=infer \
   bash "$SRC/tools/sanitize_gpu.sh" "$T/plain" >/dev/null 2>&1 || fail "plain run failed"
 grep -q -- "--depthwise" "$T/plain/resnet50_fp16_infer_memcheck.log" && fail "OURS_INFER= still forced"
+# Tool options, where this compute-sanitizer's --help lists them: TMA bulk copies tracked by
+# initcheck and memcheck, more barriers for synccheck; none of them for a tool without them.
+grep -q -- "--check-bulk-copy\|--num-cuda-barriers" "$T/out/resnet50_fp16_infer_initcheck.log" &&
+  fail "options the stand-in does not list were passed"
+cat >"$T/newer-sanitizer" <<'FAKE'
+#!/usr/bin/env bash
+[ "$1" = --help ] && { echo "  --check-bulk-copy <yes|no>"; echo "  --num-cuda-barriers <n>"; exit 0; }
+echo "args: $*"
+echo "========= ERROR SUMMARY: 0 errors"
+FAKE
+chmod +x "$T/newer-sanitizer"
+SANITIZER="$T/newer-sanitizer" NETS=resnet50 PRECISIONS=fp16 MODES=infer SYNC_BARRIERS=512 \
+  TOOLS="initcheck synccheck racecheck" bash "$SRC/tools/sanitize_gpu.sh" "$T/newer" >/dev/null 2>&1 ||
+  fail "newer run failed"
+grep -q -- "--tool initcheck --check-bulk-copy yes " "$T/newer/resnet50_fp16_infer_initcheck.log" ||
+  fail "initcheck without --check-bulk-copy: $(cat "$T/newer/resnet50_fp16_infer_initcheck.log")"
+grep -q -- "--tool synccheck --num-cuda-barriers 512 " "$T/newer/resnet50_fp16_infer_synccheck.log" ||
+  fail "synccheck without --num-cuda-barriers"
+grep -q -- "--tool racecheck --print-limit" "$T/newer/resnet50_fp16_infer_racecheck.log" ||
+  fail "racecheck got options"
+grep -q -- "- initcheck: \`--check-bulk-copy yes\`" "$T/newer/summary.md" || fail "summary without options"
 echo "sanitize script: ok"

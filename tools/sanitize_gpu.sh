@@ -28,8 +28,25 @@ MODES=${MODES:-"infer train"}
 T=${RUN_TIMEOUT:-300}
 read -r -a OURS_I <<<"${OURS_INFER---depthwise=cnnbench --stem=cnnbench}"
 read -r -a OURS_T <<<"${OURS_TRAIN---stem=cnnbench}"
+# Tool options this compute-sanitizer has (device call 60, H100, CUDA 13.0's tool, without them):
+# - initcheck flagged every byte of cuDNN's sm90 conv outputs as uninitialized when read back
+#   (50,156 errors, all in the conv's first read after it ran): Hopper kernels store through TMA
+#   bulk copies, which initcheck tracks only with --check-bulk-copy yes (CCCL's CI passes it);
+# - synccheck warned "overflow of tracked cuda::barrier structures" and the cuDNN kernel then
+#   failed (error 719): --num-cuda-barriers raises the count it tracks (SYNC_BARRIERS).
+HELP=$("$CS" --help 2>&1)
+has() { grep -q -- "$1" <<<"$HELP"; }
+tool_opts() {
+  case $1 in
+    initcheck) has --check-bulk-copy && echo "--check-bulk-copy yes" ;;
+    memcheck) has --check-bulk-copy && echo "--check-bulk-copy yes" ;;
+    synccheck) has --num-cuda-barriers && echo "--num-cuda-barriers ${SYNC_BARRIERS:-4096}" ;;
+  esac
+}
 S="$OUT/summary.md"
 {
+  for tool in $TOOLS; do echo "- $tool: \`$(tool_opts "$tool")\`"; done
+  echo
   echo "| network | precision | mode | tool | errors | exit | first error in |"
   echo "|---|---|---|---|---:|---:|---|"
 } >"$S"
@@ -47,11 +64,12 @@ for net in $NETS; do
         fi
         # racecheck and synccheck look at shared memory and barriers only; memcheck and
         # initcheck at global memory. --check-device-heap no: none of our kernels mallocs.
-        timeout "$T" "$CS" --tool "$tool" --print-limit 20 "${cmd[@]}" >"$log" 2>&1
+        read -r -a extra <<<"$(tool_opts "$tool")"
+        timeout "$T" "$CS" --tool "$tool" "${extra[@]}" --print-limit 20 "${cmd[@]}" >"$log" 2>&1
         rc=$?
         errors=$(grep -oE "ERROR SUMMARY: [0-9]+" "$log" | tail -1 | grep -oE "[0-9]+$")
         [ -z "$errors" ] && errors="?"
-        first=$(grep -m1 -E "^=========     at .*|^========= .* in " "$log" | sed 's/^=* *//' | cut -c1-90)
+        first=$(grep -m1 -E "^=========     at .*|^========= .* in |CUDA error [0-9]+" "$log" | sed 's/^=* *//' | cut -c1-90)
         [ "$rc" = 124 ] && first="(timed out after ${T} s)"
         echo "| $net | $p | $mode | $tool | $errors | $rc | ${first:-–} |" >>"$S"
         echo "sanitize_gpu: $net $p $mode $tool: errors $errors, exit $rc"

@@ -2,11 +2,14 @@
 """Issue 9's targets against one device call's measurements: cnnbench's figure for each target,
 the PyTorch peer measured in the same call, and whether the target is met.
 
-  python3 tools/targets_table.py --cnnbench RUN.json [--pytorch PT.json] [--pytorch-train PTT.json]
-                                 [--out-md FILE] [--check]
+  python3 tools/targets_table.py --cnnbench RUN.json [--cnnbench RUN2.json ...] [--pytorch PT.json]
+                                 [--pytorch-train PTT.json] [--out-md FILE] [--check]
 
 RUN.json: cnnbench's --benchmark_out from configs/issue9_targets.yaml (a cut-off file, or its
-results lines RUN.jsonl, is read too: tools/compare_pytorch.py's reader). PT.json:
+results lines RUN.jsonl, is read too: tools/compare_pytorch.py's reader). Several RUN files (a sweep cut off, then the rest of it
+on the same warm machine) are read in order, a later one filling only the targets the earlier
+ones lack a figure for; they must come from one card (the same GPU UUID, or name where a context
+has no UUID), else exit 2. PT.json:
 tools/pytorch_baseline.py --modes graph (the inference peer is PyTorch's CUDA-graph replay).
 PTT.json: tools/pytorch_train_baseline.py --modes eager --precision fp16 (the training peer is
 PyTorch's eager AMP step, as the issue's 5,940 and 4,557 are).
@@ -90,10 +93,39 @@ def fmt(v):
     return "-" if v is None else f"{v:,.0f}"
 
 
+def load_runs(paths):
+    """The cnnbench runs of `paths` as one: (context, {key: Cell}), the first run's context with
+    "runs" (how many) and "truncated" where a run that left a target without a figure was cut
+    off. A later run fills only the keys the earlier ones lack an ok figure for. ValueError where
+    the runs come from different cards."""
+    context, ours, card, cut = {}, {}, None, False
+    for i, path in enumerate(paths):
+        ctx, cells = cp.load_cnnbench(path)
+        this = ctx.get("gpu_uuid") or ctx.get("gpu_name")
+        if i == 0:
+            context, card = dict(ctx), this
+        elif this != card:
+            raise ValueError(f"{path} is from another card ({this}) than {paths[0]} ({card}): "
+                             "the targets' figures must come from one card")
+        for key, cell in cells.items():
+            if key not in ours or not ours[key].ok:
+                ours[key] = cell
+        cut = cut or bool(ctx.get("truncated"))
+    context["runs"] = len(paths)
+    context["truncated"] = cut and any(
+        not (ours.get((net, PRECISION, mode, batch)) and ours[(net, PRECISION, mode, batch)].ok)
+        for net, mode, batch, _, _ in TARGETS)
+    context["cut_any"] = cut
+    return context, ours
+
+
 def markdown(rows, context):
     gpu = context.get("gpu_name", "?")
+    runs = context.get("runs", 1)
     out = [f"Issue 9's targets, fp16, on {gpu} (cuDNN {context.get('cudnn_version_loaded', '?')}, "
-           f"cnnbench {context.get('cnnbench_git', '?')}); the PyTorch peer from the same call "
+           f"cnnbench {context.get('cnnbench_git', '?')}"
+           + (f"; {runs} runs on this one card" if runs > 1 else "")
+           + "); the PyTorch peer from the same call "
            "(inference: CUDA-graph replay; training: eager AMP).", "",
            "| network | mode | batch | cnnbench img/s | target | PyTorch, same call | ratio "
            "| PyTorch in the issue | verdict |",
@@ -113,19 +145,23 @@ def markdown(rows, context):
     out.append(f"{met} of {len(rows)} targets met with their same-call peer.")
     if context.get("truncated"):
         out.append("The cnnbench run was cut off: what it finished is above.")
+    elif context.get("cut_any"):
+        out.append("A cnnbench run was cut off; a later run on the same card has the targets it "
+                   "left.")
     return "\n".join(out) + "\n"
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cnnbench", required=True)
+    ap.add_argument("--cnnbench", required=True, action="append",
+                    help="cnnbench's --benchmark_out; repeat it for runs on the same card")
     ap.add_argument("--pytorch", help="tools/pytorch_baseline.py's JSON (graph mode)")
     ap.add_argument("--pytorch-train", help="tools/pytorch_train_baseline.py's JSON (eager fp16)")
     ap.add_argument("--out-md")
     ap.add_argument("--check", action="store_true", help="exit 1 unless every target is met")
     args = ap.parse_args(argv)
     try:
-        context, ours = cp.load_cnnbench(args.cnnbench)
+        context, ours = load_runs(args.cnnbench)
         peer_infer = {}
         if args.pytorch:
             nets = sorted({t[0] for t in TARGETS if t[1] == "graph"})
