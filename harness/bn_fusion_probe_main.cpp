@@ -103,7 +103,11 @@ int run(int argc, char** argv) {
       const double saved_us = saved_bytes / (gbps * 1e3);
       std::printf("%-15s %-16s %7d %5zu %-30s %9.1f %9.1f %9.1f %9.1f %10.2e %s\n", c.name.c_str(),
                   bn_fusion_variant_name(v), r.configs, r.engines.size(),
-                  ran ? r.engines.front().tag.substr(0, 30).c_str() : "-", us, extra, saved_us,
+                  ran ? (r.engines.front().tag.substr(0, 30 - (r.dw_half ? 8 : 0)) +
+                         (r.dw_half ? " dW f16" : ""))
+                            .c_str()
+                      : "-",
+                  us, extra, saved_us,
                   ran && saved_bytes > 0 && base_us > 0 ? saved_us - extra : NAN, r.rel_l2,
                   ran ? (r.agrees() ? "yes" : "NO") : ("not run: " + r.error).c_str());
       for (const std::string& why : r.refusals)
@@ -114,6 +118,8 @@ int run(int argc, char** argv) {
       jv["configs"] = r.configs;
       jv["refusals"] = r.refusals;
       if (!ran) jv["error"] = r.error;
+      if (v == BnFusionVariant::Wgrad || v == BnFusionVariant::SbrWgrad)
+        jv["dw_type"] = r.dw_half ? "f16" : "f32";
       jv["engines"] = nlohmann::ordered_json::array();
       for (const ProbeEngine& e : r.engines)
         jv["engines"].push_back(

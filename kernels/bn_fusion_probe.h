@@ -39,7 +39,8 @@ struct BnFusionResult {
   double rel_l2 = -1;                // the output at sampled positions against the reference
   double stats_err = -1;  // the sums against sums of the output itself (the *_stats variants)
   std::string error;
-  bool agrees() const;  // ran; rel_l2 within 1e-2, stats within 1e-3
+  bool dw_half = false;  // the wgrad variants: dW written in fp16 (else fp32)
+  bool agrees() const;   // ran; rel_l2 within 1e-2, stats within 1e-3
   double best_us() const { return engines.empty() ? -1 : engines.front().us; }
 };
 
