@@ -723,8 +723,9 @@ void run_benchmark(benchmark::State& state, Job job) {
   static std::map<std::string, std::string> failed;
   const std::string id = job.network + "/" + precision_name(job.precision) + "/" +
                          (job.train ? "train/" : "") + (job.detect ? "detect/" : "") +
-                         (job.video_frames ? "video/" : "") + std::to_string(job.batch) + "/" +
-                         std::to_string(job.input_size);
+                         (job.video_frames ? "video/" : "") + (job.graph ? "graph/" : "eager/") +
+                         std::to_string(job.batch) + "/" + std::to_string(job.input_size) + "/" +
+                         std::to_string(job.num_classes);
   if (failed.count(id)) {
     state.SkipWithError(failed[id].c_str());
     return;
@@ -773,7 +774,7 @@ void run_benchmark(benchmark::State& state, Job job) {
       // repetition): profiling in each call gave ncu three launches of a layer for --profile=1
       // (device call 60).
       static std::map<std::string, double> profiled;
-      const std::string key = id + (job.graph ? "/graph" : "/eager");
+      const std::string& key = id;
       if (!profiled.count(key))
         profiled[key] = p.runner->profile(job.graph, g_options->profile_forwards);
       state.counters["profiled_forwards"] = profiled[key];

@@ -230,7 +230,8 @@ double rel_l2(const std::vector<double>& got, const std::vector<double>& ref) {
 }  // namespace
 
 BnFusionResult run_bn_fusion_variant(GpuContext& ctx, const BnFusionData& d, BnFusionVariant v,
-                                     int max_engines, int samples, int launches) {
+                                     int max_engines, int samples, int launches,
+                                     const std::vector<std::string>& dw_types) {
   const ConvGeometry& g = d.g;
   BnFusionResult r;
   r.variant = v;
@@ -239,36 +240,46 @@ BnFusionResult run_bn_fusion_variant(GpuContext& ctx, const BnFusionData& d, BnF
   // (3.9 ms at layer1.0.conv2) and the prologue form none, while cudnn-frontend's own
   // scale-bias-ReLU wgrad sample writes dW in fp16.
   const bool wgrad = v == BnFusionVariant::Wgrad || v == BnFusionVariant::SbrWgrad;
+  std::vector<cudnnDataType_t> types{CUDNN_DATA_HALF};
+  if (wgrad) {
+    types.clear();
+    for (const std::string& t :
+         dw_types.empty() ? std::vector<std::string>{"f16", "f32"} : dw_types) {
+      if (t != "f16" && t != "f32") throw std::invalid_argument("dW type " + t);
+      types.push_back(t == "f16" ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT);
+    }
+  }
   std::unique_ptr<ProbeGraph> G;
   std::unique_ptr<GraphProbe> found;
-  for (cudnnDataType_t dw_type : {CUDNN_DATA_HALF, CUDNN_DATA_FLOAT}) {
-    if (!wgrad && dw_type != CUDNN_DATA_HALF) break;
+  std::vector<std::string> errors;
+  for (cudnnDataType_t dw_type : types) {
+    const std::string as = wgrad ? (dw_type == CUDNN_DATA_HALF ? "dW f16: " : "dW f32: ") : "";
     G = std::make_unique<ProbeGraph>();
     std::string why;
     try {
       build(*G, g, v, dw_type);
     } catch (const std::exception& e) {
-      r.error = e.what();
+      errors.push_back(as + e.what());
       continue;
     }
     if (!G->finalize(ctx.cudnn, &why)) {
-      r.error = "operation graph: " + why;
+      errors.push_back(as + "operation graph: " + why);
       continue;
     }
     auto probe = std::make_unique<GraphProbe>(ctx, *G, max_engines);
-    r.configs = probe->configs();
-    r.refusals = probe->refusals();
+    r.configs += probe->configs();
+    for (const std::string& why2 : probe->refusals()) r.refusals.push_back(as + why2);
     if (!probe->built()) {
-      r.error = r.configs ? "no engine config builds" : "heuristics offer no engine config";
+      errors.push_back(as + (probe->configs() ? "no engine config builds"
+                                              : "heuristics offer no engine config"));
       continue;
     }
-    r.error.clear();
     if (wgrad) r.dw_half = dw_type == CUDNN_DATA_HALF;
     found = std::move(probe);
     break;
   }
   if (!found) {
-    if (wgrad) r.error += " (dW in fp16 or fp32)";
+    for (size_t i = 0; i < errors.size(); ++i) r.error += (i ? "; " : "") + errors[i];
     return r;
   }
   GraphProbe& probe = *found;

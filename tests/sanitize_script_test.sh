@@ -59,7 +59,9 @@ grep -q -- "--tool initcheck --check-bulk-copy yes " "$T/newer/resnet50_fp16_inf
   fail "initcheck without --check-bulk-copy: $(cat "$T/newer/resnet50_fp16_infer_initcheck.log")"
 grep -q -- "--tool synccheck --num-cuda-barriers 512 " "$T/newer/resnet50_fp16_infer_synccheck.log" ||
   fail "synccheck without --num-cuda-barriers"
-grep -q -- "--tool racecheck --print-limit" "$T/newer/resnet50_fp16_infer_racecheck.log" ||
-  fail "racecheck got options"
+grep -q -- "--tool racecheck --num-cuda-barriers 512 " "$T/newer/resnet50_fp16_infer_racecheck.log" ||
+  fail "racecheck without --num-cuda-barriers"
+grep -q -- "--check-bulk-copy" "$T/newer/resnet50_fp16_infer_racecheck.log" &&
+  fail "racecheck got initcheck's option"
 grep -q -- "- initcheck: \`--check-bulk-copy yes\`" "$T/newer/summary.md" || fail "summary without options"
 echo "sanitize script: ok"

@@ -19,11 +19,12 @@ using namespace cnnbench;
 
 namespace {
 
-StemSpec spec_of(Dims x, int k, int kernel, int stride, int pad, Act act, int w_ld, int ld_y = 0) {
+StemSpec spec_of(Dims x, int k, int kernel, int stride, int pad, Act act, int w_ld, int ld_y = 0,
+                 int kernel_w = 0, int pad_w = -1) {
   StemSpec s;
   s.x = x;
-  s.kernel = kernel, s.stride = stride, s.pad = pad;
-  s.y = {x.n, k, (x.h + 2 * pad - kernel) / stride + 1, (x.w + 2 * pad - kernel) / stride + 1};
+  s.kernel = kernel, s.stride = stride, s.pad = pad, s.kernel_w = kernel_w, s.pad_w = pad_w;
+  s.y = {x.n, k, (x.h + 2 * pad - kernel) / stride + 1, (x.w + 2 * s.pw() - s.kw()) / stride + 1};
   s.w_ld = w_ld, s.ld_y = ld_y;
   s.act = act;
   return s;
@@ -37,6 +38,7 @@ TEST(Stem, KernelCodeMatchesTheConvolutionOnTheHost) {
     Dims x;
     int k, kernel, stride, pad, w_ld, ld_y;
     Act act;
+    int kernel_w = 0, pad_w = -1;  // a window wider than tall, and its own pad
   };
   // ResNet's 7x7/2 (w padded to 8), VGG's 3x3/1, AlexNet's 11x11/4 (pad 2), EfficientNet's
   // 3x3/2 with 32 and 40 outputs (SiLU), Inception-v3's 3x3/2 unpadded; a slice (ld_y 96); a
@@ -50,15 +52,17 @@ TEST(Stem, KernelCodeMatchesTheConvolutionOnTheHost) {
       {{1, 3, 17, 17}, 32, 3, 2, 0, 3, 0, Act::None},
       {{1, 3, 9, 11}, 48, 5, 1, 2, 4, 96, Act::ReLU},
       {{2, 1, 10, 10}, 8, 3, 1, 1, 1, 0, Act::Sigmoid},
+      {{2, 3, 13, 21}, 16, 3, 2, 1, 8, 0, Act::ReLU, 7, 3},  // 3x7 windows, pads 1 and 3
   };
   int n = 0;
   for (DType t : {DType::F16, DType::BF16})
     for (const Case& c : cases) {
-      const StemSpec s = spec_of(c.x, c.k, c.kernel, c.stride, c.pad, c.act, c.w_ld, c.ld_y);
+      const StemSpec s =
+          spec_of(c.x, c.k, c.kernel, c.stride, c.pad, c.act, c.w_ld, c.ld_y, c.kernel_w, c.pad_w);
       const StemGeometry g = stem_geometry(s);
-      const int C = c.x.c, R = c.kernel, K = c.k, ld = s.ldy();
+      const int C = c.x.c, R = c.kernel, S = s.kw(), K = c.k, ld = s.ldy();
       std::uniform_real_distribution<float> ux(-1, 1), uw(-0.2f, 0.2f), ub(-0.5f, 0.5f);
-      std::vector<float> x(size_t(s.x.numel())), w(size_t(K) * R * R * c.w_ld), b(K);
+      std::vector<float> x(size_t(s.x.numel())), w(size_t(K) * R * S * c.w_ld), b(K);
       for (float& v : x) v = ux(rng);
       for (size_t i = 0; i < w.size(); ++i)
         w[i] = int(i % c.w_ld) < C ? uw(rng) : std::nanf("");  // padding: never to be read
@@ -66,8 +70,8 @@ TEST(Stem, KernelCodeMatchesTheConvolutionOnTheHost) {
       const std::vector<uint8_t> xs = to_storage(x, t), ws = to_storage(w, t),
                                  bs = to_storage(b, t);
       x = from_storage(xs, t), w = from_storage(ws, t), b = from_storage(bs, t);
-      std::vector<float> wn(size_t(K) * R * R * C);  // the real channels, for the reference
-      for (size_t row = 0; row < size_t(K) * R * R; ++row)
+      std::vector<float> wn(size_t(K) * R * S * C);  // the real channels, for the reference
+      for (size_t row = 0; row < size_t(K) * R * S; ++row)
         for (int ch = 0; ch < C; ++ch) wn[row * C + ch] = w[row * c.w_ld + ch];
       const size_t es = dtype_size(t), pixels = size_t(g.pixels), tail = 64;
       const size_t ybytes = ((pixels - 1) * ld + K) * es;
@@ -77,8 +81,8 @@ TEST(Stem, KernelCodeMatchesTheConvolutionOnTheHost) {
       stem_emulate(t, xs.data(), ws.data(), bs.data(), yp, s);
       const std::vector<float> y = from_storage(std::vector<uint8_t>(yp, yp + ybytes), t);
       ConvGeometry geom;
-      geom.x = s.x, geom.y = s.y, geom.kernel_h = geom.kernel_w = R, geom.stride = c.stride;
-      geom.pad_h = geom.pad_w = c.pad;
+      geom.x = s.x, geom.y = s.y, geom.kernel_h = R, geom.kernel_w = S, geom.stride = c.stride;
+      geom.pad_h = c.pad, geom.pad_w = s.pw();
       double num = 0, den = 0;
       int bad = 0, stray = 0;
       for (size_t p = 0; p < pixels; ++p) {
@@ -95,17 +99,17 @@ TEST(Stem, KernelCodeMatchesTheConvolutionOnTheHost) {
       }
       for (size_t i = ybytes; i < ybytes + tail; ++i) stray += yp[i] != 0xFF;
       const std::string what = std::string(dtype_name(t)) + " " + s.x.str() + " -> " + s.y.str() +
-                               " k" + std::to_string(R) + " s" + std::to_string(c.stride) + " " +
-                               act_name(c.act);
+                               " k" + std::to_string(R) + "x" + std::to_string(S) + " s" +
+                               std::to_string(c.stride) + " " + act_name(c.act);
       EXPECT_EQ(bad, 0) << what << ": outputs not finite or not written";
       EXPECT_LT(std::sqrt(num / std::max(den, 1e-300)), 1e-2) << what;
       EXPECT_EQ(stray, 0) << what << ": wrote outside its channels";
-      EXPECT_EQ(g.taps, R * R * C) << what;
+      EXPECT_EQ(g.taps, R * S * C) << what;
       EXPECT_EQ(g.taps_pad % 16, 0);
       EXPECT_EQ(g.tiles, int64_t((pixels + kStemTile - 1) / kStemTile));
       ++n;
     }
-  EXPECT_EQ(n, 16);
+  EXPECT_EQ(n, 18);
   // ResNet-50's stem at 224: 147 taps padded to 160, and the shared memory it asks.
   const StemGeometry r = stem_geometry(spec_of({256, 3, 224, 224}, 64, 7, 2, 3, Act::ReLU, 8));
   EXPECT_EQ(r.taps, 147);

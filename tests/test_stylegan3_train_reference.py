@@ -310,6 +310,7 @@ class TorchTest(unittest.TestCase):
         names = [r[0] for r in stats]
         self.assertIn("b8.conv0", names)
         self.assertIn("b8.conv1", names)
+        self.assertIn("b4.fc", names)  # the epilogue's fully connected layer
         self.assertNotIn("b8.skip", names)  # linear
         for _, count, least, chans in stats:
             self.assertGreaterEqual(least, 0.0)

@@ -112,16 +112,17 @@ class Targets(unittest.TestCase):
             self.assertIn("cut off", out.getvalue())
 
     def test_runs_on_one_card_are_merged_and_other_cards_refused(self):
-        # The first run is cut off after ResNet-50 at 1; the second has the rest (and its own
-        # ResNet-50 at 1, which does not replace the first's figure).
+        # The first run is cut off after ResNet-50 at 1; the second has the rest and its own
+        # ResNet-50 at 1, which replaces the cut-off run's (its repetitions may be incomplete).
         first = bench("resnet50", "graph", 1, [0.30, 0.30, 0.30])      # 3,333
-        second = (bench("resnet50", "graph", 1, [0.50, 0.50, 0.50])    # 2,000: not taken
+        second = (bench("resnet50", "graph", 1, [0.50, 0.50, 0.50])    # 2,000: taken
                   + bench("efficientnet_b0", "train", 256, [30.0]))    # 8,533
         with tempfile.TemporaryDirectory() as d:
             paths = []
             for i, (benchmarks, ctx) in enumerate(
                     ((first, {"gpu_name": "NVIDIA H100", "gpu_uuid": "GPU-a", "cnnbench_git": "x"}),
-                     (second, {"gpu_name": "NVIDIA H100", "gpu_uuid": "GPU-a"}))):
+                     (second, {"gpu_name": "NVIDIA H100", "gpu_uuid": "GPU-a",
+                               "cnnbench_git": "x"}))):
                 path = os.path.join(d, f"run{i}.json")
                 with open(path, "w") as f:
                     json.dump({"context": ctx, "benchmarks": benchmarks}, f)
@@ -134,7 +135,7 @@ class Targets(unittest.TestCase):
                 self.assertEqual(tt.main(["--cnnbench", paths[0], "--cnnbench", paths[1]]), 0)
             text = out.getvalue()
             self.assertIn("2 runs on this one card", text)
-            self.assertIn("| resnet50 | graph | 1 | 3,333", text)
+            self.assertIn("| resnet50 | graph | 1 | 2,000", text)
             self.assertIn("| efficientnet_b0 | train | 256 | 8,533", text)
             self.assertIn("The cnnbench run was cut off", text)  # six targets still lack one
             # Another card (UUID) is refused by name.
@@ -146,6 +147,14 @@ class Targets(unittest.TestCase):
             with redirect_stderr(err), redirect_stdout(io.StringIO()):
                 self.assertEqual(tt.main(["--cnnbench", paths[0], "--cnnbench", paths[1]]), 2)
             self.assertIn("is from another card (GPU-b)", err.getvalue())
+            # Another build of the same card is refused too.
+            with open(paths[1], "w") as f:
+                json.dump({"context": {"gpu_name": "NVIDIA H100", "gpu_uuid": "GPU-a",
+                                       "cnnbench_git": "y"}, "benchmarks": second}, f)
+            err = io.StringIO()
+            with redirect_stderr(err), redirect_stdout(io.StringIO()):
+                self.assertEqual(tt.main(["--cnnbench", paths[0], "--cnnbench", paths[1]]), 2)
+            self.assertIn("is from another build (y)", err.getvalue())
 
     def test_bad_input_says_so(self):
         with tempfile.TemporaryDirectory() as d:

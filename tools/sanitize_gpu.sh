@@ -33,14 +33,15 @@ read -r -a OURS_T <<<"${OURS_TRAIN---stem=cnnbench}"
 #   (50,156 errors, all in the conv's first read after it ran): Hopper kernels store through TMA
 #   bulk copies, which initcheck tracks only with --check-bulk-copy yes (CCCL's CI passes it);
 # - synccheck warned "overflow of tracked cuda::barrier structures" and the cuDNN kernel then
-#   failed (error 719): --num-cuda-barriers raises the count it tracks (SYNC_BARRIERS).
+#   failed (error 719): --num-cuda-barriers raises the count it tracks (SYNC_BARRIERS); racecheck
+#   tracks cuda::barrier objects too, and gets the same option.
 HELP=$("$CS" --help 2>&1)
 has() { grep -q -- "$1" <<<"$HELP"; }
 tool_opts() {
   case $1 in
     initcheck) has --check-bulk-copy && echo "--check-bulk-copy yes" ;;
     memcheck) has --check-bulk-copy && echo "--check-bulk-copy yes" ;;
-    synccheck) has --num-cuda-barriers && echo "--num-cuda-barriers ${SYNC_BARRIERS:-4096}" ;;
+    synccheck | racecheck) has --num-cuda-barriers && echo "--num-cuda-barriers ${SYNC_BARRIERS:-4096}" ;;
   esac
 }
 S="$OUT/summary.md"

@@ -506,25 +506,9 @@ def filter_design_difference(specs):
 # --------------------------------------------------------------------------------------------
 # torch: the ops, the model, the random case, the timing (imported inside the functions)
 # --------------------------------------------------------------------------------------------
-# near_kinks: how close an lrelu's input comes to its kink, relative to its RMS. fp32 rounds a
-# pre-activation to about 1e-6 of the RMS (a 3x3x512 reduction); an element nearer 0 than that
-# can take the other side of the kink in another fp32 order, which flips its mask and moves the
-# gradient by (1 - slope) times that element's upstream gradient.
-KINK_MARGIN = 1e-5
-
-
-def near_kinks(x, margin=KINK_MARGIN, channels=8):
-    """(elements with |x| < margin * rms(x), min |x| / rms(x), the first `channels` channels
-    (dim 1) holding such an element) for a tensor x [N, C, ...]."""
-    xd = x.detach()
-    rms = float(xd.double().square().mean().sqrt())
-    if rms == 0:
-        return xd.numel(), 0.0, []
-    r = xd.abs().double() / rms
-    near = r < margin
-    count = int(near.sum())
-    chans = sorted(set(near.nonzero()[:, 1].tolist()))[:channels] if count else []
-    return count, float(r.min()), chans
+# near_kinks (torch_reference_common): how close an lrelu's input comes to its kink.
+KINK_MARGIN = common.KINK_MARGIN
+near_kinks = common.near_kinks
 
 
 def torch_ops(torch):

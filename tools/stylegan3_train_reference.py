@@ -436,6 +436,7 @@ def build_discriminator(resolution, channel_base=D_CHANNEL_BASE, channel_max=D_C
             c = d_channels(EPILOGUE_RESOLUTION, channel_base, channel_max)
             self.conv = Conv2dLayer("b4.conv", c + mbstd_num_channels, c, 3)
             self.fc = FullyConnectedLayer(c * EPILOGUE_RESOLUTION ** 2, c, "lrelu")
+            self.fc.kink_name = "b4.fc"
             self.out = FullyConnectedLayer(c, 1)
 
         def forward(self, x, dtype):

@@ -96,26 +96,41 @@ def fmt(v):
 def load_runs(paths):
     """The cnnbench runs of `paths` as one: (context, {key: Cell}), the first run's context with
     "runs" (how many) and "truncated" where a run that left a target without a figure was cut
-    off. A later run fills only the keys the earlier ones lack an ok figure for. ValueError where
-    the runs come from different cards."""
-    context, ours, card, cut = {}, {}, None, False
+    off. A later run fills the keys the earlier ones lack an ok figure for, and replaces a figure
+    from a cut-off run (whose last benchmark may lack repetitions). ValueError where the runs
+    come from different cards (GPU UUIDs where both contexts have one, else names) or builds."""
+    context, ours, from_cut, cut = {}, {}, set(), False
     for i, path in enumerate(paths):
         ctx, cells = cp.load_cnnbench(path)
-        this = ctx.get("gpu_uuid") or ctx.get("gpu_name")
         if i == 0:
-            context, card = dict(ctx), this
-        elif this != card:
-            raise ValueError(f"{path} is from another card ({this}) than {paths[0]} ({card}): "
-                             "the targets' figures must come from one card")
+            context = dict(ctx)
+        else:
+            a, b = context, ctx
+            same_card = (a.get("gpu_uuid") == b.get("gpu_uuid") if a.get("gpu_uuid") and
+                         b.get("gpu_uuid") else a.get("gpu_name") is not None and
+                         a.get("gpu_name") == b.get("gpu_name"))
+            if not same_card:
+                card = b.get("gpu_uuid") or b.get("gpu_name") or "no GPU named"
+                first = a.get("gpu_uuid") or a.get("gpu_name") or "no GPU named"
+                raise ValueError(f"{path} is from another card ({card}) than {paths[0]} "
+                                 f"({first}): the targets' figures must come from one card")
+            if a.get("cnnbench_git") != b.get("cnnbench_git"):
+                raise ValueError(f"{path} is from another build ({b.get('cnnbench_git')}) than "
+                                 f"{paths[0]} ({a.get('cnnbench_git')})")
+        truncated = bool(ctx.get("truncated"))
         for key, cell in cells.items():
-            if key not in ours or not ours[key].ok:
+            if key not in ours or not ours[key].ok or (key in from_cut and cell.ok):
                 ours[key] = cell
-        cut = cut or bool(ctx.get("truncated"))
+                if truncated:
+                    from_cut.add(key)
+                else:
+                    from_cut.discard(key)
+        cut = cut or truncated
     context["runs"] = len(paths)
     context["truncated"] = cut and any(
         not (ours.get((net, PRECISION, mode, batch)) and ours[(net, PRECISION, mode, batch)].ok)
         for net, mode, batch, _, _ in TARGETS)
-    context["cut_any"] = cut
+    context["cut_any"] = cut and len(paths) > 1
     return context, ours
 
 

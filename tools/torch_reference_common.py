@@ -168,6 +168,27 @@ def raw_stats(ref, ours):
     return (d * d).sum().item(), (r * r).sum().item(), max_abs
 
 
+# near_kinks: how close an lrelu's input comes to its kink, relative to its RMS. fp32 rounds a
+# pre-activation to about 1e-6 of the RMS (a 3x3x512 reduction); an element nearer 0 than that
+# can take the other side of the kink in another fp32 order, which flips its mask and moves the
+# gradient by (1 - slope) times that element's upstream gradient.
+KINK_MARGIN = 1e-5
+
+
+def near_kinks(x, margin=KINK_MARGIN, channels=8):
+    """(elements with |x| < margin * rms(x), min |x| / rms(x), the first `channels` channels
+    (dim 1) holding such an element) for a tensor x [N, C, ...]."""
+    xd = x.detach()
+    rms = float(xd.double().square().mean().sqrt())
+    if not rms > 0:  # all zeros, or not finite
+        return xd.numel(), 0.0, []
+    r = xd.abs().double() / rms
+    near = r < margin
+    count = int(near.sum())
+    chans = sorted(set(near.nonzero()[:, 1].tolist()))[:channels] if count else []
+    return count, float(r.min()), chans
+
+
 def largest_error(ref, ours):
     """Where the difference of two RawTensors is largest: (flat index, that element's share of
     the summed squared difference). A share near 1 says one element carries the error (an lrelu
@@ -630,6 +651,8 @@ def generator_modules(torch, opts, mapping_layers):
             if self.activation == "linear":
                 return torch.addmm(b.unsqueeze(0), x, w.t())
             x = x.matmul(w.t()) + b.unsqueeze(0)
+            if getattr(opts, "kink_stats", None) is not None:
+                opts.kink_stats.append((getattr(self, "kink_name", "fc"),) + near_kinks(x))
             return F.leaky_relu(x, LRELU_SLOPE) * LRELU_GAIN
 
     class MappingNetwork(nn.Module):
@@ -638,6 +661,7 @@ def generator_modules(torch, opts, mapping_layers):
             for i in range(mapping_layers):
                 setattr(self, f"fc{i}", FullyConnectedLayer(Z_DIM if i == 0 else W_DIM, W_DIM,
                                                             "lrelu", MAPPING_LR))
+                getattr(self, f"fc{i}").kink_name = f"mapping.fc{i}"
             self.register_buffer("w_avg", torch.zeros([W_DIM]))
 
         def forward(self, z):
