@@ -2,7 +2,8 @@
 # The GPU smoke benchmark (ctest label gpu): configs/smoke.yaml (every network at batch 1 and 2,
 # fp16, heuristic engines, one short repetition) through the benchmark binary, then
 # tools/check_results.py: the JSON whole, its context complete, every benchmark present and
-# successful. Exit 77 (skipped) without a CUDA device. About 2-3 minutes on an H200.
+# successful; then --profile=2 profiles exactly 2 forwards per benchmark. Exit 77 (skipped)
+# without a CUDA device. About 2-3 minutes on an H200.
 set -uo pipefail
 BENCH=${1:?usage: smoke_benchmark.sh CNNBENCH [SRC]}
 SRC=${2:-$(dirname "$0")/..}
@@ -17,5 +18,18 @@ rc=$?
 tail -5 "$out/smoke.log"
 python3 tools/check_results.py "$out/smoke.json" configs/smoke.yaml
 check=$?
+# --profile=N: exactly N forwards profiled per benchmark, however often Google Benchmark calls the
+# benchmark's function (its iteration trials and repetitions; device call 60 saw three).
+"$BENCH" --config=configs/smoke.yaml --benchmark_filter='resnet50/fp16/graph/batch:1/' --profile=2 \
+  --benchmark_repetitions=2 --benchmark_out="$out/profile.json" >"$out/profile.log" 2>&1
+prc=$?
+python3 - "$out/profile.json" <<'PY'
+import json, sys
+rows = [b for b in json.load(open(sys.argv[1]))["benchmarks"] if b.get("run_type") == "iteration"]
+got = sorted({b.get("profiled_forwards") for b in rows})
+print(f"smoke_benchmark: --profile=2 over {len(rows)} repetitions: profiled_forwards {got}")
+sys.exit(0 if rows and got == [2] else 1)
+PY
+pcheck=$?
 rm -rf "$out"
-[ "$rc" -eq 0 ] && [ "$check" -eq 0 ]
+[ "$rc" -eq 0 ] && [ "$check" -eq 0 ] && [ "$prc" -eq 0 ] && [ "$pcheck" -eq 0 ]
