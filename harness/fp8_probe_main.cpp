@@ -3,7 +3,9 @@
 // fp16 and in four FP8 forms (kernels/fp8_case.h), tries every engine config heuristics offer,
 // times those that build, and checks the fastest one's output at sampled positions against the
 // exact result (the accuracy FP8 costs) and against an emulation of its storage (that the
-// device computes what we think). FP8 is an opt-in precision and never reported as fp16.
+// device computes what we think). The INT8 form (int8_to_fp16_per_channel: int32 sums, a
+// descale per output channel) is the same question for issue 9's INT8 lever. FP8 and INT8 are
+// opt-in precisions and never reported as fp16.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -32,7 +34,8 @@ const char* kUsage =
   --layers     the network's convs by module name (default for resnet50: layer1.0.conv2,
                layer1.0.conv3, layer2.1.conv2, layer3.1.conv1, layer3.1.conv2, layer4.1.conv2,
                layer4.1.conv3); all: every conv with channels in multiples of 16
-  --variants   fp16, fp8_sample, fp8_to_fp16, fp8_to_fp16_per_channel, fp8_to_fp8 (default all)
+  --variants   fp16, fp8_sample, fp8_to_fp16, fp8_to_fp16_per_channel, fp8_to_fp8,
+               int8_to_fp16_per_channel (default all)
   --max_engines  engine configs timed per variant, in heuristics' order (A, B, fallback)
   --emulate_only  no GPU: the host's emulation of each variant against the exact result at
                the sampled outputs (the accuracy the device should show), E4M3 outputs scaled by
@@ -65,7 +68,8 @@ std::vector<Fp8Variant> pick_variants(const std::string& s) {
       if (name == fp8_variant_name(v)) out.push_back(v), found = true;
     if (!found)
       throw UserError("--variants: unknown variant '" + name +
-                      "' (fp16, fp8_sample, fp8_to_fp16, fp8_to_fp16_per_channel, fp8_to_fp8)");
+                      "' (fp16, fp8_sample, fp8_to_fp16, fp8_to_fp16_per_channel, fp8_to_fp8, "
+                      "int8_to_fp16_per_channel)");
   }
   return out;
 }
@@ -114,6 +118,9 @@ int run(int argc, char** argv) {
                      {"seed", seed},
                      {"x", "max(0, N(0, 1)), per-tensor scale 448 / amax"},
                      {"w", "He-normal; per-tensor or per-output-channel scale 448 / amax"},
+                     {"int8",
+                      "x per tensor, w per output channel, scale 127 / amax, codes "
+                      "-127..127 rounded to nearest even; int32 sums"},
                      {"y_scale", "448 / the graph's amax output of a first run (delayed scaling)"}};
   doc["cases"] = nlohmann::ordered_json::array();
   int disagreements = 0;

@@ -138,9 +138,10 @@ BackendDesc make_pointwise_op(const BackendDesc& pw, const BackendDesc& x, const
   return op;
 }
 
-BackendDesc make_conv_descriptor(int64_t stride, int64_t pad_h, int64_t pad_w, int64_t dilation) {
+BackendDesc make_conv_descriptor(int64_t stride, int64_t pad_h, int64_t pad_w, int64_t dilation,
+                                 cudnnDataType_t compute) {
   BackendDesc conv(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-  const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+  const cudnnDataType_t comp = compute;
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
   const int64_t dims = 2;
   conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp)

@@ -64,7 +64,8 @@ BackendDesc make_pointwise_op(const BackendDesc& pw, const BackendDesc& x, const
                               const BackendDesc& y);
 // A finalized 2-D cross-correlation descriptor computing in float, for the forward and both
 // backward operations alike.
-BackendDesc make_conv_descriptor(int64_t stride, int64_t pad_h, int64_t pad_w, int64_t dilation);
+BackendDesc make_conv_descriptor(int64_t stride, int64_t pad_h, int64_t pad_w, int64_t dilation,
+                                 cudnnDataType_t compute = CUDNN_DATA_FLOAT);
 
 // What an engine config is: its global index, knobs and notes.
 struct EngineInfo {

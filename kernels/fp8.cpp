@@ -49,9 +49,10 @@ void check_rows(size_t count, int64_t row_len, size_t rows) {
     throw std::invalid_argument("fp8: " + std::to_string(count) + " values are not " +
                                 std::to_string(rows) + " rows of " + std::to_string(row_len));
 }
-}  // namespace
 
-std::vector<float> fp8_row_scales(const std::vector<float>& v, int64_t row_len) {
+// Each row's max |v| through scale_for.
+std::vector<float> row_scales(const std::vector<float>& v, int64_t row_len,
+                              float (*scale_for)(double)) {
   if (row_len <= 0 || v.size() % size_t(row_len) != 0)
     throw std::invalid_argument("fp8: rows of " + std::to_string(row_len) + " do not divide " +
                                 std::to_string(v.size()) + " values");
@@ -60,9 +61,14 @@ std::vector<float> fp8_row_scales(const std::vector<float>& v, int64_t row_len) 
     double m = 0;
     for (int64_t i = 0; i < row_len; ++i)
       m = std::max(m, double(std::fabs(v[r * size_t(row_len) + size_t(i)])));
-    scales[r] = fp8_scale_for(m);
+    scales[r] = scale_for(m);
   }
   return scales;
+}
+}  // namespace
+
+std::vector<float> fp8_row_scales(const std::vector<float>& v, int64_t row_len) {
+  return row_scales(v, row_len, fp8_scale_for);
 }
 
 std::vector<uint8_t> fp8_quantize_rows(const std::vector<float>& v, int64_t row_len,
@@ -84,6 +90,50 @@ std::vector<float> fp8_dequantize_rows(const std::vector<uint8_t>& q, int64_t ro
   check_rows(q.size(), row_len, scales.size());
   std::vector<float> v(q.size());
   for (size_t i = 0; i < q.size(); ++i) v[i] = fp8_decode(q[i]) / scales[i / size_t(row_len)];
+  return v;
+}
+
+int8_t int8_encode(float v) {
+  if (std::isnan(v)) return 0;
+  const float r = std::nearbyint(std::clamp(v, -kInt8Max, kInt8Max));  // ties to even
+  return int8_t(r);
+}
+
+float int8_scale_for(double amax) {
+  if (!(amax > 0) || !std::isfinite(amax)) return 1.f;
+  const float scale = float(kInt8Max / amax);
+  return std::isfinite(scale) ? scale : 1.f;
+}
+
+std::vector<int8_t> int8_quantize(const std::vector<float>& v, float scale) {
+  std::vector<int8_t> q(v.size());
+  for (size_t i = 0; i < v.size(); ++i) q[i] = int8_encode(v[i] * scale);
+  return q;
+}
+
+std::vector<float> int8_row_scales(const std::vector<float>& v, int64_t row_len) {
+  return row_scales(v, row_len, int8_scale_for);
+}
+
+std::vector<int8_t> int8_quantize_rows(const std::vector<float>& v, int64_t row_len,
+                                       const std::vector<float>& scales) {
+  check_rows(v.size(), row_len, scales.size());
+  std::vector<int8_t> q(v.size());
+  for (size_t i = 0; i < v.size(); ++i) q[i] = int8_encode(v[i] * scales[i / size_t(row_len)]);
+  return q;
+}
+
+std::vector<float> int8_dequantize(const std::vector<int8_t>& q, float scale) {
+  std::vector<float> v(q.size());
+  for (size_t i = 0; i < q.size(); ++i) v[i] = float(q[i]) / scale;
+  return v;
+}
+
+std::vector<float> int8_dequantize_rows(const std::vector<int8_t>& q, int64_t row_len,
+                                        const std::vector<float>& scales) {
+  check_rows(q.size(), row_len, scales.size());
+  std::vector<float> v(q.size());
+  for (size_t i = 0; i < q.size(); ++i) v[i] = float(q[i]) / scales[i / size_t(row_len)];
   return v;
 }
 

@@ -40,4 +40,20 @@ std::vector<float> fp8_dequantize(const std::vector<uint8_t>& q, float scale);
 std::vector<float> fp8_dequantize_rows(const std::vector<uint8_t>& q, int64_t row_len,
                                        const std::vector<float>& scales);
 
+// INT8, the other opt-in precision of issue 9: symmetric codes -127..127 (-128 unused), a scale
+// per tensor (activations) or per output channel (weights) of 127 / amax, products summed exactly
+// in int32 by the device.
+constexpr float kInt8Max = 127.f;
+// Round to nearest even, saturating to +-127; NaN gives 0.
+int8_t int8_encode(float v);
+// 127 / amax, and 1 where amax is 0 or not finite.
+float int8_scale_for(double amax);
+std::vector<int8_t> int8_quantize(const std::vector<float>& v, float scale);
+std::vector<float> int8_row_scales(const std::vector<float>& v, int64_t row_len);
+std::vector<int8_t> int8_quantize_rows(const std::vector<float>& v, int64_t row_len,
+                                       const std::vector<float>& scales);
+std::vector<float> int8_dequantize(const std::vector<int8_t>& q, float scale);
+std::vector<float> int8_dequantize_rows(const std::vector<int8_t>& q, int64_t row_len,
+                                        const std::vector<float>& scales);
+
 }  // namespace cnnbench

@@ -21,17 +21,23 @@ const char* fp8_variant_name(Fp8Variant v) {
       return "fp8_to_fp16_per_channel";
     case Fp8Variant::Fp8ToFp8:
       return "fp8_to_fp8";
+    case Fp8Variant::Int8ToFp16PerChannel:
+      return "int8_to_fp16_per_channel";
   }
   return "?";
 }
 
 std::vector<Fp8Variant> all_fp8_variants() {
-  return {Fp8Variant::Fp16, Fp8Variant::Fp8Sample, Fp8Variant::Fp8ToFp16,
-          Fp8Variant::Fp8ToFp16PerChannel, Fp8Variant::Fp8ToFp8};
+  return {Fp8Variant::Fp16,      Fp8Variant::Fp8Sample,
+          Fp8Variant::Fp8ToFp16, Fp8Variant::Fp8ToFp16PerChannel,
+          Fp8Variant::Fp8ToFp8,  Fp8Variant::Int8ToFp16PerChannel};
 }
 
 bool fp8_inputs(Fp8Variant v) {
-  return v != Fp8Variant::Fp16;
+  return v != Fp8Variant::Fp16 && v != Fp8Variant::Int8ToFp16PerChannel;
+}
+bool int8_inputs(Fp8Variant v) {
+  return v == Fp8Variant::Int8ToFp16PerChannel;
 }
 bool fp8_output(Fp8Variant v) {
   return v == Fp8Variant::Fp8Sample || v == Fp8Variant::Fp8ToFp8;
@@ -79,6 +85,12 @@ Fp8CaseData make_fp8_case(const Fp8Case& c, uint64_t seed, int samples) {
   d.x_dq = fp8_dequantize(d.xq, d.x_scale);
   d.w_dq = fp8_dequantize(d.wq, d.w_scale);
   d.w_dq_rows = fp8_dequantize_rows(d.wq_rows, row, d.w_scales);
+  d.x_scale_i8 = int8_scale_for(abs_max(d.x));
+  d.w_scales_i8 = int8_row_scales(d.w, row);
+  d.xi8 = int8_quantize(d.x, d.x_scale_i8);
+  d.wi8_rows = int8_quantize_rows(d.w, row, d.w_scales_i8);
+  d.x_dq_i8 = int8_dequantize(d.xi8, d.x_scale_i8);
+  d.w_dq_rows_i8 = int8_dequantize_rows(d.wi8_rows, row, d.w_scales_i8);
 
   const int64_t total = g.y.numel();
   for (int i = 0; i < samples; ++i) {
@@ -103,9 +115,12 @@ std::vector<double> fp8_exact(const Fp8CaseData& d, Fp8Variant v) {
 }
 
 std::vector<double> fp8_emulated(const Fp8CaseData& d, Fp8Variant v, float y_scale) {
-  const std::vector<float>& x = fp8_inputs(v) ? d.x_dq : d.x16;
+  // INT8's int32 sums are exact; the double conv of the dequantized codes is the same sum times
+  // the two scales' inverses.
+  const std::vector<float>& x = int8_inputs(v) ? d.x_dq_i8 : fp8_inputs(v) ? d.x_dq : d.x16;
   const std::vector<float>& w =
       v == Fp8Variant::Fp16                                                 ? d.w16
+      : int8_inputs(v)                                                      ? d.w_dq_rows_i8
       : (v == Fp8Variant::Fp8ToFp16PerChannel || v == Fp8Variant::Fp8ToFp8) ? d.w_dq_rows
                                                                             : d.w_dq;
   std::vector<double> out(d.samples.size());
@@ -113,7 +128,7 @@ std::vector<double> fp8_emulated(const Fp8CaseData& d, Fp8Variant v, float y_sca
     const Fp8Sample& s = d.samples[i];
     double y = conv_window(d.c.g, x.data(), w.data(), s.n, s.k, s.oh, s.ow);
     if (has_epilogue(v)) {
-      // fp16's bias is stored in fp16 as the network's; the fp8 graphs' in float.
+      // fp16's bias is stored in fp16 as the network's; the fp8 and int8 graphs' in float.
       const float b = d.bias[size_t(s.k)];
       y = std::max(0.0, y + (v == Fp8Variant::Fp16 ? fp16_round(b) : b));
     }

@@ -1,7 +1,7 @@
-// One convolution of the FP8 probe (issue 9's FP8 lever), on the host: the data, its fp16 and
-// E4M3 forms with their scales, and at sampled outputs the exact result and what each way of
-// computing it should give (an emulation of its storage). kernels/fp8_conv.h runs the same on
-// the device and compares.
+// One convolution of the FP8 probe (issue 9's FP8 and INT8 levers), on the host: the data, its
+// fp16, E4M3 and INT8 forms with their scales, and at sampled outputs the exact result and what
+// each way of computing it should give (an emulation of its storage). kernels/fp8_conv.h runs the
+// same on the device and compares.
 #pragma once
 
 #include <cstdint>
@@ -14,17 +14,20 @@ namespace cnnbench {
 
 // How one convolution is computed: its storage types and the cuDNN graph around the conv.
 enum class Fp8Variant {
-  Fp16,                 // x, w fp16; conv + bias, ReLU; y fp16: the fp16 network's fused conv
-  Fp8Sample,            // x, w E4M3; conv * descale_x * descale_w * scale_y; y E4M3; the amax of
-                        // the descaled conv (NVIDIA's fp8 sample: no bias, no ReLU)
-  Fp8ToFp16,            // x, w E4M3, one weight scale; conv * descale + bias, ReLU; y fp16
-  Fp8ToFp16PerChannel,  // the same with one weight scale per output channel
-  Fp8ToFp8,             // per channel; conv * descale + bias, ReLU, * scale_y; y E4M3; the amax
-                        // of the ReLU's output (what an fp8 network chains from layer to layer)
+  Fp16,                  // x, w fp16; conv + bias, ReLU; y fp16: the fp16 network's fused conv
+  Fp8Sample,             // x, w E4M3; conv * descale_x * descale_w * scale_y; y E4M3; the amax of
+                         // the descaled conv (NVIDIA's fp8 sample: no bias, no ReLU)
+  Fp8ToFp16,             // x, w E4M3, one weight scale; conv * descale + bias, ReLU; y fp16
+  Fp8ToFp16PerChannel,   // the same with one weight scale per output channel
+  Fp8ToFp8,              // per channel; conv * descale + bias, ReLU, * scale_y; y E4M3; the amax
+                         // of the ReLU's output (what an fp8 network chains from layer to layer)
+  Int8ToFp16PerChannel,  // x, w INT8 (w a scale per output channel), int32 sums; conv * descale
+                         // + bias, ReLU; y fp16
 };
 const char* fp8_variant_name(Fp8Variant v);
 std::vector<Fp8Variant> all_fp8_variants();
 bool fp8_inputs(Fp8Variant v);    // x and w in E4M3
+bool int8_inputs(Fp8Variant v);   // x and w in INT8
 bool fp8_output(Fp8Variant v);    // y in E4M3 (with scale_y and an amax output)
 bool has_epilogue(Fp8Variant v);  // + bias, ReLU
 
@@ -48,6 +51,10 @@ struct Fp8CaseData {
   std::vector<float> w_scales;               // per output channel
   std::vector<uint8_t> xq, wq, wq_rows;      // E4M3 codes: x * x_scale, w * w_scale, per channel
   std::vector<float> x_dq, w_dq, w_dq_rows;  // what the codes stand for
+  float x_scale_i8 = 1;                      // INT8: 127 / amax of x
+  std::vector<float> w_scales_i8;            // per output channel
+  std::vector<int8_t> xi8, wi8_rows;         // INT8 codes
+  std::vector<float> x_dq_i8, w_dq_rows_i8;  // what they stand for
   std::vector<Fp8Sample> samples;
   std::vector<double> exact_conv;  // conv alone, from x and w, in double
 };

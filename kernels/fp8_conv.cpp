@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <memory>
 
 #include "harness/check.h"
 #include "kernels/cudnn_backend.h"
@@ -23,6 +24,8 @@ bool Fp8VariantResult::agrees() const {
   // code one step off is a tie broken the other way; more than one step off in 1% of the samples
   // is not.
   if (variant == Fp8Variant::Fp16) return rel_l2_emulated <= 2e-3;
+  // INT8: exact int32 sums, then float descale, bias and ReLU, and fp16's rounding.
+  if (int8_inputs(variant)) return rel_l2_emulated <= 2e-3;
   if (!fp8_output(variant)) return rel_l2_emulated <= 1e-2;
   return codes_off * 100 <= samples && rel_l2_emulated <= 3e-2;
 }
@@ -42,9 +45,13 @@ enum Uid : int64_t {
   kFirstVirtual = 101
 };
 
-// The variant's operation graph (kernels/fp8_case.h says what each computes).
-void build_graph(ProbeGraph& G, const ConvGeometry& g, Fp8Variant v) {
-  const cudnnDataType_t in_t = fp8_inputs(v) ? CUDNN_DATA_FP8_E4M3 : CUDNN_DATA_HALF;
+// The variant's operation graph (kernels/fp8_case.h says what each computes). conv_out: the
+// type of the conv's own (virtual) output: float, or int32 for INT8 where float finds no engine.
+void build_graph(ProbeGraph& G, const ConvGeometry& g, Fp8Variant v,
+                 cudnnDataType_t conv_out = CUDNN_DATA_FLOAT) {
+  const cudnnDataType_t in_t = int8_inputs(v)  ? CUDNN_DATA_INT8
+                               : fp8_inputs(v) ? CUDNN_DATA_FP8_E4M3
+                                               : CUDNN_DATA_HALF;
   const cudnnDataType_t out_t = fp8_output(v) ? CUDNN_DATA_FP8_E4M3 : CUDNN_DATA_HALF;
   auto keep = [&](BackendDesc b) { return G.hold(std::move(b)); };
   int64_t next_virtual = kFirstVirtual;
@@ -56,9 +63,11 @@ void build_graph(ProbeGraph& G, const ConvGeometry& g, Fp8Variant v) {
   const BackendDesc* y = real(kY, make_tensor_of(kY, out_t, g.y));
 
   std::vector<BackendDesc>& ops = G.ops;
-  const BackendDesc* cur = virt();
+  const BackendDesc* cur = keep(make_tensor_of(next_virtual++, conv_out, g.y, true));
   {
-    const BackendDesc* conv = keep(make_conv_descriptor(g.stride, g.pad_h, g.pad_w, g.dilation));
+    const BackendDesc* conv =
+        keep(make_conv_descriptor(g.stride, g.pad_h, g.pad_w, g.dilation,
+                                  int8_inputs(v) ? CUDNN_DATA_INT32 : CUDNN_DATA_FLOAT));
     BackendDesc op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
     const float alpha = 1.0f, beta = 0.0f;
     op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, *x)
@@ -80,7 +89,8 @@ void build_graph(ProbeGraph& G, const ConvGeometry& g, Fp8Variant v) {
     return real(uid, make_channel_tensor_of(uid, CUDNN_DATA_FLOAT, 1));
   };
   const BackendDesc* amax_of = nullptr;  // the tensor whose amax the graph writes
-  const bool per_channel = v == Fp8Variant::Fp8ToFp16PerChannel || v == Fp8Variant::Fp8ToFp8;
+  const bool per_channel = v == Fp8Variant::Fp8ToFp16PerChannel || v == Fp8Variant::Fp8ToFp8 ||
+                           v == Fp8Variant::Int8ToFp16PerChannel;
   switch (v) {
     case Fp8Variant::Fp16:
       pointwise(CUDNN_POINTWISE_ADD, real(kB, make_channel_tensor_of(kB, CUDNN_DATA_HALF, g.y.c)),
@@ -95,7 +105,8 @@ void build_graph(ProbeGraph& G, const ConvGeometry& g, Fp8Variant v) {
       break;
     case Fp8Variant::Fp8ToFp16:
     case Fp8Variant::Fp8ToFp16PerChannel:
-    case Fp8Variant::Fp8ToFp8: {
+    case Fp8Variant::Fp8ToFp8:
+    case Fp8Variant::Int8ToFp16PerChannel: {
       const BackendDesc* descale =
           per_channel ? real(kDescale, make_channel_tensor_of(kDescale, CUDNN_DATA_FLOAT, g.y.c))
                       : scalar(kDescale);
@@ -142,33 +153,60 @@ Fp8VariantResult run_fp8_variant(GpuContext& ctx, const Fp8CaseData& d, Fp8Varia
   Fp8VariantResult r;
   r.variant = v;
   r.flops = 2.0 * double(g.y.numel()) * g.kernel_h * g.kernel_w * g.x.c;
-  ProbeGraph G;
-  try {
-    build_graph(G, g, v);
-  } catch (const std::exception& e) {
-    r.error = e.what();
+  // INT8: the conv's output as float first, then as int32 (cuDNN's INT8 engines differ in which
+  // they take); the other variants: float.
+  std::vector<cudnnDataType_t> conv_outs{CUDNN_DATA_FLOAT};
+  if (int8_inputs(v)) conv_outs.push_back(CUDNN_DATA_INT32);
+  std::unique_ptr<ProbeGraph> G;
+  std::unique_ptr<GraphProbe> found;
+  std::vector<std::string> errors;
+  for (cudnnDataType_t conv_out : conv_outs) {
+    const std::string as = conv_outs.size() > 1
+                               ? (conv_out == CUDNN_DATA_INT32 ? "conv int32: " : "conv float: ")
+                               : "";
+    G = std::make_unique<ProbeGraph>();
+    try {
+      build_graph(*G, g, v, conv_out);
+    } catch (const std::exception& e) {
+      errors.push_back(as + e.what());
+      continue;
+    }
+    std::string why;
+    if (!G->finalize(ctx.cudnn, &why)) {
+      errors.push_back(as + "operation graph: " + why);
+      continue;
+    }
+    auto p = std::make_unique<GraphProbe>(ctx, *G, max_engines);
+    r.configs += p->configs();
+    for (const std::string& why2 : p->refusals()) r.refusals.push_back(as + why2);
+    if (!p->built()) {
+      errors.push_back(
+          as + (p->configs() ? "no engine config builds" : "heuristics offer no engine config"));
+      continue;
+    }
+    found = std::move(p);
+    break;
+  }
+  if (!found) {
+    for (size_t i = 0; i < errors.size(); ++i) r.error += (i ? "; " : "") + errors[i];
     return r;
   }
-  std::string why;
-  if (!G.finalize(ctx.cudnn, &why)) {
-    r.error = "operation graph: " + why;
-    return r;
-  }
-  GraphProbe probe(ctx, G, max_engines);
-  r.configs = probe.configs();
-  r.refusals = probe.refusals();
-  if (!probe.built()) {
-    r.error = r.configs ? "no engine config builds" : "heuristics offer no engine config";
-    return r;
-  }
+  GraphProbe& probe = *found;
 
   // The buffers, in the variant's types.
-  const bool f8in = fp8_inputs(v), f8out = fp8_output(v);
-  const size_t y_elem = f8out ? 1 : 2;
-  DeviceMem x(size_t(g.x.numel()) * (f8in ? 1 : 2)), w(d.w.size() * (f8in ? 1 : 2));
+  const bool f8in = fp8_inputs(v), f8out = fp8_output(v), i8in = int8_inputs(v);
+  const size_t y_elem = f8out ? 1 : 2, in_elem = f8in || i8in ? 1 : 2;
+  DeviceMem x(size_t(g.x.numel()) * in_elem), w(d.w.size() * in_elem);
   DeviceMem y(size_t(g.y.numel()) * y_elem), bias(size_t(g.y.c) * 4);
   DeviceMem descale_x(4), descale_w(4), scale_y(4), amax(4), descale(size_t(g.y.c) * 4);
-  if (f8in) {
+  if (i8in) {
+    x.upload(d.xi8);
+    w.upload(d.wi8_rows);
+    bias.upload(d.bias);
+    std::vector<float> ds(size_t(g.y.c));
+    for (size_t k = 0; k < ds.size(); ++k) ds[k] = 1.f / (d.x_scale_i8 * d.w_scales_i8[k]);
+    descale.upload(ds);
+  } else if (f8in) {
     x.upload(d.xq);
     const bool per_channel = v == Fp8Variant::Fp8ToFp16PerChannel || v == Fp8Variant::Fp8ToFp8;
     w.upload(per_channel ? d.wq_rows : d.wq);

@@ -67,6 +67,36 @@ TEST(Fp8, QuantizationErrorIsWithinHalfAStep) {
     EXPECT_LE(std::fabs(back[i] - v[i]), std::ldexp(std::fabs(v[i]), -4) * 1.0001) << v[i];
 }
 
+TEST(Int8, EncodeRoundsToNearestEvenAndSaturates) {
+  EXPECT_EQ(int8_encode(0.5f), 0);
+  EXPECT_EQ(int8_encode(1.5f), 2);
+  EXPECT_EQ(int8_encode(2.5f), 2);
+  EXPECT_EQ(int8_encode(-2.5f), -2);
+  EXPECT_EQ(int8_encode(-0.49f), 0);
+  EXPECT_EQ(int8_encode(126.6f), 127);
+  EXPECT_EQ(int8_encode(300.f), 127);
+  EXPECT_EQ(int8_encode(-300.f), -127);  // symmetric: -128 is never used
+  EXPECT_EQ(int8_encode(std::nanf("")), 0);
+  EXPECT_FLOAT_EQ(int8_scale_for(2.54), 50.f);
+  EXPECT_EQ(int8_scale_for(0.0), 1.f);
+}
+
+TEST(Int8, QuantizationErrorIsWithinHalfAStep) {
+  const std::vector<float> v = {-3.1f, -0.02f, 0.0f, 0.013f, 0.31f, 1.7f, 2.9f, 5.5f};
+  const float scale = int8_scale_for(abs_max(v));
+  const std::vector<int8_t> q = int8_quantize(v, scale);
+  const std::vector<float> back = int8_dequantize(q, scale);
+  for (size_t i = 0; i < v.size(); ++i)
+    EXPECT_LE(std::fabs(back[i] - v[i]), 0.5f / scale * 1.0001f) << v[i];
+  EXPECT_EQ(q.back(), 127);  // the amax maps onto the largest code
+  // Per row: each row's own amax maps onto 127.
+  const std::vector<float> rows = {1.f, -2.f, 0.5f, 0.25f};
+  const std::vector<float> sc = int8_row_scales(rows, 2);
+  ASSERT_EQ(sc.size(), 2u);
+  EXPECT_EQ(int8_quantize_rows(rows, 2, sc), (std::vector<int8_t>{64, -127, 127, 64}));
+  EXPECT_THROW(int8_quantize_rows(rows, 3, sc), std::invalid_argument);
+}
+
 Fp8Case small_case() {
   Fp8Case c;
   c.name = "test.conv";
@@ -94,6 +124,16 @@ TEST(Fp8Case, EmulationsMeasureWhatEachStorageCosts) {
   EXPECT_LT(e8, 1e-1);
   EXPECT_GT(e8, 5 * e16);
   EXPECT_LE(e8c, e8 * 1.05);  // a scale per output channel is no worse than one per tensor
+  // INT8 (127 levels, exact int32 sums) lies between: far coarser than fp16, finer than E4M3's
+  // three mantissa bits on these activations.
+  const double ei8 = relative_l2(fp8_emulated(d, Fp8Variant::Int8ToFp16PerChannel, 1.f),
+                                 fp8_exact(d, Fp8Variant::Int8ToFp16PerChannel));
+  EXPECT_GT(ei8, 5 * e16);
+  EXPECT_LT(ei8, e8c);
+  EXPECT_TRUE(int8_inputs(Fp8Variant::Int8ToFp16PerChannel));
+  EXPECT_FALSE(fp8_inputs(Fp8Variant::Int8ToFp16PerChannel));
+  EXPECT_EQ(d.w_scales_i8.size(), 48u);
+  EXPECT_EQ(d.xi8.size(), d.x.size());
   // An E4M3 output at a calibrated scale adds its own rounding on top.
   double amax = 0;
   for (double v : fp8_exact(d, Fp8Variant::Fp8ToFp8)) amax = std::max(amax, std::fabs(v));
