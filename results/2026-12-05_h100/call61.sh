@@ -37,7 +37,7 @@ step_S() {
 }
 
 step_M() {
-  timeout $(lim 150) $B/cnnbench_stylegan_train --batches=8 --precision=tf32 --iters=4 --warmup=1 \
+  timeout $(lim 150) $B/cnnbench_stylegan_train --batches=8 --precision=tf32 --iters=16 --warmup=1 \
     --repetitions=1 --max_batch --json=$O/m/max_batch.json >$O/m/max_batch.log 2>&1
   echo "M rc=$? ${SECONDS}s"; grep -vE "^  .* \| " $O/m/max_batch.log | grep -E "batch|largest|error" | head -12
 }
