@@ -101,6 +101,41 @@ class Runs(unittest.TestCase):
             self.assertIn("no model", err.getvalue())
             with redirect_stderr(io.StringIO()):
                 self.assertEqual(lg.main([run, "--tflops", "0"]), 2)
+            # Not JSON at all: one line naming the file, no traceback.
+            with open(run, "w") as f:
+                f.write("not json")
+            err = io.StringIO()
+            with redirect_stderr(err):
+                self.assertEqual(lg.main([run]), 2)
+            self.assertIn(f"cannot read {run}", err.getvalue())
+            self.assertNotIn("Traceback", err.getvalue())
+            # A corrupt layer table is named too.
+            self.write(d, [], [])
+            with open(os.path.join(d, "run.layers.json"), "w") as f:
+                f.write("{")
+            err = io.StringIO()
+            with redirect_stderr(err):
+                self.assertEqual(lg.main([run]), 2)
+            self.assertIn("run.layers.json", err.getvalue())
+
+    def test_a_cut_off_run_is_read(self):
+        # Google Benchmark leaves the list open when a run is killed: the finished rows count.
+        shape = "in 2x8x8x8 -> out 2x8x8x8 k3 s1"
+        model = {"model": "net/fp16/batch:2",
+                 "layers": [layer("a", "conv+bias+relu", shape, 100.0)]}
+        bench = {"name": "net/fp16/graph/batch:2/manual_time", "aggregate_name": "median",
+                 "ms_per_batch": 0.5}
+        with tempfile.TemporaryDirectory() as d:
+            run = self.write(d, [bench, dict(bench, name="other/fp16/graph/batch:2/manual_time")],
+                             [model])
+            with open(run) as f:
+                text = json.dumps(json.load(f), indent=2)
+            with open(run, "w") as f:  # cut inside the second entry
+                f.write(text[:text.index('"other')])
+            out = io.StringIO()
+            with redirect_stdout(out):
+                self.assertEqual(lg.main([run]), 0)
+        self.assertIn("Graph 0.500 ms", out.getvalue())
 
 
 if __name__ == "__main__":

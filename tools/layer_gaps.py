@@ -16,8 +16,12 @@ import argparse
 import json
 import math
 import re
+import os
 import sys
 from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare_pytorch as cp  # noqa: E402  (the Google Benchmark reader, cut-off runs too)
 
 SHAPE = re.compile(r"in (\d+)x(\d+)x(\d+)x(\d+) -> out (\d+)x(\d+)x(\d+)x(\d+)"
                    r"(?: k(\d+)(?:x(\d+))? s(\d+)(?: g(\d+))?)?")
@@ -135,13 +139,14 @@ def main(argv=None):
     ap.add_argument("--out-md")
     args = ap.parse_args(argv)
     layers_path = re.sub(r"\.json$", "", args.run) + ".layers.json"
+    path = args.run
     try:
-        with open(args.run) as f:
-            run = json.load(f)
+        run = cp.read_benchmark_json(path)  # a run cut off before it closed its file, too
+        path = layers_path
         with open(layers_path) as f:
             layers = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        print(f"layer_gaps: cannot read {e.filename or args.run}: {e}", file=sys.stderr)
+    except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
+        print(f"layer_gaps: cannot read {path}: {e}", file=sys.stderr)
         return 2
     if args.tflops <= 0 or args.gbps <= 0 or args.top < 1:
         print("layer_gaps: --tflops, --gbps and --top must be positive", file=sys.stderr)
