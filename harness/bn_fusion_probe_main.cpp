@@ -93,13 +93,13 @@ int run(int argc, char** argv) {
     for (BnFusionVariant v : variants) {
       // A fused wgrad in its baseline's dW type first, so that the two times compare; the
       // other type after it, so that a form that builds only there is still found.
-      std::vector<std::string> dw_types;
+      std::vector<cudnnDataType_t> dw_types;
       const BnFusionResult* base = nullptr;
       for (const BnFusionResult& b : done)
         if (b.variant == bn_fusion_baseline(v) && b.error.empty()) base = &b;
       if (v == BnFusionVariant::SbrWgrad && base)
-        dw_types = base->dw_half ? std::vector<std::string>{"f16", "f32"}
-                                 : std::vector<std::string>{"f32", "f16"};
+        dw_types = base->dw_half ? std::vector{CUDNN_DATA_HALF, CUDNN_DATA_FLOAT}
+                                 : std::vector{CUDNN_DATA_FLOAT, CUDNN_DATA_HALF};
       BnFusionResult r = run_bn_fusion_variant(ctx, d, v, max_engines, samples, 10, dw_types);
       const bool ran = r.error.empty();
       if (ran && !r.agrees()) ++disagreements;

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <memory>
 #include <random>
 
 #include "harness/check.h"
@@ -231,7 +230,7 @@ double rel_l2(const std::vector<double>& got, const std::vector<double>& ref) {
 
 BnFusionResult run_bn_fusion_variant(GpuContext& ctx, const BnFusionData& d, BnFusionVariant v,
                                      int max_engines, int samples, int launches,
-                                     const std::vector<std::string>& dw_types) {
+                                     const std::vector<cudnnDataType_t>& dw_types) {
   const ConvGeometry& g = d.g;
   BnFusionResult r;
   r.variant = v;
@@ -241,48 +240,20 @@ BnFusionResult run_bn_fusion_variant(GpuContext& ctx, const BnFusionData& d, BnF
   // scale-bias-ReLU wgrad sample writes dW in fp16.
   const bool wgrad = v == BnFusionVariant::Wgrad || v == BnFusionVariant::SbrWgrad;
   std::vector<cudnnDataType_t> types{CUDNN_DATA_HALF};
-  if (wgrad) {
-    types.clear();
-    for (const std::string& t :
-         dw_types.empty() ? std::vector<std::string>{"f16", "f32"} : dw_types) {
-      if (t != "f16" && t != "f32") throw std::invalid_argument("dW type " + t);
-      types.push_back(t == "f16" ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT);
-    }
-  }
-  std::unique_ptr<ProbeGraph> G;
-  std::unique_ptr<GraphProbe> found;
-  std::vector<std::string> errors;
-  for (cudnnDataType_t dw_type : types) {
-    const std::string as = wgrad ? (dw_type == CUDNN_DATA_HALF ? "dW f16: " : "dW f32: ") : "";
-    G = std::make_unique<ProbeGraph>();
-    std::string why;
-    try {
-      build(*G, g, v, dw_type);
-    } catch (const std::exception& e) {
-      errors.push_back(as + e.what());
-      continue;
-    }
-    if (!G->finalize(ctx.cudnn, &why)) {
-      errors.push_back(as + "operation graph: " + why);
-      continue;
-    }
-    auto probe = std::make_unique<GraphProbe>(ctx, *G, max_engines);
-    r.configs += probe->configs();
-    for (const std::string& why2 : probe->refusals()) r.refusals.push_back(as + why2);
-    if (!probe->built()) {
-      errors.push_back(as + (probe->configs() ? "no engine config builds"
-                                              : "heuristics offer no engine config"));
-      continue;
-    }
-    if (wgrad) r.dw_half = dw_type == CUDNN_DATA_HALF;
-    found = std::move(probe);
-    break;
-  }
-  if (!found) {
-    for (size_t i = 0; i < errors.size(); ++i) r.error += (i ? "; " : "") + errors[i];
+  if (wgrad) types = dw_types.empty() ? std::vector{CUDNN_DATA_HALF, CUDNN_DATA_FLOAT} : dw_types;
+  std::vector<std::string> labels;
+  for (cudnnDataType_t t : types)
+    labels.push_back(!wgrad ? "" : t == CUDNN_DATA_HALF ? "dW f16: " : "dW f32: ");
+  ProbedForm found = probe_first_form(ctx, labels, max_engines,
+                                      [&](ProbeGraph& G, size_t i) { build(G, g, v, types[i]); });
+  r.configs = found.configs;
+  r.refusals = found.refusals;
+  if (!found.probe) {
+    r.error = found.error;
     return r;
   }
-  GraphProbe& probe = *found;
+  if (wgrad) r.dw_half = types[found.form] == CUDNN_DATA_HALF;
+  GraphProbe& probe = *found.probe;
   const size_t nx = size_t(g.x.numel()), ny = size_t(g.y.numel()), nw = d.w.size();
   const int K = g.y.c, C = g.x.c;
   DeviceMem x(nx * 2), a(nx * 2), w(nw * 2), y(ny * 2), dy(ny * 2), dw(nw * 4), dx(nx * 2);

@@ -44,10 +44,11 @@ struct BnFusionResult {
   double best_us() const { return engines.empty() ? -1 : engines.front().us; }
 };
 
-// dw_types (the wgrad variants): which dW types to try, in order ("f16", "f32"; empty: fp16,
-// then fp32). Give a fused form its baseline's type, so that their times compare.
+// dw_types (the wgrad variants): which dW types to try, in order (CUDNN_DATA_HALF,
+// CUDNN_DATA_FLOAT; empty: fp16, then fp32). Give a fused form its baseline's type first, so that
+// their times compare.
 BnFusionResult run_bn_fusion_variant(GpuContext& ctx, const BnFusionData& d, BnFusionVariant v,
                                      int max_engines, int samples, int launches = 10,
-                                     const std::vector<std::string>& dw_types = {});
+                                     const std::vector<cudnnDataType_t>& dw_types = {});
 
 }  // namespace cnnbench

@@ -37,12 +37,6 @@ float fp8_scale_for(double amax) {
   return std::isfinite(scale) ? scale : 1.f;  // amax below 448 / FLT_MAX
 }
 
-std::vector<uint8_t> fp8_quantize(const std::vector<float>& v, float scale) {
-  std::vector<uint8_t> q(v.size());
-  for (size_t i = 0; i < v.size(); ++i) q[i] = fp8_encode(v[i] * scale);
-  return q;
-}
-
 namespace {
 void check_rows(size_t count, int64_t row_len, size_t rows) {
   if (row_len <= 0 || count % size_t(row_len) != 0 || count / size_t(row_len) != rows)
@@ -65,7 +59,30 @@ std::vector<float> row_scales(const std::vector<float>& v, int64_t row_len,
   }
   return scales;
 }
+
+// Codes of v[i] * scales[i / row_len] (row_len v.size() and one scale: per tensor), and back.
+template <typename Q, typename Encode>
+std::vector<Q> quantize_with(const std::vector<float>& v, const std::vector<float>& scales,
+                             size_t row_len, Encode encode) {
+  std::vector<Q> q(v.size());
+  for (size_t i = 0; i < v.size(); ++i) q[i] = encode(v[i] * scales[i / row_len]);
+  return q;
+}
+template <typename Q, typename Decode>
+std::vector<float> dequantize_with(const std::vector<Q>& q, const std::vector<float>& scales,
+                                   size_t row_len, Decode decode) {
+  std::vector<float> v(q.size());
+  for (size_t i = 0; i < q.size(); ++i) v[i] = decode(q[i]) / scales[i / row_len];
+  return v;
+}
+float int8_decode(int8_t q) {
+  return float(q);
+}
 }  // namespace
+
+std::vector<uint8_t> fp8_quantize(const std::vector<float>& v, float scale) {
+  return quantize_with<uint8_t>(v, {scale}, std::max<size_t>(v.size(), 1), fp8_encode);
+}
 
 std::vector<float> fp8_row_scales(const std::vector<float>& v, int64_t row_len) {
   return row_scales(v, row_len, fp8_scale_for);
@@ -74,23 +91,17 @@ std::vector<float> fp8_row_scales(const std::vector<float>& v, int64_t row_len) 
 std::vector<uint8_t> fp8_quantize_rows(const std::vector<float>& v, int64_t row_len,
                                        const std::vector<float>& scales) {
   check_rows(v.size(), row_len, scales.size());
-  std::vector<uint8_t> q(v.size());
-  for (size_t i = 0; i < v.size(); ++i) q[i] = fp8_encode(v[i] * scales[i / size_t(row_len)]);
-  return q;
+  return quantize_with<uint8_t>(v, scales, size_t(row_len), fp8_encode);
 }
 
 std::vector<float> fp8_dequantize(const std::vector<uint8_t>& q, float scale) {
-  std::vector<float> v(q.size());
-  for (size_t i = 0; i < q.size(); ++i) v[i] = fp8_decode(q[i]) / scale;
-  return v;
+  return dequantize_with(q, {scale}, std::max<size_t>(q.size(), 1), fp8_decode);
 }
 
 std::vector<float> fp8_dequantize_rows(const std::vector<uint8_t>& q, int64_t row_len,
                                        const std::vector<float>& scales) {
   check_rows(q.size(), row_len, scales.size());
-  std::vector<float> v(q.size());
-  for (size_t i = 0; i < q.size(); ++i) v[i] = fp8_decode(q[i]) / scales[i / size_t(row_len)];
-  return v;
+  return dequantize_with(q, scales, size_t(row_len), fp8_decode);
 }
 
 int8_t int8_encode(float v) {
@@ -106,9 +117,7 @@ float int8_scale_for(double amax) {
 }
 
 std::vector<int8_t> int8_quantize(const std::vector<float>& v, float scale) {
-  std::vector<int8_t> q(v.size());
-  for (size_t i = 0; i < v.size(); ++i) q[i] = int8_encode(v[i] * scale);
-  return q;
+  return quantize_with<int8_t>(v, {scale}, std::max<size_t>(v.size(), 1), int8_encode);
 }
 
 std::vector<float> int8_row_scales(const std::vector<float>& v, int64_t row_len) {
@@ -118,23 +127,17 @@ std::vector<float> int8_row_scales(const std::vector<float>& v, int64_t row_len)
 std::vector<int8_t> int8_quantize_rows(const std::vector<float>& v, int64_t row_len,
                                        const std::vector<float>& scales) {
   check_rows(v.size(), row_len, scales.size());
-  std::vector<int8_t> q(v.size());
-  for (size_t i = 0; i < v.size(); ++i) q[i] = int8_encode(v[i] * scales[i / size_t(row_len)]);
-  return q;
+  return quantize_with<int8_t>(v, scales, size_t(row_len), int8_encode);
 }
 
 std::vector<float> int8_dequantize(const std::vector<int8_t>& q, float scale) {
-  std::vector<float> v(q.size());
-  for (size_t i = 0; i < q.size(); ++i) v[i] = float(q[i]) / scale;
-  return v;
+  return dequantize_with(q, {scale}, std::max<size_t>(q.size(), 1), int8_decode);
 }
 
 std::vector<float> int8_dequantize_rows(const std::vector<int8_t>& q, int64_t row_len,
                                         const std::vector<float>& scales) {
   check_rows(q.size(), row_len, scales.size());
-  std::vector<float> v(q.size());
-  for (size_t i = 0; i < q.size(); ++i) v[i] = float(q[i]) / scales[i / size_t(row_len)];
-  return v;
+  return dequantize_with(q, scales, size_t(row_len), int8_decode);
 }
 
 }  // namespace cnnbench

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
-#include <memory>
 
 #include "harness/check.h"
 #include "kernels/cudnn_backend.h"
@@ -156,42 +155,21 @@ Fp8VariantResult run_fp8_variant(GpuContext& ctx, const Fp8CaseData& d, Fp8Varia
   // INT8: the conv's output as float first, then as int32 (cuDNN's INT8 engines differ in which
   // they take); the other variants: float.
   std::vector<cudnnDataType_t> conv_outs{CUDNN_DATA_FLOAT};
-  if (int8_inputs(v)) conv_outs.push_back(CUDNN_DATA_INT32);
-  std::unique_ptr<ProbeGraph> G;
-  std::unique_ptr<GraphProbe> found;
-  std::vector<std::string> errors;
-  for (cudnnDataType_t conv_out : conv_outs) {
-    const std::string as = conv_outs.size() > 1
-                               ? (conv_out == CUDNN_DATA_INT32 ? "conv int32: " : "conv float: ")
-                               : "";
-    G = std::make_unique<ProbeGraph>();
-    try {
-      build_graph(*G, g, v, conv_out);
-    } catch (const std::exception& e) {
-      errors.push_back(as + e.what());
-      continue;
-    }
-    std::string why;
-    if (!G->finalize(ctx.cudnn, &why)) {
-      errors.push_back(as + "operation graph: " + why);
-      continue;
-    }
-    auto p = std::make_unique<GraphProbe>(ctx, *G, max_engines);
-    r.configs += p->configs();
-    for (const std::string& why2 : p->refusals()) r.refusals.push_back(as + why2);
-    if (!p->built()) {
-      errors.push_back(
-          as + (p->configs() ? "no engine config builds" : "heuristics offer no engine config"));
-      continue;
-    }
-    found = std::move(p);
-    break;
+  std::vector<std::string> labels{""};
+  if (int8_inputs(v)) {
+    conv_outs.push_back(CUDNN_DATA_INT32);
+    labels = {"conv float: ", "conv int32: "};
   }
-  if (!found) {
-    for (size_t i = 0; i < errors.size(); ++i) r.error += (i ? "; " : "") + errors[i];
+  ProbedForm found = probe_first_form(ctx, labels, max_engines, [&](ProbeGraph& G, size_t i) {
+    build_graph(G, g, v, conv_outs[i]);
+  });
+  r.configs = found.configs;
+  r.refusals = found.refusals;
+  if (!found.probe) {
+    r.error = found.error;
     return r;
   }
-  GraphProbe& probe = *found;
+  GraphProbe& probe = *found.probe;
 
   // The buffers, in the variant's types.
   const bool f8in = fp8_inputs(v), f8out = fp8_output(v), i8in = int8_inputs(v);

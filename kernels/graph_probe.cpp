@@ -137,4 +137,36 @@ std::vector<uint8_t> DeviceMem::download(size_t bytes) const {
   return out;
 }
 
+ProbedForm probe_first_form(GpuContext& ctx, const std::vector<std::string>& labels,
+                            int max_engines,
+                            const std::function<void(ProbeGraph&, size_t)>& build) {
+  ProbedForm out;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const std::string& as = labels[i];
+    std::string why;
+    auto graph = std::make_unique<ProbeGraph>();
+    try {
+      build(*graph, i);
+      if (!graph->finalize(ctx.cudnn, &why)) why = "operation graph: " + why;
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (why.empty()) {
+      auto probe = std::make_unique<GraphProbe>(ctx, *graph, max_engines);
+      out.configs += probe->configs();
+      for (const std::string& r : probe->refusals()) out.refusals.push_back(as + r);
+      if (probe->built()) {
+        out.graph = std::move(graph);
+        out.probe = std::move(probe);
+        out.form = i;
+        out.error.clear();
+        return out;
+      }
+      why = probe->configs() ? "no engine config builds" : "heuristics offer no engine config";
+    }
+    out.error += (out.error.empty() ? "" : "; ") + as + why;
+  }
+  return out;
+}
+
 }  // namespace cnnbench

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -75,6 +77,21 @@ class GraphProbe {
   size_t fastest_ = 0;
   BackendDesc pack_;
 };
+
+// The first of several forms of one graph that some engine config builds: form i is built by
+// build(G, i) for i = 0 .. labels.size() - 1, and labels[i] ("" for none) prefixes its refusals
+// and its reason for failing. (The BatchNorm-fusion probe's weight gradient with dW in fp16, then
+// fp32; the FP8 probe's INT8 conv with a float, then an int32 output.)
+struct ProbedForm {
+  std::unique_ptr<ProbeGraph> graph;  // before probe: outlives it
+  std::unique_ptr<GraphProbe> probe;  // null where no form built
+  size_t form = 0;
+  int configs = 0;  // summed over the forms tried
+  std::vector<std::string> refusals;
+  std::string error;  // where none built: each form's reason, "; "-joined
+};
+ProbedForm probe_first_form(GpuContext& ctx, const std::vector<std::string>& labels,
+                            int max_engines, const std::function<void(ProbeGraph&, size_t)>& build);
 
 // A device allocation freed with its owner.
 struct DeviceMem {
