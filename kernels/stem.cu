@@ -65,65 +65,37 @@ CNN_HD void stage_weights(const T* w, T* ws, const StemArgs& a, int t) {
 }
 
 // Tile `tile`'s windows into the shared [kStemTile][ldk] array ([pixel][tap], tap = (r * S + s)
-// * C + c), zeros outside the image, past the taps and for pixels past M. Warp w of the block
-// takes the pixels w, w + 8, ..., kRowsAtOnce of them at a time; lane l the taps l, l + 32, ...
-// A window's row r is contiguous in NHWC memory (S * C elements from (ih0 + r, iw0)), so the
-// lanes' loads are consecutive and their shared stores conflict-free, and every load of a group
-// of pixels is issued before the first store. (The first form, a thread a pixel, made scalar
-// loads 12 bytes apart whose stores waited on each load: 915 us at ResNet-50's 256, about 5x
-// the stem's roofline, device call 56.)
-constexpr int kRowsAtOnce = 2;
-constexpr int kTapsPerLane = kMaxTaps / 32;
-
+// * C + c): thread t gathers the window rows r = t / kStemTile, + 2, ... of pixel t % kStemTile,
+// zeros outside the image, past the taps and for pixels past M.
 template <typename T>
-CNN_HD void gather(const T* __restrict__ x, T* __restrict__ as, const StemArgs& a, int64_t tile,
-                   int t) {
-  constexpr int warps = kStemThreads / 32;
-  const int lane = t % 32, warp = t / 32;
+CNN_HD void gather(const T* x, T* as, const StemArgs& a, int64_t tile, int t) {
+  const int row = t % kStemTile, part = t / kStemTile;
+  constexpr int parts = kStemThreads / kStemTile;
+  T* dst = as + int64_t(row) * a.ldk;
   const T zero = zero_value<T>();
+  const int64_t m = tile * kStemTile + row;
+  if (m >= a.M) {
+    for (int i = part; i < a.taps_pad; i += parts) dst[i] = zero;
+    return;
+  }
   const int64_t hw = int64_t(a.Ho) * a.Wo;
-  const int sc = a.S * a.C, wc = a.W * a.C;
-  for (int row0 = warp; row0 < kStemTile; row0 += warps * kRowsAtOnce) {
-    T v[kRowsAtOnce][kTapsPerLane];
-#ifdef __CUDA_ARCH__
-#pragma unroll
-#endif
-    for (int k = 0; k < kRowsAtOnce; ++k) {
-      const int row = row0 + k * warps;
-      const int64_t m = tile * kStemTile + row;
-      const bool pixel = row < kStemTile && m < a.M;
-      const int64_t n = pixel ? m / hw : 0;
-      const int rem = pixel ? int(m - n * hw) : 0;
-      const int oh = rem / a.Wo, ow = rem - oh * a.Wo;
-      const int ih0 = oh * a.stride - a.ph, f0 = (ow * a.stride - a.pw) * a.C;
-      const T* img = x + n * a.H * wc;
-      int r = lane / sc, q = lane - r * sc;  // tap = r * sc + q, q = s * C + c
-#ifdef __CUDA_ARCH__
-#pragma unroll
-#endif
-      for (int j = 0; j < kTapsPerLane; ++j) {
-        v[k][j] = zero;
-        const int ih = ih0 + r, f = f0 + q;  // f = iw * C + c: in the row iff iw is
-        if (pixel && lane + 32 * j < a.taps && ih >= 0 && ih < a.H && f >= 0 && f < wc)
-          v[k][j] = img[int64_t(ih) * wc + f];
-        q += 32;
-        while (q >= sc) q -= sc, ++r;
-      }
-    }
-#ifdef __CUDA_ARCH__
-#pragma unroll
-#endif
-    for (int k = 0; k < kRowsAtOnce; ++k) {
-      const int row = row0 + k * warps;
-      if (row >= kStemTile) continue;
-      T* dst = as + int64_t(row) * a.ldk;
-#ifdef __CUDA_ARCH__
-#pragma unroll
-#endif
-      for (int j = 0; j < kTapsPerLane; ++j)
-        if (lane + 32 * j < a.taps_pad) dst[lane + 32 * j] = v[k][j];
+  const int64_t n = m / hw;
+  const int rem = int(m - n * hw);
+  const int oh = rem / a.Wo, ow = rem - oh * a.Wo;
+  const int ih0 = oh * a.stride - a.ph, iw0 = ow * a.stride - a.pw;
+  for (int r = part; r < a.R; r += parts) {
+    const int ih = ih0 + r;
+    const bool row_in = ih >= 0 && ih < a.H;
+    const T* src = x + (n * a.H + (row_in ? ih : 0)) * a.W * a.C;
+    int tap = r * a.S * a.C;
+    for (int s = 0; s < a.S; ++s) {
+      const int iw = iw0 + s;
+      const bool in = row_in && iw >= 0 && iw < a.W;
+      for (int c = 0; c < a.C; ++c, ++tap) dst[tap] = in ? src[int64_t(iw) * a.C + c] : zero;
     }
   }
+  if (part == 0)
+    for (int i = a.taps; i < a.taps_pad; ++i) dst[i] = zero;
 }
 
 template <typename T>
@@ -155,7 +127,7 @@ CNN_HD void epilogue(const float* cs, const T* bias, T* y, const StemArgs& a, in
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kStemThreads, kMaxBlocksPerSm)
+__global__ void __launch_bounds__(kStemThreads)
     stem_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                 T* __restrict__ y, StemArgs a) {
   using namespace nvcuda;
