@@ -48,6 +48,7 @@ const char* kUsage =
                            [--input_size=N] [--num_classes=N] [--seed=N] [--json=FILE]
        cnnbench_launch --nproc=G -- cnnbench_dp --network=NAME --verify [--batches=N]
                            [--precision=fp32|tf32] [--tolerance=X] [--json=FILE]
+  --precision defaults to fp16 for timing and to fp32 for --verify.
   One process per GPU (rank r on GPU local_rank), NCCL over every rank; a lone process (no
   launcher) is a world of one. Ranks find each other through CNNBENCH_MASTER_ADDR and
   CNNBENCH_MASTER_PORT (rank 0 listens there); NCCL_NVLS_ENABLE=0 is always set.
@@ -510,10 +511,10 @@ int verify(Comm& c, const Settings& s) {
 
 int run(int argc, char** argv) {
   Settings s;
-  std::string batches_s, precision = "fp16", optimizer = "sgd", lr_s = "0.1", engine = "autotune",
-                         steps_s = "20", reps_s = "9", warmup_s = "5", bucket_s = "25",
-                         first_s = "1", overlap_s = "1", size_s = "0", classes_s = "1000",
-                         seed_s = "1", tol_s = "0", timeout_s = "120";
+  std::string batches_s, precision,
+      optimizer = "sgd", lr_s = "0.1", engine = "autotune", steps_s = "20", reps_s = "9",
+      warmup_s = "5", bucket_s = "25", first_s = "1", overlap_s = "1", size_s = "0",
+      classes_s = "1000", seed_s = "1", tol_s = "0", timeout_s = "120";
   bool verify_mode = false;
   for (int i = 1; i < argc; ++i) {
     if (take_flag(i, argc, argv, "help", nullptr)) {
@@ -551,6 +552,8 @@ int run(int argc, char** argv) {
   if (verify_mode && batches_s.empty()) s.batches = {4};
   if (verify_mode && s.batches.size() != 1)
     throw UserError("--verify takes one batch per GPU, not '" + batches_s + "'");
+  // Timing defaults to fp16; --verify, which checks unscaled gradients, to fp32.
+  if (precision.empty()) precision = verify_mode ? "fp32" : "fp16";
   s.train.precision = parse_precision(precision);
   if (verify_mode && s.train.precision != Precision::FP32 && s.train.precision != Precision::TF32)
     throw UserError("--verify checks fp32 and tf32 steps (gradients unscaled), not '" + precision +
