@@ -7,7 +7,8 @@
 //   --batches=4,8,16 --json=F: the benchmark. NVlabs' iteration (Gmain + Adam, Dmain + Adam, Dreg
 //     + Adam every 16th, G_ema) on random weights, timed with CUDA events over --iters
 //     iterations (a multiple of the R1 interval) after --warmup: img/s, ms per iteration, the time
-//     for 5 kimg, device memory; --max_batch: the largest batch (doubling) that builds and runs.
+//     for 5 kimg, device memory; --max_batch: the largest batch that builds and runs (doubling
+//     from the largest of --batches, then bisection: harness/max_batch.h).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -27,6 +28,7 @@
 #include "harness/context.h"
 #include "harness/device.h"
 #include "harness/layer_json.h"
+#include "harness/max_batch.h"
 #include "harness/safetensors.h"
 #include "harness/session.h"
 #include "networks/registry.h"
@@ -158,6 +160,7 @@ int run_check(const std::string& dir, const std::string& output, SgTrainOptions 
 struct BenchRow {
   int batch = 0;
   bool fits = false;
+  bool out_of_memory = false;  // where it did not fit: an allocation failed (not another error)
   std::string error;
   double ms_median = 0, ms_min = 0, ms_max = 0;
   std::vector<double> reps;
@@ -274,6 +277,7 @@ BenchRow bench_one(GpuContext& ctx, SgTrainOptions opt, int batch, int iters, in
     row.fits = true;
   } catch (const LibraryError& e) {
     row.error = e.what();
+    row.out_of_memory = is_out_of_memory(e);
     cudaGetLastError();  // an allocation failure is not sticky
   }
   return row;
@@ -347,22 +351,49 @@ int run_bench(const std::vector<int>& batches, SgTrainOptions opt, int iters, in
       if (!f) throw UserError("cannot write " + json_path);
     }
   };
-  for (int b : batches) add(bench_one(ctx, opt, b, iters, warmup, repetitions, sections));
+  std::vector<BenchRow> ran;
+  for (int b : batches) {
+    ran.push_back(bench_one(ctx, opt, b, iters, warmup, repetitions, sections));
+    add(ran.back());
+  }
   if (max_batch) {
-    int b = batches.back() * 2, best = 0;
-    for (int b0 : batches) best = std::max(best, b0);
-    while (b <= 4096) {
-      const BenchRow r = bench_one(ctx, opt, b, opt.r1_interval, 2, 1);
-      add(r);
-      if (!r.fits) break;
-      best = b, b *= 2;
-    }
-    doc["max_batch_doubling"] = best;
-    std::printf("largest batch that ran (doubling): %d\n", best);
+    // harness/max_batch.h's search from the largest batch asked: doubling until a batch does
+    // not fit, then bisection to the boundary. A batch asked above is not run again; the others
+    // run one repetition of one R1 interval.
+    std::map<int, BenchRow> measured;
+    for (size_t i = 0; i < batches.size(); ++i) measured[batches[i]] = ran[i];
+    size_t free_b = 0, total_b = 0;
+    CNN_CHECK_CUDA(cudaMemGetInfo(&free_b, &total_b));
+    auto try_batch = [&](int b) {
+      auto it = measured.find(b);
+      if (it == measured.end()) {
+        it = measured.emplace(b, bench_one(ctx, opt, b, opt.r1_interval, 2, 1)).first;
+        add(it->second);
+      }
+      const BenchRow& r = it->second;
+      Attempt a;
+      a.batch = b;
+      a.fit = r.fits ? Fit::Fits : r.out_of_memory ? Fit::OutOfMemory : Fit::Error;
+      a.message = r.error;
+      a.peak_mib = r.device_used_bytes / 1048576.0;
+      return a;
+    };
+    const MaxBatch m = search_max_batch(
+        try_batch, *std::max_element(batches.begin(), batches.end()), 4096, total_b / 1048576.0);
+    nlohmann::ordered_json tried = nlohmann::ordered_json::array();
+    for (const Attempt& a : m.attempts)
+      tried.push_back({{"batch", a.batch}, {"fit", fit_name(a.fit)}});
+    doc["max_batch"] = {
+        {"largest", m.largest}, {"first_failed", m.first_failed},
+        {"capped", m.capped},   {"error", m.error},
+        {"attempts", tried},    {"device_used_mib_at_largest", m.peak_mib_at_largest}};
     if (!json_path.empty()) {
       std::ofstream f(json_path);
       f << doc.dump(2) << "\n";
     }
+    if (!m.error.empty()) throw UserError("--max_batch stopped: " + m.error);
+    std::printf("largest batch that fits: %d (batch %d did not; %zu batches tried)\n", m.largest,
+                m.first_failed, m.attempts.size());
   }
   return 0;
 }
