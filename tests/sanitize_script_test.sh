@@ -41,6 +41,13 @@ grep -q -- "--check_finite=1 --stem=cnnbench" "$T/out/resnet50_fp16_train_memche
 OURS_INFER= SANITIZER="$T/fake-sanitizer" NETS=resnet50 PRECISIONS=fp16 TOOLS=memcheck MODES=infer \
   bash "$SRC/tools/sanitize_gpu.sh" "$T/plain" >/dev/null 2>&1 || fail "plain run failed"
 grep -q -- "--depthwise" "$T/plain/resnet50_fp16_infer_memcheck.log" && fail "OURS_INFER= still forced"
+EXTRA_ARGS="--exclude_engines=eng32 --x=1" SANITIZER="$T/fake-sanitizer" NETS=resnet50 PRECISIONS=fp16 \
+  TOOLS=initcheck bash "$SRC/tools/sanitize_gpu.sh" "$T/extra" >/dev/null 2>&1 || fail "extra run failed"
+for m in infer train; do
+  grep -q -- "=cnnbench --exclude_engines=eng32 --x=1\|=1 --stem=cnnbench --exclude_engines=eng32 --x=1" \
+    "$T/extra/resnet50_fp16_${m}_initcheck.log" || fail "EXTRA_ARGS not passed ($m)"
+done
+grep -q -- "every run with \`--exclude_engines=eng32 --x=1\`" "$T/extra/summary.md" || fail "summary without EXTRA_ARGS"
 # Tool options, where this compute-sanitizer's --help lists them: TMA bulk copies tracked by
 # initcheck and memcheck, more barriers for synccheck; none of them for a tool without them.
 grep -q -- "--check-bulk-copy\|--num-cuda-barriers" "$T/out/resnet50_fp16_infer_initcheck.log" &&

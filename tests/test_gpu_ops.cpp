@@ -268,7 +268,9 @@ TEST(GpuOps, StandaloneEpilogueMatchesReference) {
 // DepthwiseOp beside the ConvOp it owns, on depthwise layers like EfficientNet's (k3 s2, k5 s1,
 // 1344 channels at batch 2; SiLU): whichever engine it keeps, its output is the ConvOp's. Under
 // autotune (auto) it times both and says so; forced to ours it needs no workspace; forced to
-// cuDNN it is the ConvOp; its verify() passes every way.
+// cuDNN it is the ConvOp; its verify() passes every way. Autotuned in fp16 only (the race does not
+// depend on the type; every autotune of a new shape may compile cuDNN engines at run time, and in
+// every precision the test took over 80 s on a fresh H100 in device call 67), heuristic in all.
 TEST(GpuOps, DepthwiseOpMatchesConvOp) {
   std::mt19937 rng(std::random_device{}());
   struct Layer {
@@ -301,7 +303,7 @@ TEST(GpuOps, DepthwiseOpMatchesConvOp) {
       DeviceBuffer ws(scratch.bytes, DType::F32);
       scratch.ptr = ws.get();
       ConvOp conv(s, {dx.get(), dw.get(), db.get(), nullptr, dyc.get()});
-      conv.prepare(ctx, EngineMode::Autotune, 4, scratch);
+      conv.prepare(ctx, EngineMode::Heuristic, 4, scratch);
       conv.bind_workspace(ws.get(), scratch.bytes);
       conv.run(ctx.stream);
       CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
@@ -312,6 +314,7 @@ TEST(GpuOps, DepthwiseOpMatchesConvOp) {
       for (DepthwiseChoice choice :
            {DepthwiseChoice::Auto, DepthwiseChoice::Cnnbench, DepthwiseChoice::Cudnn})
         for (EngineMode mode : {EngineMode::Autotune, EngineMode::Heuristic}) {
+          if (mode == EngineMode::Autotune && p != Precision::FP16) continue;
           const std::string what =
               std::string(precision_name(p)) + " " + s.x.str() + " k" + std::to_string(l.k) +
               " --depthwise=" + depthwise_choice_name(choice) + " " + engine_mode_name(mode);

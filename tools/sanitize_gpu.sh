@@ -14,6 +14,8 @@
 # binaries (BIN, default build/release). Our own kernels that heuristics would not pick run
 # forced (OURS_INFER, default --depthwise=cnnbench --stem=cnnbench; OURS_TRAIN, default
 # --stem=cnnbench), so that the tools see them too; set them empty for cuDNN's choices alone.
+# EXTRA_ARGS go to both binaries (e.g. --exclude_engines=... to see whether a report follows a
+# cuDNN engine); the summary names them.
 set -u
 OUT=${1:?usage: tools/sanitize_gpu.sh OUT_DIR}
 mkdir -p "$OUT"
@@ -28,6 +30,7 @@ MODES=${MODES:-"infer train"}
 T=${RUN_TIMEOUT:-300}
 read -r -a OURS_I <<<"${OURS_INFER---depthwise=cnnbench --stem=cnnbench}"
 read -r -a OURS_T <<<"${OURS_TRAIN---stem=cnnbench}"
+read -r -a EXTRA <<<"${EXTRA_ARGS:-}"
 # Tool options this compute-sanitizer has (device call 60, H100, CUDA 13.0's tool, without them):
 # - initcheck flagged every byte of cuDNN's sm90 conv outputs as uninitialized when read back
 #   (50,156 errors, all in the conv's first read after it ran): Hopper kernels store through TMA
@@ -47,6 +50,7 @@ tool_opts() {
 S="$OUT/summary.md"
 {
   for tool in $TOOLS; do echo "- $tool: \`$(tool_opts "$tool")\`"; done
+  [ ${#EXTRA[@]} -gt 0 ] && echo "- every run with \`${EXTRA[*]}\`"
   echo
   echo "| network | precision | mode | tool | errors | exit | first error in |"
   echo "|---|---|---|---|---:|---:|---|"
@@ -58,10 +62,10 @@ for net in $NETS; do
         log="$OUT/${net}_${p}_${mode}_${tool}.log"
         if [ "$mode" = infer ]; then
           cmd=("$B/cnnbench_infer" --network="$net" --precision="$p" --batch=2
-               --engine=heuristic --output=/tmp/sanitize_$$.safetensors "${OURS_I[@]}")
+               --engine=heuristic --output=/tmp/sanitize_$$.safetensors "${OURS_I[@]}" "${EXTRA[@]}")
         else
           cmd=("$B/cnnbench_train_step" --network="$net" --precision="$p" --batch=2
-               --engine=heuristic --breakdown=/tmp/sanitize_$$.json --check_finite=1 "${OURS_T[@]}")
+               --engine=heuristic --breakdown=/tmp/sanitize_$$.json --check_finite=1 "${OURS_T[@]}" "${EXTRA[@]}")
         fi
         # racecheck and synccheck look at shared memory and barriers only; memcheck and
         # initcheck at global memory. --check-device-heap no: none of our kernels mallocs.
