@@ -11,7 +11,7 @@ export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudn
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 pwd
 S=$SECONDS
-timeout 570 ctest --test-dir build/release -L gpu -j2 --output-on-failure --timeout 560 >$O/c/ctest.log 2>&1
+timeout 570 ctest --test-dir build/release -L gpu -j${J:-2} --output-on-failure --timeout 560 >$O/c/ctest.log 2>&1
 echo "ctest rc=$? $((SECONDS - S)) s"
 grep -E "Test +#|tests passed|tests failed|Total Test time" $O/c/ctest.log | cut -c1-140
 (cd $O && tar czf c.tgz --remove-files c)
