@@ -186,6 +186,263 @@ void emulate_t(const T* x, const T* w, const T* bias, T* y, const StemArgs& a) {
 
 #undef CNN_HD
 
+// ---- The rows variant (StemVariant::Rows) ----
+// A tile is up to kRowPix output pixels of one output row (n, oh, ow0..). Its R input rows, from
+// the first window's left edge to the last one's right edge, go into shared memory as they are
+// (NHWC: a pixel's taps of window row r, s * C + c, are S * C consecutive elements there, starting
+// stride * C elements after the previous pixel's), so the tensor cores' A fragments are read
+// straight from the rows (mma.sync m16n8k8: K is each window row's S * C taps padded to KR, a
+// multiple of 8; taps past S * C are masked to zero, the weights there are zero too). No window
+// tile is written. 4 warps; warp w takes pixels 32w..32w+31 (two m16 tiles) by all K outputs
+// (K / 8 n8 tiles), float accumulators in registers, the epilogue from them to y.
+
+constexpr int kRowPix = 128, kRowThreads = 128;
+constexpr size_t kRowsMaxSmem = 227u << 10;
+
+struct RowArgs {
+  int H, W, C, Ho, Wo, R, S, stride, ph, pw, K, wld, ldy;
+  int SC, KR, ldw, PW, NT, segs;
+  int64_t tiles;
+  Act act;
+};
+
+RowArgs row_args(const StemSpec& s, const StemRowsGeometry& g) {
+  RowArgs a{};
+  a.H = s.x.h, a.W = s.x.w, a.C = s.x.c, a.Ho = s.y.h, a.Wo = s.y.w;
+  a.R = s.kernel, a.S = s.kw(), a.stride = s.stride, a.ph = s.pad, a.pw = s.pw();
+  a.K = s.y.c, a.wld = s.wld(), a.ldy = s.ldy();
+  a.SC = g.taps_row, a.KR = g.kr, a.ldw = g.ldw, a.PW = g.row_width, a.NT = s.y.c / 8;
+  a.segs = (s.y.w + kRowPix - 1) / kRowPix;
+  a.tiles = g.tiles;
+  a.act = s.act;
+  return a;
+}
+
+#define CNN_HD __host__ __device__ __forceinline__
+
+// The weights into shared [NT * 8][ldw]: row k holds window row r's taps at r * KR + s * C + c,
+// zeros past S * C in each row's KR and past R * KR.
+template <typename T>
+CNN_HD void rows_stage_weights(const T* w, T* ws, const RowArgs& a, int t) {
+  const int rows = a.NT * 8, rs = a.R * a.S;
+  for (int i = t; i < rows * a.ldw; i += kRowThreads) {
+    const int k = i / a.ldw, col = i - k * a.ldw;
+    const int r = col / a.KR, j = col - r * a.KR;
+    float v = 0.0f;
+    if (r < a.R && j < a.SC) {
+      const int sx = j / a.C, c = j - sx * a.C;
+      v = load_f(w, (int64_t(k) * rs + r * a.S + sx) * a.wld + c);
+    }
+    store_f(ws, i, v);
+  }
+}
+
+struct RowTile {
+  int64_t n;
+  int oh, ow0, count;  // count: the tile's pixels (kRowPix but the row's last)
+};
+
+CNN_HD RowTile row_tile(const RowArgs& a, int64_t tile) {
+  RowTile rt;
+  const int seg = int(tile % a.segs);
+  const int64_t row = tile / a.segs;
+  rt.n = row / a.Ho;
+  rt.oh = int(row - rt.n * a.Ho);
+  rt.ow0 = seg * kRowPix;
+  rt.count = a.Wo - rt.ow0 < kRowPix ? a.Wo - rt.ow0 : kRowPix;
+  return rt;
+}
+
+// The tile's input rows into shared [R][PW]: element j of row r is input column
+// ow0 * stride - pw + j / C, channel j % C, of input row oh * stride - ph + r; zeros outside
+// the image.
+template <typename T>
+CNN_HD void rows_fill(const T* x, T* patch, const RowArgs& a, const RowTile& rt, int t) {
+  const int iw0 = rt.ow0 * a.stride - a.pw, ih0 = rt.oh * a.stride - a.ph;
+  const T zero = zero_value<T>();
+  for (int i = t; i < a.R * a.PW; i += kRowThreads) {
+    const int r = i / a.PW, j = i - r * a.PW;
+    const int col = j / a.C, c = j - col * a.C;
+    const int ih = ih0 + r, iw = iw0 + col;
+    const bool in = ih >= 0 && ih < a.H && iw >= 0 && iw < a.W;
+    patch[i] = in ? x[((rt.n * a.H + ih) * a.W + iw) * a.C + c] : zero;
+  }
+}
+
+template <typename T>
+struct Two {
+  T lo, hi;
+};
+
+// An A fragment register: pixel p of the tile, window row r, taps kk + 2 * q and the next (zero
+// at and past S * C).
+template <typename T>
+CNN_HD Two<T> rows_a(const T* patch, const RowArgs& a, int p, int r, int kk, int q) {
+  const int j = kk + 2 * q;
+  const T* src = patch + r * a.PW + p * a.stride * a.C + j;
+  const T zero = zero_value<T>();
+  return {j < a.SC ? src[0] : zero, j + 1 < a.SC ? src[1] : zero};
+}
+
+// A B fragment register: output k, window row r, taps kk + 2 * q and the next.
+template <typename T>
+CNN_HD Two<T> rows_b(const T* ws, const RowArgs& a, int k, int r, int kk, int q) {
+  const T* src = ws + k * a.ldw + r * a.KR + kk + 2 * q;
+  return {src[0], src[1]};
+}
+
+// Lane (g, q) of warp w's accumulators (m16n8 C fragments: c0 c1 at row g, columns 2q and 2q + 1;
+// c2 c3 at row g + 8) plus the bias, through the activation, into y.
+template <typename T>
+CNN_HD void rows_epilogue(const float (&acc)[2][8][4], const T* bias, T* y, const RowArgs& a,
+                          const RowTile& rt, int p0, int g, int q) {
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int p = p0 + mt * 16 + g + half * 8;
+      if (p >= rt.count) continue;
+      const int64_t m = (rt.n * a.Ho + rt.oh) * a.Wo + rt.ow0 + p;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        if (nt >= a.NT) continue;
+        const int k = nt * 8 + 2 * q;
+        Two<T> v;
+        store_f(&v.lo, 0, activate(a.act, acc[mt][nt][2 * half] + (bias ? load_f(bias, k) : 0.0f)));
+        store_f(&v.hi, 0,
+                activate(a.act, acc[mt][nt][2 * half + 1] + (bias ? load_f(bias, k + 1) : 0.0f)));
+#ifdef __CUDA_ARCH__
+        *reinterpret_cast<Two<T>*>(y + m * a.ldy + k) = v;
+#else
+        std::memcpy(static_cast<void*>(y + m * a.ldy + k), &v, sizeof v);
+#endif
+      }
+    }
+}
+
+#undef CNN_HD
+
+template <typename T>
+__device__ __forceinline__ uint32_t reg_of(Two<T> v) {
+  uint32_t r;
+  static_assert(sizeof(Two<T>) == 4, "two 16-bit values");
+  memcpy(&r, &v, 4);
+  return r;
+}
+
+template <typename T>
+__device__ __forceinline__ void mma_16x8x8(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t b);
+
+template <>
+__device__ __forceinline__ void mma_16x8x8<__half>(float (&c)[4], uint32_t a0, uint32_t a1,
+                                                   uint32_t b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(b));
+}
+
+template <>
+__device__ __forceinline__ void mma_16x8x8<__nv_bfloat16>(float (&c)[4], uint32_t a0, uint32_t a1,
+                                                          uint32_t b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(b));
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads)
+    stem_rows_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+                     T* __restrict__ y, RowArgs a) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* ws = reinterpret_cast<T*>(smem);
+  T* patch = ws + size_t(a.NT) * 8 * a.ldw;
+  rows_stage_weights(w, ws, a, threadIdx.x);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const int p0 = warp * 32;
+  for (int64_t tile = blockIdx.x; tile < a.tiles; tile += gridDim.x) {
+    const RowTile rt = row_tile(a, tile);
+    __syncthreads();  // the weights staged; every warp done with the last tile's rows
+    rows_fill(x, patch, a, rt, threadIdx.x);
+    __syncthreads();
+    if (p0 >= rt.count) continue;  // the row's last tile: no pixels for this warp
+    float acc[2][8][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
+    for (int r = 0; r < a.R; ++r)
+      for (int kk = 0; kk < a.KR; kk += 8) {
+        uint32_t fa[2][2];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          fa[mt][0] = reg_of(rows_a(patch, a, p0 + mt * 16 + g, r, kk, q));
+          fa[mt][1] = reg_of(rows_a(patch, a, p0 + mt * 16 + g + 8, r, kk, q));
+        }
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          if (nt < a.NT) {
+            const uint32_t b = reg_of(rows_b(ws, a, nt * 8 + g, r, kk, q));
+            mma_16x8x8<T>(acc[0][nt], fa[0][0], fa[0][1], b);
+            mma_16x8x8<T>(acc[1][nt], fa[1][0], fa[1][1], b);
+          }
+        }
+      }
+    rows_epilogue(acc, bias, y, a, rt, p0, g, q);
+  }
+}
+
+// The rows kernel's threads on the host: the staging, the fill, the fragments each lane loads
+// and the epilogue are the kernel's own code; the m16n8k8 product is done in float from the
+// lanes' fragments as the PTX ISA lays them out (A: a0 row g, a1 row g + 8, columns 2q and
+// 2q + 1; B: rows 2q and 2q + 1 of column g; C: c0 c1 row g, c2 c3 row g + 8, columns 2q, 2q + 1).
+template <typename T>
+void emulate_rows_t(const T* x, const T* w, const T* bias, T* y, const RowArgs& a) {
+  std::vector<T> ws(size_t(a.NT) * 8 * a.ldw), patch(size_t(a.R) * a.PW);
+  for (int t = 0; t < kRowThreads; ++t) rows_stage_weights(w, ws.data(), a, t);
+  float acc[32][2][8][4];
+  for (int64_t tile = 0; tile < a.tiles; ++tile) {
+    const RowTile rt = row_tile(a, tile);
+    for (int t = 0; t < kRowThreads; ++t) rows_fill(x, patch.data(), a, rt, t);
+    for (int warp = 0; warp < kRowThreads / 32; ++warp) {
+      const int p0 = warp * 32;
+      if (p0 >= rt.count) continue;
+      std::memset(acc, 0, sizeof acc);
+      for (int r = 0; r < a.R; ++r)
+        for (int kk = 0; kk < a.KR; kk += 8)
+          for (int nt = 0; nt < a.NT; ++nt)
+            for (int mt = 0; mt < 2; ++mt) {
+              float A[16][8], B[8][8];
+              for (int lane = 0; lane < 32; ++lane) {
+                const int g = lane / 4, q = lane % 4;
+                const Two<T> a0 = rows_a(patch.data(), a, p0 + mt * 16 + g, r, kk, q);
+                const Two<T> a1 = rows_a(patch.data(), a, p0 + mt * 16 + g + 8, r, kk, q);
+                const Two<T> b = rows_b(ws.data(), a, nt * 8 + g, r, kk, q);
+                A[g][2 * q] = load_f(&a0.lo, 0), A[g][2 * q + 1] = load_f(&a0.hi, 0);
+                A[g + 8][2 * q] = load_f(&a1.lo, 0), A[g + 8][2 * q + 1] = load_f(&a1.hi, 0);
+                B[2 * q][g] = load_f(&b.lo, 0), B[2 * q + 1][g] = load_f(&b.hi, 0);
+              }
+              for (int lane = 0; lane < 32; ++lane) {
+                const int g = lane / 4, q = lane % 4;
+                for (int i = 0; i < 4; ++i) {
+                  const int row = g + (i / 2) * 8, col = 2 * q + i % 2;
+                  float s = 0.0f;
+                  for (int k = 0; k < 8; ++k) s += A[row][k] * B[k][col];
+                  acc[lane][mt][nt][i] += s;
+                }
+              }
+            }
+      for (int lane = 0; lane < 32; ++lane)
+        rows_epilogue(acc[lane], bias, y, a, rt, p0, lane / 4, lane % 4);
+    }
+  }
+}
+
 bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
@@ -210,6 +467,32 @@ void launch_t(const void* x, const void* w, const void* bias, void* y, const Ste
   stem_kernel<T>
       <<<grid, kStemThreads, smem, stream>>>(static_cast<const T*>(x), static_cast<const T*>(w),
                                              static_cast<const T*>(bias), static_cast<T*>(y), a);
+  CNN_CHECK_CUDA(cudaGetLastError());
+}
+
+template <typename T>
+void launch_rows_t(const void* x, const void* w, const void* bias, void* y, const RowArgs& a,
+                   size_t smem, int grid, cudaStream_t stream) {
+  static std::once_flag once[kMaxDevices];
+  int device = 0;
+  CNN_CHECK_CUDA(cudaGetDevice(&device));
+  if (device >= kMaxDevices) throw std::invalid_argument("launch_stem: device index over 63");
+  std::call_once(once[device], [device] {
+    int optin = 0;
+    CNN_CHECK_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    CNN_CHECK_CUDA(cudaFuncSetAttribute(stem_rows_kernel<T>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  });
+  if (grid <= 0) {  // persistent blocks: as many as are resident at once (registers, shared memory)
+    int sms = 0, per_sm = 0;
+    CNN_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    CNN_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stem_rows_kernel<T>,
+                                                                 kRowThreads, smem));
+    grid = int(std::min<int64_t>(a.tiles, int64_t(sms) * std::max(per_sm, 1)));
+  }
+  stem_rows_kernel<T>
+      <<<grid, kRowThreads, smem, stream>>>(static_cast<const T*>(x), static_cast<const T*>(w),
+                                            static_cast<const T*>(bias), static_cast<T*>(y), a);
   CNN_CHECK_CUDA(cudaGetLastError());
 }
 
@@ -239,6 +522,32 @@ StemGeometry stem_geometry(const StemSpec& s) {
   const size_t elem = 2;  // fp16 and bf16
   g.smem = size_t(kStemOutputs) * g.ldk * elem +
            std::max(size_t(kStemTile) * g.ldk * elem, size_t(kStemTile) * kLdc * sizeof(float));
+  return g;
+}
+
+const char* stem_variant_name(StemVariant v) {
+  return v == StemVariant::Rows ? "rows" : "tile";
+}
+
+StemRowsGeometry stem_rows_geometry(const StemSpec& s) {
+  stem_geometry(s);  // the limits both kernels share (channels, outputs, strides, y's shape)
+  StemRowsGeometry g;
+  g.taps_row = s.kw() * s.x.c;
+  g.kr = (g.taps_row + 7) / 8 * 8;
+  // Weight rows of R * KR taps, padded so that a B fragment's 8 rows (words ldw / 2 apart) and
+  // 4 lanes fall in 32 different banks: ldw / 2 = 4 (mod 32).
+  g.ldw = s.kernel * g.kr;
+  while (g.ldw % 64 != 8) g.ldw += 2;
+  // An input row as the tile's pixels read it: the last pixel's window starts
+  // (kRowPix - 1) * stride * C elements in and its fragments read KR taps; even, for alignment.
+  g.row_width = (kRowPix - 1) * s.stride * s.x.c + g.kr;
+  g.row_width += g.row_width % 2;
+  g.tiles = int64_t(s.y.n) * s.y.h * ((s.y.w + kRowPix - 1) / kRowPix);
+  const size_t elem = 2;  // fp16 and bf16
+  g.smem = (size_t(s.y.c) * g.ldw + size_t(s.kernel) * g.row_width) * elem;
+  if (g.smem > kRowsMaxSmem)
+    throw std::invalid_argument("stem kernel (rows): " + std::to_string(g.smem) +
+                                " bytes of shared memory, over " + std::to_string(kRowsMaxSmem));
   return g;
 }
 
@@ -277,8 +586,24 @@ bool stem_aligned(const void* image, const ConvBuffers& b) {
   return aligned16(image) && aligned16(b.w) && (!b.bias || aligned16(b.bias)) && aligned16(b.y);
 }
 
+static void launch_stem_rows(DType t, const void* x, const void* w, const void* bias, void* y,
+                             const StemSpec& s, int grid, cudaStream_t stream) {
+  const StemRowsGeometry g = stem_rows_geometry(s);
+  if (!aligned16(x) || !aligned16(w) || !aligned16(y) || (bias && !aligned16(bias)))
+    throw std::invalid_argument("launch_stem: a buffer is not 16-byte aligned");
+  if (g.tiles == 0) return;
+  const RowArgs a = row_args(s, g);
+  if (t == DType::F16)
+    launch_rows_t<__half>(x, w, bias, y, a, g.smem, grid, stream);
+  else if (t == DType::BF16)
+    launch_rows_t<__nv_bfloat16>(x, w, bias, y, a, g.smem, grid, stream);
+  else
+    throw std::invalid_argument("launch_stem: fp16 and bf16 only");
+}
+
 void launch_stem(DType t, const void* x, const void* w, const void* bias, void* y,
-                 const StemSpec& s, int grid, cudaStream_t stream) {
+                 const StemSpec& s, int grid, cudaStream_t stream, StemVariant variant) {
+  if (variant == StemVariant::Rows) return launch_stem_rows(t, x, w, bias, y, s, grid, stream);
   const StemGeometry g = stem_geometry(s);
   if (!aligned16(x) || !aligned16(w) || !aligned16(y) || (bias && !aligned16(bias)))
     throw std::invalid_argument("launch_stem: a buffer is not 16-byte aligned");
@@ -301,7 +626,19 @@ void launch_stem(DType t, const void* x, const void* w, const void* bias, void* 
 }
 
 void stem_emulate(DType t, const void* x, const void* w, const void* bias, void* y,
-                  const StemSpec& s) {
+                  const StemSpec& s, StemVariant variant) {
+  if (variant == StemVariant::Rows) {
+    const RowArgs a = row_args(s, stem_rows_geometry(s));
+    if (t == DType::F16)
+      emulate_rows_t(static_cast<const __half*>(x), static_cast<const __half*>(w),
+                     static_cast<const __half*>(bias), static_cast<__half*>(y), a);
+    else if (t == DType::BF16)
+      emulate_rows_t(static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w),
+                     static_cast<const __nv_bfloat16*>(bias), static_cast<__nv_bfloat16*>(y), a);
+    else
+      throw std::invalid_argument("stem_emulate: fp16 and bf16 only");
+    return;
+  }
   const StemGeometry g = stem_geometry(s);
   const StemArgs a = stem_args(s, g);
   if (t == DType::F16)

@@ -77,15 +77,42 @@ bool stem_eligible(const ConvSpec& s, int real_c, std::string* why = nullptr);
 // Whether the image, the weights, the bias and y are 16-byte aligned, as launch_stem needs.
 bool stem_aligned(const void* image, const ConvBuffers& b);
 
-// y = act(conv(x, w) + bias) on `grid` blocks (0: as many as the tiles, at most 3 per SM of
-// device 0). t: F16 or BF16; x, w, bias, y 16-byte aligned.
+// Two kernels compute the same conv:
+//   tile  the kernel above (an im2col tile of 128 pixels in shared memory, WMMA);
+//   rows  a block takes up to 128 output pixels of one output row and copies the R input rows
+//         their windows cover into shared memory as they are (coalesced, zeros outside the
+//         image). A pixel's taps of window row r are S * C consecutive elements there, so the
+//         tensor cores' A fragments (mma.sync m16n8k8) are read straight from the rows, with each
+//         window row's S * C taps padded to a multiple of 8 (ResNet's 21 to 24: 168 taps a
+//         pixel, not 160) and masked to zero past S * C. No window tile is written. 4 warps of
+//         32 pixels by all K outputs; the epilogue from the accumulators to y. Written
+//         2026-12-05 without a GPU (its thread code CPU-tested by emulation), as the alternative
+//         the race times.
+enum class StemVariant { Tile, Rows };
+const char* stem_variant_name(StemVariant v);  // "tile", "rows"
+
+// The rows kernel's layout (host only); throws std::invalid_argument where stem_geometry does or
+// the shared memory would pass 227 KiB.
+struct StemRowsGeometry {
+  int taps_row = 0;   // S * C
+  int kr = 0;         // rounded up to 8
+  int ldw = 0;        // shared weight rows' stride: at least R * kr, ldw / 2 = 4 (mod 32)
+  int row_width = 0;  // elements of an input row in shared memory
+  int64_t tiles = 0;  // N * Ho * ceil(Wo / 128)
+  size_t smem = 0;    // weights [K][ldw] + rows [R][row_width]
+};
+StemRowsGeometry stem_rows_geometry(const StemSpec& s);
+
+// y = act(conv(x, w) + bias) on `grid` blocks (0: as many as the tiles, at most as many as fit
+// on the SMs of the current device). t: F16 or BF16; x, w, bias, y 16-byte aligned.
 void launch_stem(DType t, const void* x, const void* w, const void* bias, void* y,
-                 const StemSpec& s, int grid, cudaStream_t stream);
+                 const StemSpec& s, int grid, cudaStream_t stream,
+                 StemVariant variant = StemVariant::Tile);
 
 // The kernel's thread code on the host (host buffers of type t), tile by tile, the multiplication
-// in float in the kernel's order of taps.
+// in float (tile: in the kernel's order of taps; rows: from the lanes' fragments).
 void stem_emulate(DType t, const void* x, const void* w, const void* bias, void* y,
-                  const StemSpec& s);
+                  const StemSpec& s, StemVariant variant = StemVariant::Tile);
 
 // --stem: who computes the image's convolution (where the compile step pads it) in inference.
 //   auto      autotune times the padded cuDNN conv (pad op included) and ours, keeps the faster;
@@ -103,7 +130,8 @@ inline const char* stem_choice_name(StemChoice c) {
 // The image's conv with two engines: the pad op plus cuDNN's conv on the padded input (the
 // ConvOp it owns, `spec` and `buffers` as the compile step gives them: x the padded buffer, w the
 // padded weights), or our kernel on the image itself (`image`, `real_c` channels). Under
-// autotune both are timed as CUDA graphs of 20 runs and the faster kept; ours only while a host
+// autotune both are timed as CUDA graphs of 20 runs and the faster kept (ours: the faster of the
+// tile and rows kernels; without autotune, the tile kernel); ours only while a host
 // recompute of sampled outputs agrees (the record lists it under `rejected` otherwise, and
 // cnnbench throws). The record: "cnnbench stem kernel" or the cuDNN tag, tuned_us the winner's,
 // engine_notes both times. `pads` false: the padded copy is written by a step before this op
@@ -130,6 +158,7 @@ class StemConvOp : public ConvWithAlternative {
   int real_c_;
   StemChoice choice_;
   bool pads_;
+  StemVariant variant_ = StemVariant::Tile;  // which of our kernels run_ours launches
 };
 
 }  // namespace cnnbench

@@ -67,7 +67,8 @@ void StemConvOp::run_cudnn(cudaStream_t stream) {
 }
 
 void StemConvOp::run_ours(cudaStream_t stream) const {
-  launch_stem(storage_type(spec_.precision), image_, buf_.w, buf_.bias, buf_.y, ss_, 0, stream);
+  launch_stem(storage_type(spec_.precision), image_, buf_.w, buf_.bias, buf_.y, ss_, 0, stream,
+              variant_);
 }
 
 void StemConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneScratch& scratch) {
@@ -88,25 +89,54 @@ void StemConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tune
     if (race) cudnn_us = graph_us([&](cudaStream_t s) { run_cudnn(s); }, ctx.stream);
   }
   bool ours_ok = false;
+  double tile_us = 0, rows_us = 0;
   if (choice_ == StemChoice::Cnnbench || race) {
     std::string why;
-    try {
-      if (tune) ours_us = graph_us([&](cudaStream_t s) { run_ours(s); }, ctx.stream);
-      // Ours is kept only while sampled outputs agree with a host recompute from the same
-      // inputs (no finite sample, or NaN, refuses it).
+    // Ours is kept only while sampled outputs agree with a host recompute from the same inputs
+    // (no finite sample, or NaN, refuses it).
+    auto checked = [&] {
       poison_output(ctx.stream);
       run_ours(ctx.stream);
       CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
       const double err = verify(kCheckSamples, 0x7374656d636f6e76ull);
-      ours_ok = err >= 0 && err <= kCheckTolerance;
-      if (!ours_ok) {
-        char text[200];
-        std::snprintf(text, sizeof text,
-                      "cnnbench stem kernel: %d sampled outputs depart from the host recompute, "
-                      "rel_l2 %.2e",
-                      kCheckSamples, err);
-        why = text;
+      if (err >= 0 && err <= kCheckTolerance) return true;
+      char text[200];
+      std::snprintf(text, sizeof text,
+                    "cnnbench stem kernel (%s): %d sampled outputs depart from the host "
+                    "recompute, rel_l2 %.2e",
+                    stem_variant_name(variant_), kCheckSamples, err);
+      why = text;
+      return false;
+    };
+    try {
+      variant_ = StemVariant::Tile;
+      if (tune) {
+        tile_us = ours_us = graph_us([&](cudaStream_t s) { run_ours(s); }, ctx.stream);
+        // The rows kernel, where its shared memory fits, raced against the tile kernel; it is
+        // kept only if faster and right.
+        bool rows_fit = true;
+        try {
+          stem_rows_geometry(ss_);
+        } catch (const std::invalid_argument&) {
+          rows_fit = false;
+        }
+        if (rows_fit) {
+          try {
+            variant_ = StemVariant::Rows;
+            rows_us = graph_us([&](cudaStream_t s) { run_ours(s); }, ctx.stream);
+            if (rows_us < tile_us && checked())
+              ours_us = rows_us;
+            else if (rows_us < tile_us)
+              refused.push_back(why);
+          } catch (const std::exception& e) {  // its launch failed: the tile kernel stays
+            cudaGetLastError();
+            refused.push_back(std::string("cnnbench stem kernel (rows): ") + e.what());
+          }
+          if (ours_us != rows_us) variant_ = StemVariant::Tile;
+        }
       }
+      why.clear();
+      ours_ok = checked();
     } catch (const std::exception& e) {  // a launch that fails (shared memory, another GPU)
       if (choice_ == StemChoice::Cnnbench) throw;
       cudaGetLastError();
@@ -148,11 +178,15 @@ void StemConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tune
                                                 std::to_string(spec_.x.c) + " in this op"
                                           : std::string();
   auto add = [&](const std::string& s) { notes += (notes.empty() ? "" : "; ") + s; };
+  // Ours: the kernel kept, and under autotune both kernels' times.
+  std::string ours = std::string("ours (") + stem_variant_name(variant_) + ") " + us_text(ours_us);
+  if (tune && rows_us > 0)
+    ours += " [tile " + us_text(tile_us) + ", rows " + us_text(rows_us) + "]";
   if (race && ours_ok)
     add(std::string(pads_ ? "pad + cudnn " : "cudnn ") + conv.engine + " " + us_text(cudnn_us) +
-        ", ours " + us_text(ours_us));
+        ", " + ours);
   else if (!use_cudnn_)
-    add((tune ? "ours " + us_text(ours_us) + "; " : std::string()) + "--stem=cnnbench");
+    add((tune ? ours + "; " : std::string()) + "--stem=cnnbench");
   else if (!refused.empty())
     add("ours refused");
   if (use_cudnn_ && !conv.engine_notes.empty()) add(conv.engine_notes);

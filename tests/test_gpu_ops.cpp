@@ -417,7 +417,8 @@ TEST(GpuOps, StyleganModulatedConvEqualsThePerSampleConv) {
 // (stem_emulate: the same gather, staging and epilogue, the product in float) and so against the
 // convolution the CPU tests hold that code to: ResNet's 7x7/2 at 224 (batch 2, 784 tiles, on a
 // grid smaller than the tiles so blocks loop), VGG's 3x3/1, AlexNet's 11x11/4, EfficientNet's
-// 3x3/2 with 40 outputs and SiLU, a slice, fp16 and bf16. The weights' padding channels are NaN
+// 3x3/2 with 40 outputs and SiLU, a slice, fp16 and bf16; both kernels (tile and rows, each
+// against its own host code). The weights' padding channels are NaN
 // (never read); y starts as NaN and a slice's other channels must stay so.
 TEST(GpuOps, StemKernelMatchesItsHostCode) {
   std::mt19937 rng(23);
@@ -433,51 +434,53 @@ TEST(GpuOps, StemKernelMatchesItsHostCode) {
       {{2, 3, 33, 31}, 40, 3, 2, 1, 8, 0, 0, Act::SiLU},
       {{1, 3, 21, 19}, 48, 5, 1, 2, 4, 96, 3, Act::None},
   };
-  for (DType t : {DType::F16, DType::BF16})
-    for (const Case& c : cases) {
-      StemSpec s;
-      s.x = c.x;
-      s.kernel = c.kernel, s.stride = c.stride, s.pad = c.pad, s.w_ld = c.w_ld, s.ld_y = c.ld_y;
-      s.y = {c.x.n, c.k, (c.x.h + 2 * c.pad - c.kernel) / c.stride + 1,
-             (c.x.w + 2 * c.pad - c.kernel) / c.stride + 1};
-      s.act = c.act;
-      const StemGeometry g = stem_geometry(s);
-      std::uniform_real_distribution<float> ux(-1, 1), uw(-0.2f, 0.2f), ub(-0.5f, 0.5f);
-      std::vector<float> x(size_t(s.x.numel())), w(size_t(c.k) * c.kernel * c.kernel * c.w_ld),
-          b(size_t(c.k));
-      for (float& v : x) v = ux(rng);
-      for (size_t i = 0; i < w.size(); ++i)
-        w[i] = int(i % c.w_ld) < c.x.c ? uw(rng) : std::nanf("");
-      for (float& v : b) v = ub(rng);
-      const size_t ycount = size_t(g.pixels - 1) * s.ldy() + c.k;
-      DeviceBuffer dx(x, t), dw(w, t), db(b, t), dy(ycount, t);
-      launch_stem(t, dx.get(), dw.get(), db.get(), dy.get(), s, c.grid, nullptr);
-      CNN_CHECK_CUDA(cudaDeviceSynchronize());
-      const std::vector<float> got = dy.download();
-      const std::vector<uint8_t> xs = to_storage(x, t), ws = to_storage(w, t),
-                                 bs = to_storage(b, t);
-      std::vector<uint8_t> ys(ycount * dtype_size(t), 0xFF);
-      stem_emulate(t, xs.data(), ws.data(), bs.data(), ys.data(), s);
-      const std::vector<float> want = from_storage(ys, t);
-      double num = 0, den = 0;
-      int bad = 0, stray = 0;
-      for (size_t i = 0; i < ycount; ++i) {
-        const bool written = int(i % s.ldy()) < c.k;
-        if (!written) {
-          stray += !std::isnan(got[i]);
-          continue;
+  for (StemVariant variant : {StemVariant::Tile, StemVariant::Rows})
+    for (DType t : {DType::F16, DType::BF16})
+      for (const Case& c : cases) {
+        StemSpec s;
+        s.x = c.x;
+        s.kernel = c.kernel, s.stride = c.stride, s.pad = c.pad, s.w_ld = c.w_ld, s.ld_y = c.ld_y;
+        s.y = {c.x.n, c.k, (c.x.h + 2 * c.pad - c.kernel) / c.stride + 1,
+               (c.x.w + 2 * c.pad - c.kernel) / c.stride + 1};
+        s.act = c.act;
+        const StemGeometry g = stem_geometry(s);
+        std::uniform_real_distribution<float> ux(-1, 1), uw(-0.2f, 0.2f), ub(-0.5f, 0.5f);
+        std::vector<float> x(size_t(s.x.numel())), w(size_t(c.k) * c.kernel * c.kernel * c.w_ld),
+            b(size_t(c.k));
+        for (float& v : x) v = ux(rng);
+        for (size_t i = 0; i < w.size(); ++i)
+          w[i] = int(i % c.w_ld) < c.x.c ? uw(rng) : std::nanf("");
+        for (float& v : b) v = ub(rng);
+        const size_t ycount = size_t(g.pixels - 1) * s.ldy() + c.k;
+        DeviceBuffer dx(x, t), dw(w, t), db(b, t), dy(ycount, t);
+        launch_stem(t, dx.get(), dw.get(), db.get(), dy.get(), s, c.grid, nullptr, variant);
+        CNN_CHECK_CUDA(cudaDeviceSynchronize());
+        const std::vector<float> got = dy.download();
+        const std::vector<uint8_t> xs = to_storage(x, t), ws = to_storage(w, t),
+                                   bs = to_storage(b, t);
+        std::vector<uint8_t> ys(ycount * dtype_size(t), 0xFF);
+        stem_emulate(t, xs.data(), ws.data(), bs.data(), ys.data(), s, variant);
+        const std::vector<float> want = from_storage(ys, t);
+        double num = 0, den = 0;
+        int bad = 0, stray = 0;
+        for (size_t i = 0; i < ycount; ++i) {
+          const bool written = int(i % s.ldy()) < c.k;
+          if (!written) {
+            stray += !std::isnan(got[i]);
+            continue;
+          }
+          bad += !std::isfinite(got[i]);
+          num += double(got[i] - want[i]) * (got[i] - want[i]);
+          den += double(want[i]) * want[i];
         }
-        bad += !std::isfinite(got[i]);
-        num += double(got[i] - want[i]) * (got[i] - want[i]);
-        den += double(want[i]) * want[i];
+        const std::string what = std::string(stem_variant_name(variant)) + " " + dtype_name(t) +
+                                 " " + s.x.str() + " k" + std::to_string(c.kernel) + " s" +
+                                 std::to_string(c.stride);
+        const double err = std::sqrt(num / std::max(den, 1e-300));
+        std::printf("  stem %-26s -> %-16s grid %3d: rel_l2 against its host code %.2e\n",
+                    what.c_str(), s.y.str().c_str(), c.grid, err);
+        EXPECT_EQ(bad, 0) << what;
+        EXPECT_EQ(stray, 0) << what << ": wrote outside its channels";
+        EXPECT_LT(err, t == DType::F16 ? 2e-3 : 1e-2) << what;
       }
-      const std::string what = std::string(dtype_name(t)) + " " + s.x.str() + " k" +
-                               std::to_string(c.kernel) + " s" + std::to_string(c.stride);
-      const double err = std::sqrt(num / std::max(den, 1e-300));
-      std::printf("  stem %-26s -> %-16s grid %3d: rel_l2 against its host code %.2e\n",
-                  what.c_str(), s.y.str().c_str(), c.grid, err);
-      EXPECT_EQ(bad, 0) << what;
-      EXPECT_EQ(stray, 0) << what << ": wrote outside its channels";
-      EXPECT_LT(err, t == DType::F16 ? 2e-3 : 1e-2) << what;
-    }
 }

@@ -55,61 +55,63 @@ TEST(Stem, KernelCodeMatchesTheConvolutionOnTheHost) {
       {{2, 3, 13, 21}, 16, 3, 2, 1, 8, 0, Act::ReLU, 7, 3},  // 3x7 windows, pads 1 and 3
   };
   int n = 0;
-  for (DType t : {DType::F16, DType::BF16})
-    for (const Case& c : cases) {
-      const StemSpec s =
-          spec_of(c.x, c.k, c.kernel, c.stride, c.pad, c.act, c.w_ld, c.ld_y, c.kernel_w, c.pad_w);
-      const StemGeometry g = stem_geometry(s);
-      const int C = c.x.c, R = c.kernel, S = s.kw(), K = c.k, ld = s.ldy();
-      std::uniform_real_distribution<float> ux(-1, 1), uw(-0.2f, 0.2f), ub(-0.5f, 0.5f);
-      std::vector<float> x(size_t(s.x.numel())), w(size_t(K) * R * S * c.w_ld), b(K);
-      for (float& v : x) v = ux(rng);
-      for (size_t i = 0; i < w.size(); ++i)
-        w[i] = int(i % c.w_ld) < C ? uw(rng) : std::nanf("");  // padding: never to be read
-      for (float& v : b) v = ub(rng);
-      const std::vector<uint8_t> xs = to_storage(x, t), ws = to_storage(w, t),
-                                 bs = to_storage(b, t);
-      x = from_storage(xs, t), w = from_storage(ws, t), b = from_storage(bs, t);
-      std::vector<float> wn(size_t(K) * R * S * C);  // the real channels, for the reference
-      for (size_t row = 0; row < size_t(K) * R * S; ++row)
-        for (int ch = 0; ch < C; ++ch) wn[row * C + ch] = w[row * c.w_ld + ch];
-      const size_t es = dtype_size(t), pixels = size_t(g.pixels), tail = 64;
-      const size_t ybytes = ((pixels - 1) * ld + K) * es;
-      std::vector<float4> ybuf((ybytes + tail) / 16 + 1);
-      uint8_t* yp = reinterpret_cast<uint8_t*>(ybuf.data());
-      std::memset(yp, 0xFF, ybytes + tail);
-      stem_emulate(t, xs.data(), ws.data(), bs.data(), yp, s);
-      const std::vector<float> y = from_storage(std::vector<uint8_t>(yp, yp + ybytes), t);
-      ConvGeometry geom;
-      geom.x = s.x, geom.y = s.y, geom.kernel_h = R, geom.kernel_w = S, geom.stride = c.stride;
-      geom.pad_h = c.pad, geom.pad_w = s.pw();
-      double num = 0, den = 0;
-      int bad = 0, stray = 0;
-      for (size_t p = 0; p < pixels; ++p) {
-        const int ow = int(p % s.y.w), oh = int(p / s.y.w % s.y.h), nn = int(p / s.y.w / s.y.h);
-        for (int k = 0; k < K; ++k) {
-          const double ref =
-              act_ref(c.act, b[k] + conv_window(geom, x.data(), wn.data(), nn, k, oh, ow));
-          const float got = y[p * ld + k];
-          bad += !std::isfinite(got);
-          num += (got - ref) * (got - ref), den += ref * ref;
+  for (StemVariant variant : {StemVariant::Tile, StemVariant::Rows})
+    for (DType t : {DType::F16, DType::BF16})
+      for (const Case& c : cases) {
+        const StemSpec s = spec_of(c.x, c.k, c.kernel, c.stride, c.pad, c.act, c.w_ld, c.ld_y,
+                                   c.kernel_w, c.pad_w);
+        const StemGeometry g = stem_geometry(s);
+        const int C = c.x.c, R = c.kernel, S = s.kw(), K = c.k, ld = s.ldy();
+        std::uniform_real_distribution<float> ux(-1, 1), uw(-0.2f, 0.2f), ub(-0.5f, 0.5f);
+        std::vector<float> x(size_t(s.x.numel())), w(size_t(K) * R * S * c.w_ld), b(K);
+        for (float& v : x) v = ux(rng);
+        for (size_t i = 0; i < w.size(); ++i)
+          w[i] = int(i % c.w_ld) < C ? uw(rng) : std::nanf("");  // padding: never to be read
+        for (float& v : b) v = ub(rng);
+        const std::vector<uint8_t> xs = to_storage(x, t), ws = to_storage(w, t),
+                                   bs = to_storage(b, t);
+        x = from_storage(xs, t), w = from_storage(ws, t), b = from_storage(bs, t);
+        std::vector<float> wn(size_t(K) * R * S * C);  // the real channels, for the reference
+        for (size_t row = 0; row < size_t(K) * R * S; ++row)
+          for (int ch = 0; ch < C; ++ch) wn[row * C + ch] = w[row * c.w_ld + ch];
+        const size_t es = dtype_size(t), pixels = size_t(g.pixels), tail = 64;
+        const size_t ybytes = ((pixels - 1) * ld + K) * es;
+        std::vector<float4> ybuf((ybytes + tail) / 16 + 1);
+        uint8_t* yp = reinterpret_cast<uint8_t*>(ybuf.data());
+        std::memset(yp, 0xFF, ybytes + tail);
+        stem_emulate(t, xs.data(), ws.data(), bs.data(), yp, s, variant);
+        const std::vector<float> y = from_storage(std::vector<uint8_t>(yp, yp + ybytes), t);
+        ConvGeometry geom;
+        geom.x = s.x, geom.y = s.y, geom.kernel_h = R, geom.kernel_w = S, geom.stride = c.stride;
+        geom.pad_h = c.pad, geom.pad_w = s.pw();
+        double num = 0, den = 0;
+        int bad = 0, stray = 0;
+        for (size_t p = 0; p < pixels; ++p) {
+          const int ow = int(p % s.y.w), oh = int(p / s.y.w % s.y.h), nn = int(p / s.y.w / s.y.h);
+          for (int k = 0; k < K; ++k) {
+            const double ref =
+                act_ref(c.act, b[k] + conv_window(geom, x.data(), wn.data(), nn, k, oh, ow));
+            const float got = y[p * ld + k];
+            bad += !std::isfinite(got);
+            num += (got - ref) * (got - ref), den += ref * ref;
+          }
+          if (p + 1 < pixels)  // a slice's other channels are the other layers'
+            for (size_t i = (p * ld + K) * es; i < (p + 1) * ld * es; ++i) stray += yp[i] != 0xFF;
         }
-        if (p + 1 < pixels)  // a slice's other channels are the other layers'
-          for (size_t i = (p * ld + K) * es; i < (p + 1) * ld * es; ++i) stray += yp[i] != 0xFF;
+        for (size_t i = ybytes; i < ybytes + tail; ++i) stray += yp[i] != 0xFF;
+        const std::string what = std::string(stem_variant_name(variant)) + " " + dtype_name(t) +
+                                 " " + s.x.str() + " -> " + s.y.str() + " k" + std::to_string(R) +
+                                 "x" + std::to_string(S) + " s" + std::to_string(c.stride) + " " +
+                                 act_name(c.act);
+        EXPECT_EQ(bad, 0) << what << ": outputs not finite or not written";
+        EXPECT_LT(std::sqrt(num / std::max(den, 1e-300)), 1e-2) << what;
+        EXPECT_EQ(stray, 0) << what << ": wrote outside its channels";
+        EXPECT_EQ(g.taps, R * S * C) << what;
+        EXPECT_EQ(g.taps_pad % 16, 0);
+        EXPECT_EQ(g.tiles, int64_t((pixels + kStemTile - 1) / kStemTile));
+        ++n;
       }
-      for (size_t i = ybytes; i < ybytes + tail; ++i) stray += yp[i] != 0xFF;
-      const std::string what = std::string(dtype_name(t)) + " " + s.x.str() + " -> " + s.y.str() +
-                               " k" + std::to_string(R) + "x" + std::to_string(S) + " s" +
-                               std::to_string(c.stride) + " " + act_name(c.act);
-      EXPECT_EQ(bad, 0) << what << ": outputs not finite or not written";
-      EXPECT_LT(std::sqrt(num / std::max(den, 1e-300)), 1e-2) << what;
-      EXPECT_EQ(stray, 0) << what << ": wrote outside its channels";
-      EXPECT_EQ(g.taps, R * S * C) << what;
-      EXPECT_EQ(g.taps_pad % 16, 0);
-      EXPECT_EQ(g.tiles, int64_t((pixels + kStemTile - 1) / kStemTile));
-      ++n;
-    }
-  EXPECT_EQ(n, 18);
+  EXPECT_EQ(n, 36);
   // ResNet-50's stem at 224: 147 taps padded to 160, and the shared memory it asks.
   const StemGeometry r = stem_geometry(spec_of({256, 3, 224, 224}, 64, 7, 2, 3, Act::ReLU, 8));
   EXPECT_EQ(r.taps, 147);
