@@ -447,13 +447,12 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-// Per device (and per storage type): the kernel's dynamic shared memory raised to the device's
-// opt-in limit once, before its first launch there.
+// Per device: a kernel's dynamic shared memory raised to the device's opt-in limit once, before
+// its first launch there. Returns the current device.
 constexpr int kMaxDevices = 64;
 
-template <typename T>
-void launch_t(const void* x, const void* w, const void* bias, void* y, const StemArgs& a,
-              size_t smem, int grid, cudaStream_t stream) {
+template <auto Kernel>
+int raise_smem_once() {
   static std::once_flag once[kMaxDevices];
   int device = 0;
   CNN_CHECK_CUDA(cudaGetDevice(&device));
@@ -462,8 +461,15 @@ void launch_t(const void* x, const void* w, const void* bias, void* y, const Ste
     int optin = 0;
     CNN_CHECK_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     CNN_CHECK_CUDA(
-        cudaFuncSetAttribute(stem_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+        cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
   });
+  return device;
+}
+
+template <typename T>
+void launch_t(const void* x, const void* w, const void* bias, void* y, const StemArgs& a,
+              size_t smem, int grid, cudaStream_t stream) {
+  raise_smem_once<stem_kernel<T>>();
   stem_kernel<T>
       <<<grid, kStemThreads, smem, stream>>>(static_cast<const T*>(x), static_cast<const T*>(w),
                                              static_cast<const T*>(bias), static_cast<T*>(y), a);
@@ -473,16 +479,7 @@ void launch_t(const void* x, const void* w, const void* bias, void* y, const Ste
 template <typename T>
 void launch_rows_t(const void* x, const void* w, const void* bias, void* y, const RowArgs& a,
                    size_t smem, int grid, cudaStream_t stream) {
-  static std::once_flag once[kMaxDevices];
-  int device = 0;
-  CNN_CHECK_CUDA(cudaGetDevice(&device));
-  if (device >= kMaxDevices) throw std::invalid_argument("launch_stem: device index over 63");
-  std::call_once(once[device], [device] {
-    int optin = 0;
-    CNN_CHECK_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    CNN_CHECK_CUDA(cudaFuncSetAttribute(stem_rows_kernel<T>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-  });
+  const int device = raise_smem_once<stem_rows_kernel<T>>();
   if (grid <= 0) {  // persistent blocks: as many as are resident at once (registers, shared memory)
     int sms = 0, per_sm = 0;
     CNN_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
