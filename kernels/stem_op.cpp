@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "harness/check.h"
@@ -114,9 +116,11 @@ void StemConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tune
         tile_us = ours_us = graph_us([&](cudaStream_t s) { run_ours(s); }, ctx.stream);
         // The rows kernel, where its shared memory fits, raced against the tile kernel; it is
         // kept only if faster and right.
-        bool rows_fit = true;
+        // CNNBENCH_STEM_ROWS=0 leaves it out of the race.
+        const char* rows_env = std::getenv("CNNBENCH_STEM_ROWS");
+        bool rows_fit = !(rows_env && std::string(rows_env) == "0");
         try {
-          stem_rows_geometry(ss_);
+          if (rows_fit) stem_rows_geometry(ss_);
         } catch (const std::invalid_argument&) {
           rows_fit = false;
         }
