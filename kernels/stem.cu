@@ -270,7 +270,7 @@ CNN_HD void rows_fill(const T* x, T* patch, const RowArgs& a, const RowTile& rt,
 }
 
 template <typename T>
-struct Two {
+struct alignas(4) Two {
   T lo, hi;
 };
 
@@ -279,16 +279,29 @@ struct Two {
 template <typename T>
 CNN_HD Two<T> rows_a(const T* patch, const RowArgs& a, int p, int r, int kk, int q) {
   const int j = kk + 2 * q;
-  const T* src = patch + r * a.PW + p * a.stride * a.C + j;
+  const int at = r * a.PW + p * a.stride * a.C + j;
+  const T* src = patch + at;
   const T zero = zero_value<T>();
+#ifdef __CUDA_ARCH__
+  if (at % 2 == 0) {  // one 32-bit load (PW and j are even: where stride * C is, always)
+    Two<T> v = *reinterpret_cast<const Two<T>*>(src);
+    if (j >= a.SC) v.lo = zero;
+    if (j + 1 >= a.SC) v.hi = zero;
+    return v;
+  }
+#endif
   return {j < a.SC ? src[0] : zero, j + 1 < a.SC ? src[1] : zero};
 }
 
 // A B fragment register: output k, window row r, taps kk + 2 * q and the next.
 template <typename T>
 CNN_HD Two<T> rows_b(const T* ws, const RowArgs& a, int k, int r, int kk, int q) {
-  const T* src = ws + k * a.ldw + r * a.KR + kk + 2 * q;
+  const T* src = ws + k * a.ldw + r * a.KR + kk + 2 * q;  // even: a 32-bit load on the device
+#ifdef __CUDA_ARCH__
+  return *reinterpret_cast<const Two<T>*>(src);
+#else
   return {src[0], src[1]};
+#endif
 }
 
 // Lane (g, q) of warp w's accumulators (m16n8 C fragments: c0 c1 at row g, columns 2q and 2q + 1;
@@ -354,7 +367,7 @@ __device__ __forceinline__ void mma_16x8x8<__nv_bfloat16>(float (&c)[4], uint32_
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kRowThreads)
+__global__ void __launch_bounds__(kRowThreads, 4)
     stem_rows_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                      T* __restrict__ y, RowArgs a) {
   extern __shared__ __align__(128) unsigned char smem[];
