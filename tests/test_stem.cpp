@@ -165,3 +165,35 @@ TEST(Stem, GeometryRefusesWhatTheKernelCannotRun) {
   EXPECT_STREQ(stem_choice_name(StemChoice::Auto), "auto");
   EXPECT_THROW(parse_stem_choice("ours"), UserError);
 }
+
+// An infinite input element reaches only the outputs whose windows hold it: both kernels read
+// past a window's taps (the tile kernel's zero padding, the rows kernel's neighbouring columns,
+// masked), and a zero weight times infinity would be NaN.
+TEST(Stem, AnInfiniteInputReachesOnlyTheWindowsThatHoldIt) {
+  const StemSpec s = spec_of({1, 3, 19, 17}, 16, 7, 2, 3, Act::None, 8);
+  const int ih = 9, iw = 8;
+  for (StemVariant variant : {StemVariant::Tile, StemVariant::Rows})
+    for (DType t : {DType::F16, DType::BF16}) {
+      std::vector<float> x(size_t(s.x.numel()), 0.5f), w(size_t(16) * 7 * 7 * 8, 0.01f), b(16);
+      x[(size_t(ih) * s.x.w + iw) * 3 + 1] = INFINITY;
+      const std::vector<uint8_t> xs = to_storage(x, t), ws = to_storage(w, t),
+                                 bs = to_storage(b, t);
+      const size_t count = size_t(s.y.numel());
+      std::vector<uint8_t> ys(count * dtype_size(t));
+      stem_emulate(t, xs.data(), ws.data(), bs.data(), ys.data(), s, variant);
+      const std::vector<float> y = from_storage(ys, t);
+      int wrong = 0, reached = 0;
+      for (int oh = 0; oh < s.y.h; ++oh)
+        for (int ow = 0; ow < s.y.w; ++ow) {
+          const int dh = ih - (oh * 2 - 3), dw = iw - (ow * 2 - 3);
+          const bool holds = dh >= 0 && dh < 7 && dw >= 0 && dw < 7;
+          reached += holds;
+          for (int k = 0; k < 16; ++k) {
+            const float v = y[(size_t(oh) * s.y.w + ow) * 16 + k];
+            wrong += holds ? !std::isinf(v) : !std::isfinite(v);
+          }
+        }
+      EXPECT_GT(reached, 0);
+      EXPECT_EQ(wrong, 0) << stem_variant_name(variant) << " " << dtype_name(t);
+    }
+}
