@@ -125,18 +125,21 @@ void StemConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tune
           rows_fit = false;
         }
         if (rows_fit) {
-          try {
+          bool rows_kept = false;
+          try {  // checked before it is timed: a wrong kernel is not run 120 times
             variant_ = StemVariant::Rows;
-            rows_us = graph_us([&](cudaStream_t s) { run_ours(s); }, ctx.stream);
-            if (rows_us < tile_us && checked())
-              ours_us = rows_us;
-            else if (rows_us < tile_us)
+            if (checked()) {
+              rows_us = graph_us([&](cudaStream_t s) { run_ours(s); }, ctx.stream);
+              rows_kept = rows_us < tile_us;
+            } else {
               refused.push_back(why);
+            }
           } catch (const std::exception& e) {  // its launch failed: the tile kernel stays
             cudaGetLastError();
             refused.push_back(std::string("cnnbench stem kernel (rows): ") + e.what());
           }
-          if (ours_us != rows_us) variant_ = StemVariant::Tile;
+          variant_ = rows_kept ? StemVariant::Rows : StemVariant::Tile;
+          if (rows_kept) ours_us = rows_us;
         }
       }
       why.clear();

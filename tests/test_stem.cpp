@@ -42,7 +42,8 @@ TEST(Stem, KernelCodeMatchesTheConvolutionOnTheHost) {
   };
   // ResNet's 7x7/2 (w padded to 8), VGG's 3x3/1, AlexNet's 11x11/4 (pad 2), EfficientNet's
   // 3x3/2 with 32 and 40 outputs (SiLU), Inception-v3's 3x3/2 unpadded; a slice (ld_y 96); a
-  // single channel; more pixels than one tile, and a partial last tile.
+  // single channel; more pixels than one tile, and a partial last tile; output rows longer than
+  // the rows kernel's 128 pixels (a full tile, then a partial one).
   const Case cases[] = {
       {{2, 3, 19, 17}, 64, 7, 2, 3, 8, 0, Act::ReLU},
       {{1, 3, 12, 13}, 64, 3, 1, 1, 8, 0, Act::ReLU},
@@ -53,6 +54,7 @@ TEST(Stem, KernelCodeMatchesTheConvolutionOnTheHost) {
       {{1, 3, 9, 11}, 48, 5, 1, 2, 4, 96, Act::ReLU},
       {{2, 1, 10, 10}, 8, 3, 1, 1, 1, 0, Act::Sigmoid},
       {{2, 3, 13, 21}, 16, 3, 2, 1, 8, 0, Act::ReLU, 7, 3},  // 3x7 windows, pads 1 and 3
+      {{1, 3, 4, 300}, 16, 3, 1, 1, 8, 0, Act::ReLU},        // rows of 300: tiles of 128, 128, 44
   };
   int n = 0;
   for (StemVariant variant : {StemVariant::Tile, StemVariant::Rows})
@@ -111,7 +113,7 @@ TEST(Stem, KernelCodeMatchesTheConvolutionOnTheHost) {
         EXPECT_EQ(g.tiles, int64_t((pixels + kStemTile - 1) / kStemTile));
         ++n;
       }
-  EXPECT_EQ(n, 36);
+  EXPECT_EQ(n, 40);
   // ResNet-50's stem at 224: 147 taps padded to 160, and the shared memory it asks.
   const StemGeometry r = stem_geometry(spec_of({256, 3, 224, 224}, 64, 7, 2, 3, Act::ReLU, 8));
   EXPECT_EQ(r.taps, 147);
