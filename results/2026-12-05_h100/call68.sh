@@ -9,7 +9,8 @@
 # S: the stem kernels' race at ResNet-50 fp16 32 and 256 (autotune: pad + cuDNN, our tile kernel,
 #    our new rows kernel; GpuOps.StemKernelMatchesItsHostCode in D checks the rows kernel first).
 #    Predicted: rows 150 to 350 us at 256 (tile 915, pad + cuDNN 1,454 on the H100 in call 56).
-# Z: issue 10's evidence: initcheck on ResNet-50 inference in fp32 and fp16 with --verify=64 (the
+# Z: issue 10's evidence: initcheck and synccheck on one test's convs (checked against a host
+#    reference), then initcheck on ResNet-50 inference in fp32 and fp16 with --verify=64 (the
 #    log names every layer's engine), and synccheck with 65,536 tracked barriers.
 # Steps in the order M D S Z (STEPS= to change). BUDGET (s, default 560) cuts each; Z, last,
 # takes what is left.
@@ -57,6 +58,16 @@ step_S() {
 }
 
 step_Z() {
+  # One test's convs first: GpuOps.FusedConvMatchesReference asserts each conv's output equals a
+  # host reference, so a report on reading that output back is the tool's, not the conv's.
+  local CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for tool in initcheck synccheck; do
+    local opt="--check-bulk-copy yes"; [ $tool = synccheck ] && opt="--num-cuda-barriers 65536"
+    timeout $(lim 60) $CS --tool $tool $opt --print-limit 10 $B/tests/test_gpu \
+      --gtest_filter='GpuOps.FusedConvMatchesReference' >$O/z/fusedconv_$tool.log 2>&1
+    echo "Z $tool on GpuOps.FusedConvMatchesReference rc=$? ${SECONDS}s"
+    grep -E "ERROR SUMMARY|OK \]|FAILED +\]|Uninitialized access to|of size" $O/z/fusedconv_$tool.log | sort | uniq -c | sort -rn | head -6
+  done
   NETS=resnet50 PRECISIONS="fp32 fp16" MODES=infer TOOLS=initcheck EXTRA_ARGS=--verify=64 \
     RUN_TIMEOUT=$(lim 60) timeout $(lim 130) bash tools/sanitize_gpu.sh $O/z/init >$O/z/init.log 2>&1
   echo "Z initcheck rc=$? ${SECONDS}s"; cat $O/z/init/summary.md
