@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/check.h"
@@ -494,11 +496,19 @@ void launch_rows_t(const void* x, const void* w, const void* bias, void* y, cons
                    size_t smem, int grid, cudaStream_t stream) {
   const int device = raise_smem_once<stem_rows_kernel<T>>();
   if (grid <= 0) {  // persistent blocks: as many as are resident at once (registers, shared memory)
-    int sms = 0, per_sm = 0;
-    CNN_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    CNN_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stem_rows_kernel<T>,
-                                                                 kRowThreads, smem));
-    grid = int(std::min<int64_t>(a.tiles, int64_t(sms) * std::max(per_sm, 1)));
+    // Asked once per device and shared-memory size: eager launches pay no occupancy query.
+    static std::mutex mu;
+    static std::map<std::pair<int, size_t>, int> resident;
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = resident.find({device, smem});
+    if (it == resident.end()) {
+      int sms = 0, per_sm = 0;
+      CNN_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+      CNN_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stem_rows_kernel<T>,
+                                                                   kRowThreads, smem));
+      it = resident.emplace(std::make_pair(device, smem), sms * std::max(per_sm, 1)).first;
+    }
+    grid = int(std::min<int64_t>(a.tiles, it->second));
   }
   stem_rows_kernel<T>
       <<<grid, kRowThreads, smem, stream>>>(static_cast<const T*>(x), static_cast<const T*>(w),
