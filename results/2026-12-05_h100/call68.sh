@@ -26,7 +26,7 @@ B=build/release
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv,noheader
 
 step_M() {
-  timeout $(lim 170) $B/cnnbench_stylegan_train --batches=8 --precision=tf32 --iters=16 --warmup=1 \
+  timeout $(lim 240) $B/cnnbench_stylegan_train --batches=8 --precision=tf32 --iters=16 --warmup=1 \
     --repetitions=1 --max_batch --json=$O/m/max_batch.json >$O/m/max_batch.log 2>&1
   echo "M rc=$? ${SECONDS}s"; grep -vE "^  .* \| " $O/m/max_batch.log | grep -E "batch [0-9]+:|largest|error" | cut -c1-160 | head -16
 }
