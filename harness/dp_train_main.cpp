@@ -515,7 +515,7 @@ int run(int argc, char** argv) {
       optimizer = "sgd", lr_s = "0.1", engine = "autotune", steps_s = "20", reps_s = "9",
       warmup_s = "5", bucket_s = "25", first_s = "1", overlap_s = "1", size_s = "0",
       classes_s = "1000", seed_s = "1", tol_s = "0", timeout_s = "120";
-  bool verify_mode = false;
+  bool verify_mode = false, precision_given = false;
   for (int i = 1; i < argc; ++i) {
     if (take_flag(i, argc, argv, "help", nullptr)) {
       std::cout << kUsage;
@@ -526,9 +526,12 @@ int run(int argc, char** argv) {
       continue;
     }
     if (take_flag(i, argc, argv, "rendezvous_check", nullptr)) return rendezvous_check();
+    if (take_flag(i, argc, argv, "precision", &precision)) {
+      precision_given = true;
+      continue;
+    }
     if (take_flag(i, argc, argv, "network", &s.network) ||
         take_flag(i, argc, argv, "batches", &batches_s) ||
-        take_flag(i, argc, argv, "precision", &precision) ||
         take_flag(i, argc, argv, "optimizer", &optimizer) ||
         take_flag(i, argc, argv, "lr", &lr_s) || take_flag(i, argc, argv, "engine", &engine) ||
         take_flag(i, argc, argv, "steps", &steps_s) ||
@@ -553,7 +556,7 @@ int run(int argc, char** argv) {
   if (verify_mode && s.batches.size() != 1)
     throw UserError("--verify takes one batch per GPU, not '" + batches_s + "'");
   // Timing defaults to fp16; --verify, which checks unscaled gradients, to fp32.
-  if (precision.empty()) precision = verify_mode ? "fp32" : "fp16";
+  if (!precision_given) precision = verify_mode ? "fp32" : "fp16";
   s.train.precision = parse_precision(precision);
   if (verify_mode && s.train.precision != Precision::FP32 && s.train.precision != Precision::TF32)
     throw UserError("--verify checks fp32 and tf32 steps (gradients unscaled), not '" + precision +

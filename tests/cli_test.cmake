@@ -117,6 +117,7 @@ if(DP)
   expect_failure("dp verify fp16" "--verify checks fp32 and tf32 steps" ${DP} --network=resnet50 --verify --precision=fp16)
   # --verify alone checks fp32 (timing's fp16 default would be refused): past the flags to the device.
   expect_failure("dp verify default precision" "no CUDA device: " ${DP} --network=resnet50 --verify)
+  expect_failure("dp empty precision" "precision" ${DP} --network=resnet50 --verify --precision=)
   expect_failure("dp verify two batches" "--verify takes one batch per GPU, not '4,8'" ${DP} --network=resnet50 --verify --batches=4,8)
   expect_failure("dp overlap" "--overlap takes 1 or 0, not 'yes'" ${DP} --network=resnet50 --overlap=yes)
   expect_failure("dp bucket" "--bucket_mb must be a number, not 'big'" ${DP} --network=resnet50 --bucket_mb=big)
