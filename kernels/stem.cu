@@ -23,20 +23,31 @@ constexpr int kLdc = kStemOutputs + 4;  // the float accumulator tile's row stri
 constexpr int kMaxTaps = 512;
 constexpr int kMaxBlocksPerSm = 3;
 
-struct StemArgs {
-  int H, W, C, Ho, Wo, R, S, stride, ph, pw, K, wld, ldy, taps, taps_pad, ldk;
-  int64_t M, tiles;
+// The conv's shape as both kernels take it (by value, as a kernel argument).
+struct ShapeArgs {
+  int H, W, C, Ho, Wo, R, S, stride, ph, pw, K, wld, ldy;
   Act act;
+};
+
+ShapeArgs shape_args(const StemSpec& s) {
+  ShapeArgs a{};
+  a.H = s.x.h, a.W = s.x.w, a.C = s.x.c, a.Ho = s.y.h, a.Wo = s.y.w;
+  a.R = s.kernel, a.S = s.kw(), a.stride = s.stride, a.ph = s.pad, a.pw = s.pw();
+  a.K = s.y.c, a.wld = s.wld(), a.ldy = s.ldy();
+  a.act = s.act;
+  return a;
+}
+
+struct StemArgs : ShapeArgs {
+  int taps, taps_pad, ldk;
+  int64_t M, tiles;
 };
 
 StemArgs stem_args(const StemSpec& s, const StemGeometry& g) {
   StemArgs a{};
-  a.H = s.x.h, a.W = s.x.w, a.C = s.x.c, a.Ho = s.y.h, a.Wo = s.y.w;
-  a.R = s.kernel, a.S = s.kw(), a.stride = s.stride, a.ph = s.pad, a.pw = s.pw();
-  a.K = s.y.c, a.wld = s.wld(), a.ldy = s.ldy();
+  static_cast<ShapeArgs&>(a) = shape_args(s);
   a.taps = g.taps, a.taps_pad = g.taps_pad, a.ldk = g.ldk;
   a.M = g.pixels, a.tiles = g.tiles;
-  a.act = s.act;
   return a;
 }
 
@@ -201,22 +212,17 @@ void emulate_t(const T* x, const T* w, const T* bias, T* y, const StemArgs& a) {
 constexpr int kRowPix = 128, kRowThreads = 128;
 constexpr size_t kRowsMaxSmem = 227u << 10;
 
-struct RowArgs {
-  int H, W, C, Ho, Wo, R, S, stride, ph, pw, K, wld, ldy;
+struct RowArgs : ShapeArgs {
   int SC, KR, ldw, PW, NT, segs;
   int64_t tiles;
-  Act act;
 };
 
 RowArgs row_args(const StemSpec& s, const StemRowsGeometry& g) {
   RowArgs a{};
-  a.H = s.x.h, a.W = s.x.w, a.C = s.x.c, a.Ho = s.y.h, a.Wo = s.y.w;
-  a.R = s.kernel, a.S = s.kw(), a.stride = s.stride, a.ph = s.pad, a.pw = s.pw();
-  a.K = s.y.c, a.wld = s.wld(), a.ldy = s.ldy();
+  static_cast<ShapeArgs&>(a) = shape_args(s);
   a.SC = g.taps_row, a.KR = g.kr, a.ldw = g.ldw, a.PW = g.row_width, a.NT = s.y.c / 8;
   a.segs = (s.y.w + kRowPix - 1) / kRowPix;
   a.tiles = g.tiles;
-  a.act = s.act;
   return a;
 }
 
