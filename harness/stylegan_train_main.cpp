@@ -351,17 +351,13 @@ int run_bench(const std::vector<int>& batches, SgTrainOptions opt, int iters, in
       if (!f) throw UserError("cannot write " + json_path);
     }
   };
-  std::vector<BenchRow> ran;
-  for (int b : batches) {
-    ran.push_back(bench_one(ctx, opt, b, iters, warmup, repetitions, sections));
-    add(ran.back());
-  }
+  std::map<int, BenchRow> measured;  // by batch, for --max_batch
+  for (int b : batches)
+    add(measured[b] = bench_one(ctx, opt, b, iters, warmup, repetitions, sections));
   if (max_batch) {
     // harness/max_batch.h's search from the largest batch asked: doubling until a batch does
     // not fit, then bisection to the boundary. A batch asked above is not run again; the others
     // run one repetition of one R1 interval.
-    std::map<int, BenchRow> measured;
-    for (size_t i = 0; i < batches.size(); ++i) measured[batches[i]] = ran[i];
     size_t free_b = 0, total_b = 0;
     CNN_CHECK_CUDA(cudaMemGetInfo(&free_b, &total_b));
     auto try_batch = [&](int b) {
