@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <stdexcept>
 
 namespace cnnbench {
 
@@ -18,8 +19,11 @@ const char* fit_name(Fit f) {
   return "?";
 }
 
-MaxBatch search_max_batch(const std::function<Attempt(int batch)>& try_batch, int start, int cap,
-                          double limit_mib) {
+namespace {
+// The search in units of `multiple` batches: try_batch gets the batch (units * multiple); the
+// result is in units (search_max_batch scales it), the error names the batch.
+MaxBatch search_units(const std::function<Attempt(int batch)>& try_batch, int start, int cap,
+                      double limit_mib, int multiple) {
   MaxBatch r;
   cap = std::max(cap, 1);
   std::map<int, Attempt> seen;
@@ -27,14 +31,14 @@ MaxBatch search_max_batch(const std::function<Attempt(int batch)>& try_batch, in
   auto attempt = [&](int b) {
     auto it = seen.find(b);
     if (it == seen.end()) {
-      Attempt a = try_batch(b);
+      Attempt a = try_batch(b * multiple);
       a.batch = b;
       r.attempts.push_back(a);
       it = seen.emplace(b, a).first;
     }
     const Attempt& a = it->second;
     if (a.fit == Fit::Error) {
-      r.error = "batch " + std::to_string(b) + ": " + a.message;
+      r.error = "batch " + std::to_string(b * multiple) + ": " + a.message;
       return false;
     }
     if (a.fit == Fit::Fits && b > r.largest) {
@@ -121,6 +125,18 @@ MaxBatch search_max_batch(const std::function<Attempt(int batch)>& try_batch, in
     if (!attempt(next)) return r;
     guess = p <= 0 || 2 * (r.first_failed - r.largest) <= width;
   }
+  return r;
+}
+}  // namespace
+
+MaxBatch search_max_batch(const std::function<Attempt(int batch)>& try_batch, int start, int cap,
+                          double limit_mib, int multiple) {
+  if (multiple < 1) throw std::invalid_argument("search_max_batch: multiple must be 1 or more");
+  MaxBatch r = search_units(try_batch, std::max(1, start / multiple), std::max(1, cap / multiple),
+                            limit_mib, multiple);
+  r.largest *= multiple;
+  r.first_failed *= multiple;
+  for (Attempt& a : r.attempts) a.batch *= multiple;
   return r;
 }
 

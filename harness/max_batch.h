@@ -40,7 +40,10 @@ struct MaxBatch {
 // batch that reaches the limit, then steps from the guess, doubling the step, until the boundary
 // is bracketed. The answer is the same (the bisection decides it); only the batches tried
 // differ: about half as many where memory grows linearly with the batch.
+// With `multiple` > 1 only multiples of it are tried (StyleGAN's discriminator groups the batch
+// by 4): start and cap are rounded down to multiples (at least one), and `largest`,
+// `first_failed` and the attempts are batches, multiples of it.
 MaxBatch search_max_batch(const std::function<Attempt(int batch)>& try_batch, int start = 1,
-                          int cap = 4096, double limit_mib = 0);
+                          int cap = 4096, double limit_mib = 0, int multiple = 1);
 
 }  // namespace cnnbench

@@ -358,6 +358,10 @@ int run_bench(const std::vector<int>& batches, SgTrainOptions opt, int iters, in
     // harness/max_batch.h's search from the largest batch asked: doubling until a batch does
     // not fit, then bisection to the boundary. A batch asked above is not run again; the others
     // run one repetition of one R1 interval.
+    // The discriminator's minibatch-stddev layer groups the batch by mbstd_group_size (4), and a
+    // batch of 4 or more must divide by it (as in the reference): the search runs over multiples
+    // of the group (call 68 guessed batch 9 and stopped on that refusal).
+    const int step = opt.mbstd_group;
     size_t free_b = 0, total_b = 0;
     CNN_CHECK_CUDA(cudaMemGetInfo(&free_b, &total_b));
     auto try_batch = [&](int b) {
@@ -374,22 +378,27 @@ int run_bench(const std::vector<int>& batches, SgTrainOptions opt, int iters, in
       a.peak_mib = r.device_used_bytes / 1048576.0;
       return a;
     };
-    const MaxBatch m = search_max_batch(
-        try_batch, *std::max_element(batches.begin(), batches.end()), 4096, total_b / 1048576.0);
+    const int largest_asked = *std::max_element(batches.begin(), batches.end());
+    const MaxBatch m = search_max_batch(try_batch, largest_asked, 4096, total_b / 1048576.0, step);
     nlohmann::ordered_json tried = nlohmann::ordered_json::array();
     for (const Attempt& a : m.attempts)
       tried.push_back({{"batch", a.batch}, {"fit", fit_name(a.fit)}});
-    doc["max_batch"] = {
-        {"largest", m.largest}, {"first_failed", m.first_failed},
-        {"capped", m.capped},   {"error", m.error},
-        {"attempts", tried},    {"device_used_mib_at_largest", m.peak_mib_at_largest}};
+    doc["max_batch"] = {{"largest", m.largest},
+                        {"first_failed", m.first_failed},
+                        {"step", step},
+                        {"capped", m.capped},
+                        {"error", m.error},
+                        {"attempts", tried},
+                        {"device_used_mib_at_largest", m.peak_mib_at_largest}};
     if (!json_path.empty()) {
       std::ofstream f(json_path);
       f << doc.dump(2) << "\n";
     }
     if (!m.error.empty()) throw UserError("--max_batch stopped: " + m.error);
-    std::printf("largest batch that fits: %d (batch %d did not; %zu batches tried)\n", m.largest,
-                m.first_failed, m.attempts.size());
+    std::printf(
+        "largest batch that fits: %d (batch %d did not; %zu batches tried, in steps of the mbstd "
+        "group, %d)\n",
+        m.largest, m.first_failed, m.attempts.size(), step);
   }
   return 0;
 }

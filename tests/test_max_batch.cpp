@@ -125,6 +125,42 @@ TEST(MaxBatch, AWrongGuessStillEndsExact) {
   EXPECT_EQ(capped.largest, 300);
 }
 
+// StyleGAN's discriminator takes batches of 4 or more only in multiples of its mbstd group (4):
+// the search tries multiples only, from the multiple below the start, and answers in batches.
+// Call 68 (no multiple) guessed batch 9 and stopped on the trainer's refusal.
+TEST(MaxBatch, AMultipleKeepsEveryBatchTriedAMultiple) {
+  const double mib = 1.0 / 1048576.0;
+  for (uint64_t limit : {uint64_t(1000), uint64_t(12345), uint64_t(3) << 20})
+    for (int start : {1, 8, 10, 64, 5000})
+      for (double lim : {0.0, limit * mib}) {
+        FakeDevice d{limit, 100, 37};
+        const MaxBatch r = search_max_batch(
+            [&](int b) {
+              if (b % 4) return Attempt{b, Fit::Error, "the batch must divide by the mbstd group"};
+              return d.run(b);
+            },
+            start, 100000, lim, 4);
+        const int want = int((limit - 100) / 37) / 4 * 4;
+        EXPECT_EQ(r.error, "") << "limit " << limit << " start " << start;
+        EXPECT_EQ(r.largest, want) << "limit " << limit << " start " << start;
+        EXPECT_EQ(r.first_failed, want + 4) << "limit " << limit << " start " << start;
+        for (const Attempt& a : r.attempts) EXPECT_EQ(a.batch % 4, 0) << a.batch;
+        EXPECT_EQ(d.tries_twice, 0);
+      }
+  // The error names the batch, not the multiple's count.
+  FakeDevice d{100000, 100, 37};
+  const MaxBatch err = search_max_batch(
+      [&](int b) {
+        if (b == 32) return Attempt{b, Fit::Error, "cudaErrorIllegalAddress", 0};
+        return d.run(b);
+      },
+      8, 4096, 0, 4);
+  EXPECT_THAT(err.error, HasSubstr("batch 32: cudaErrorIllegalAddress"));
+  EXPECT_EQ(err.largest, 16);
+  EXPECT_THROW(search_max_batch([&](int b) { return d.run(b); }, 1, 16, 0, 0),
+               std::invalid_argument);
+}
+
 TEST(MaxBatch, CapNothingFitsAndARealErrorStop) {
   FakeDevice big{1 << 30, 10, 1};
   const MaxBatch capped = search_max_batch([&](int b) { return big.run(b); }, 1, 256);
