@@ -92,7 +92,7 @@ __global__ void class_embed_kernel(const T* x, int z_dim, int classes, const flo
   __shared__ float best_v[256];
   __shared__ int best_i[256];
   __shared__ float proj[1024];
-  __shared__ float sums[2];
+  __shared__ float part_z[256], part_p[256];
   const int64_t ni = blockIdx.x;
   const T* xn = x + ni * (z_dim + classes);
   float bv = -INFINITY;
@@ -120,17 +120,24 @@ __global__ void class_embed_kernel(const T* x, int z_dim, int classes, const flo
     const float v = acc * wg + pb[k] * bg;
     proj[k] = (v >= 0.f ? v : 0.2f * v) * 1.41421356f;
   }
-  if (threadIdx.x < 2) sums[threadIdx.x] = 0.f;
   __syncthreads();
+  // The two sums of squares in a fixed order (a tree over the threads' partials), so that every
+  // replay gives the same bits: shared-memory atomicAdd's order varies from run to run (call 68:
+  // StyleGAN-XL's fp32 replays differed in the 7th digit).
   float sz = 0.f, sp = 0.f;
   for (int k = threadIdx.x; k < z_dim; k += blockDim.x) {
     const float z = load_f(xn, k);
     sz += z * z, sp += proj[k] * proj[k];
   }
-  atomicAdd(&sums[0], sz);
-  atomicAdd(&sums[1], sp);
+  part_z[threadIdx.x] = sz, part_p[threadIdx.x] = sp;
   __syncthreads();
-  const float rz = rsqrtf(sums[0] / z_dim + 1e-8f), rp = rsqrtf(sums[1] / z_dim + 1e-8f);
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half)
+      part_z[threadIdx.x] += part_z[threadIdx.x + half],
+          part_p[threadIdx.x] += part_p[threadIdx.x + half];
+    __syncthreads();
+  }
+  const float rz = rsqrtf(part_z[0] / z_dim + 1e-8f), rp = rsqrtf(part_p[0] / z_dim + 1e-8f);
   T* yn = y + ni * 2 * z_dim;
   for (int k = threadIdx.x; k < z_dim; k += blockDim.x) {
     store_f(yn, k, load_f(xn, k) * rz);
