@@ -23,6 +23,11 @@ void* device_alloc(size_t bytes) {
   void* p = nullptr;
   CNN_CHECK_CUDA(cudaMalloc(&p, bytes));
   g_live += bytes;
+  // Zeroed once: engines timed while a model is built read their real input buffers before the
+  // op producing them has run (compute-sanitizer initcheck, call 68: ResNet-50's maxpool output,
+  // read by layer1's convs at build). Timing on zeros, not on whatever the allocator left
+  // (NaNs, denormals), and no read of uninitialized memory.
+  CNN_CHECK_CUDA(cudaMemset(p, 0, bytes));
   return p;
 }
 
