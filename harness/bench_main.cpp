@@ -52,7 +52,8 @@ const char* kUsage =
   --deterministic  only engines cuDNN does not mark nondeterministic (the same as adding
                        'nondeterministic' to --exclude_engines): the same output from run to run.
                        Every benchmark counts its nondeterministic layers (nondeterministic_layers)
-  --plan_cache=FILE  autotune's choice per conv shape kept on disk, keyed by GPU, cuDNN version,
+  --plan_cache=FILE  autotune's choice per conv shape (and the classifier's cuBLASLt algorithm,
+                       keyed also by the cuBLAS version) kept on disk, keyed by GPU, cuDNN version,
                        shape and precision: a later run builds that engine alone instead of
                        timing the top-k (a replay check still applies; an engine no longer
                        offered is tuned again). Written after every model

@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +29,29 @@ std::string plan_cache_search(bool mode_b, double graph_tune_below_us) {
   char graph[48];
   std::snprintf(graph, sizeof graph, " graph<%gus", graph_tune_below_us);
   return std::string(mode_b ? "3 A+B" : "3 A") + graph;
+}
+
+std::string bytes_to_hex(const void* p, size_t n) {
+  static const char digits[] = "0123456789abcdef";
+  const auto* b = static_cast<const unsigned char*>(p);
+  std::string out(2 * n, '0');
+  for (size_t i = 0; i < n; ++i) out[2 * i] = digits[b[i] >> 4], out[2 * i + 1] = digits[b[i] & 15];
+  return out;
+}
+
+bool hex_to_bytes(const std::string& hex, void* p, size_t n) {
+  if (hex.size() != 2 * n) return false;
+  auto nibble = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  std::vector<unsigned char> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out[i] = static_cast<unsigned char>(hi * 16 + lo);
+  }
+  std::copy(out.begin(), out.end(), static_cast<unsigned char*>(p));
+  return true;
 }
 
 bool DiskPlanCache::Key::operator<(const Key& o) const {

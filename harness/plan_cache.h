@@ -33,6 +33,12 @@ std::string plan_cache_scope_library(const DeviceInfo& d);
 // "3 A+B graph<100us"; with that round off the search is 2's).
 std::string plan_cache_search(bool mode_b, double graph_tune_below_us);
 
+// An opaque library object (cuBLASLt's cublasLtMatmulAlgo_t, 64 bytes) as lower-case hex, and
+// back: false where `hex` is not exactly 2 * n hex digits. A classifier's cuBLASLt algorithm is
+// kept in the cache this way (engine "cublasLt <hex>"), its key naming the cuBLAS version.
+std::string bytes_to_hex(const void* p, size_t n);
+bool hex_to_bytes(const std::string& hex, void* p, size_t n);
+
 struct CachedPlan {
   std::string engine;           // EngineInfo::tag(): "eng4{k24=23}+rtc"
   bool fused = true;            // the fused graph, or the conv alone plus our epilogue kernel

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "harness/check.h"
+#include "harness/plan_cache.h"
 #include "kernels/storage.h"
 
 namespace cnnbench {
@@ -23,7 +24,16 @@ cudaDataType_t cuda_data_type(DType t) {
 
 namespace {
 constexpr size_t kMaxWorkspace = size_t(32) << 20;
+constexpr const char* kCachePrefix = "cublasLt ";
 }  // namespace
+
+std::string linear_plan_key(const LinearSpec& s, bool bias, size_t max_workspace,
+                            size_t cublaslt_version) {
+  return std::string("linear ") + precision_name(s.precision) + " " + std::to_string(s.batch) +
+         "x" + std::to_string(s.in_features) + "->" + std::to_string(s.out_features) +
+         (bias ? " bias" : "") + (s.relu ? " relu" : "") + " ws" + std::to_string(max_workspace) +
+         " cublasLt " + std::to_string(cublaslt_version);
+}
 
 LinearOp::LinearOp(const LinearSpec& spec, const void* x, const void* w, const void* bias, void* y)
     : spec_(spec), x_(x), w_(w), bias_(bias), y_(y) {
@@ -83,15 +93,48 @@ void LinearOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneSc
   const int wanted = mode == EngineMode::Autotune ? std::max(top_k, 1) : 1;
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(wanted));
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, desc_, a_, b_, c_, c_, pref,
-                                                           wanted, results.data(), &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  CNN_CHECK_CUBLAS(st);
+  // --plan_cache: the algorithm an earlier run's autotune chose, if cuBLASLt still takes it for
+  // this matmul within the workspace (cublasLtMatmulAlgoCheck); else tuned again and rewritten.
+  const bool tune = mode == EngineMode::Autotune;
+  const std::string key = linear_plan_key(spec_, bias_ != nullptr, max_ws, cublasLtGetVersion());
+  if (tune && ctx.disk_plans) {
+    if (const CachedPlan* c = ctx.disk_plans->find(key)) {
+      ++ctx.disk_plans->hits;
+      cublasLtMatmulHeuristicResult_t r{};
+      const std::string& e = c->engine;
+      const bool parsed =
+          e.rfind(kCachePrefix, 0) == 0 &&
+          hex_to_bytes(e.substr(std::string(kCachePrefix).size()), &r.algo, sizeof(r.algo));
+      if (parsed &&
+          cublasLtMatmulAlgoCheck(ctx.lt, desc_, a_, b_, c_, c_, &r.algo, &r) ==
+              CUBLAS_STATUS_SUCCESS &&
+          r.workspaceSize <= max_ws) {
+        results[0] = r;
+        found = 1;
+        ++ctx.disk_plans->used;
+        record_.from_plan_cache = true;
+        record_.tuned_us = c->tuned_us;
+        record_.heuristic_source = "plan cache";
+      } else {
+        ++ctx.disk_plans->stale;
+      }
+    } else {
+      ++(ctx.disk_plans->in_other_search(key) ? ctx.disk_plans->outdated : ctx.disk_plans->misses);
+    }
+  }
+  if (found == 0) {
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, desc_, a_, b_, c_, c_, pref,
+                                                             wanted, results.data(), &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    pref = nullptr;
+    CNN_CHECK_CUBLAS(st);
+  }
+  if (pref) cublasLtMatmulPreferenceDestroy(pref);
   if (found == 0)
     throw LibraryError("cuBLAS", CUBLAS_STATUS_NOT_SUPPORTED, "no algorithm for " + spec_.name,
                        "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
   int best = 0;
-  if (mode == EngineMode::Autotune && found > 1) {
+  if (tune && found > 1 && !record_.from_plan_cache) {
     cudaEvent_t start, stop;
     CNN_CHECK_CUDA(cudaEventCreate(&start));
     CNN_CHECK_CUDA(cudaEventCreate(&stop));
@@ -121,6 +164,13 @@ void LinearOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneSc
   }
   algo_ = results[best].algo;
   workspace_ = results[best].workspaceSize;
+  if (tune && ctx.disk_plans && !record_.from_plan_cache) {
+    CachedPlan c;
+    c.engine = kCachePrefix + bytes_to_hex(&algo_, sizeof(algo_));
+    c.tuned_us = record_.tuned_us;
+    c.candidates = found;
+    ctx.disk_plans->put(key, c);
+  }
   workspace_ptr_ = scratch.ptr;
   int algo_id = 0, tile = 0;
   size_t written = 0;

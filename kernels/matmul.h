@@ -16,6 +16,12 @@ struct LinearSpec {
   bool relu = false;
 };
 
+// The classifier's key in the plan cache (--plan_cache): its shape, precision, epilogue, the
+// workspace its algorithms may take and the cuBLASLt version (an algorithm is only good for the
+// library that gave it): "linear fp16 32x2048->1000 bias ws33554432 cublasLt 130100".
+std::string linear_plan_key(const LinearSpec& s, bool bias, size_t max_workspace,
+                            size_t cublaslt_version);
+
 class LinearOp : public Op {
  public:
   LinearOp(const LinearSpec& spec, const void* x, const void* w, const void* bias, void* y);

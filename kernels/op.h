@@ -41,7 +41,8 @@ struct LayerRecord {
   bool tuned_in_graph = false;
   double tuned_eager_us = 0;
   // Which heuristics list offered the engine (kernels/cudnn_backend.h, RankedConfig): "A", "B"
-  // or "fallback"; "plan cache" where --plan_cache gave it; empty for other libraries' ops.
+  // or "fallback"; "plan cache" where --plan_cache gave it (cuBLASLt's classifier too); empty for
+  // other libraries' ops.
   std::string heuristic_source;
   // Plans refused because their CUDA-graph replay disagreed with a direct run.
   std::vector<std::string> rejected;

@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "harness/check.h"
 #include "harness/context.h"
 #include "harness/plan_cache.h"
+#include "kernels/matmul.h"
 
 using namespace cnnbench;
 
@@ -187,4 +189,50 @@ TEST(PlanCache, ScopeNamesTheGpuAndTheCudnnLoaded) {
   d.cudnn_compiled = 91900;  // what counts is the library the run loaded
   EXPECT_EQ(plan_cache_scope_device(d), "NVIDIA H200 sm_90");
   EXPECT_EQ(plan_cache_scope_library(d), "cuDNN 9.14.0");
+}
+
+// The classifier's cuBLASLt algorithm goes into the cache as hex (call 70: without it, the
+// second pass of a soak chose the classifier's algorithm again, and differently in 5 of 7 cases).
+TEST(PlanCache, AnAlgorithmRoundTripsAsHexAndBadHexIsRefused) {
+  unsigned char algo[64];
+  for (int i = 0; i < 64; ++i) algo[i] = static_cast<unsigned char>(i * 37 + 11);
+  const std::string hex = bytes_to_hex(algo, sizeof algo);
+  EXPECT_EQ(hex.size(), 128u);
+  EXPECT_EQ(hex.substr(0, 6), "0b3055");  // 11, 48, 85
+  unsigned char back[64] = {};
+  ASSERT_TRUE(hex_to_bytes(hex, back, sizeof back));
+  EXPECT_EQ(std::memcmp(algo, back, sizeof algo), 0);
+  unsigned char untouched[64] = {};
+  EXPECT_FALSE(hex_to_bytes(hex.substr(2), untouched, sizeof untouched));         // short
+  EXPECT_FALSE(hex_to_bytes(hex + "00", untouched, sizeof untouched));            // long
+  EXPECT_FALSE(hex_to_bytes("zz" + hex.substr(2), untouched, sizeof untouched));  // not hex
+  EXPECT_FALSE(hex_to_bytes("0B" + hex.substr(2), untouched, sizeof untouched));  // upper case
+  for (unsigned char b : untouched) EXPECT_EQ(b, 0) << "a refused string wrote bytes";
+
+  // The entry survives the file.
+  const std::string path = fresh("linear_plans.json");
+  LinearSpec s;
+  s.batch = 32, s.in_features = 2048, s.out_features = 1000, s.precision = Precision::FP16;
+  const std::string key = linear_plan_key(s, true, size_t(32) << 20, 130100);
+  EXPECT_EQ(key, "linear fp16 32x2048->1000 bias ws33554432 cublasLt 130100");
+  {
+    DiskPlanCache c(path);
+    c.set_scope("NVIDIA H100 80GB HBM3 sm_90", "cuDNN 9.19.0", "3 A+B graph<100us");
+    c.put(key, plan("cublasLt " + hex, 16.2));
+    c.save();
+  }
+  DiskPlanCache again(path);
+  again.set_scope("NVIDIA H100 80GB HBM3 sm_90", "cuDNN 9.19.0", "3 A+B graph<100us");
+  const CachedPlan* p = again.find(key);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->engine, "cublasLt " + hex);
+  // Another cuBLASLt, another batch, another precision or no bias: another key.
+  EXPECT_EQ(again.find(linear_plan_key(s, true, size_t(32) << 20, 130200)), nullptr);
+  EXPECT_EQ(again.find(linear_plan_key(s, false, size_t(32) << 20, 130100)), nullptr);
+  LinearSpec b = s;
+  b.batch = 1;
+  EXPECT_EQ(again.find(linear_plan_key(b, true, size_t(32) << 20, 130100)), nullptr);
+  b = s;
+  b.precision = Precision::BF16;
+  EXPECT_EQ(again.find(linear_plan_key(b, true, size_t(32) << 20, 130100)), nullptr);
 }
