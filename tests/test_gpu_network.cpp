@@ -12,6 +12,7 @@
 #include "gpu_util.h"
 #include "harness/arena.h"
 #include "harness/detect_post.h"
+#include "harness/plan_cache.h"
 #include "harness/runner.h"
 #include "harness/session.h"
 #include "interpreter.h"
@@ -342,6 +343,59 @@ TEST(GpuNetwork, MixedOpsNetMatchesCpuInterpreter) {
 
 // Plans built ahead on helper threads (each with a cuDNN handle of its own) must be the plans a
 // single thread builds: under heuristics the same engines, and bitwise the same output.
+// --plan_cache (issue 9): a second build with the file autotune wrote takes every plan from it
+// (the convs' cuDNN engines and the classifier's cuBLASLt algorithms alike), times nothing again,
+// picks the same engines and gives the same output.
+TEST(GpuNetwork, PlanCacheSecondBuildTakesEveryPlanFromDisk) {
+  const Graph g = mixed_ops_net();
+  const int batch = 2;
+  const HostWeights w = random_weights(g, 11);
+  std::mt19937 rng(5);
+  const std::vector<float> x = random_vector(size_t(batch) * 3 * 33 * 33, rng);
+  const std::string path = testing::TempDir() + "/gpu_plan_cache.json";
+  std::remove(path.c_str());
+  std::vector<std::vector<float>> outs;
+  std::vector<std::vector<LayerRecord>> layers;
+  std::vector<int> used, misses, stale;
+  for (int build = 0; build < 2; ++build) {
+    DiskPlanCache cache(path);
+    cache.set_scope("test device", "test library", "test search");
+    GpuContext ctx;
+    ctx.excluded.push_back(kNondeterministic);
+    ctx.disk_plans = &cache;
+    CompileOptions opt;
+    opt.precision = Precision::FP16;
+    opt.batch = batch;
+    opt.engine = EngineMode::Autotune;
+    Model m(ctx, g, w, opt);
+    m.set_input(x);
+    Runner r(m, ctx);
+    r.launch(true);
+    outs.push_back(m.output());
+    layers.push_back(m.layers());
+    cache.save();
+    used.push_back(cache.used), misses.push_back(cache.misses), stale.push_back(cache.stale);
+  }
+  EXPECT_EQ(used[0], 0);
+  EXPECT_GT(misses[0], 2);
+  EXPECT_EQ(misses[1], 0) << "the second build tuned a layer the first had tuned";
+  EXPECT_EQ(stale[1], 0);
+  EXPECT_EQ(used[1], misses[0]);
+  ASSERT_EQ(layers[0].size(), layers[1].size());
+  int linears = 0;
+  for (size_t i = 0; i < layers[0].size(); ++i) {
+    const LayerRecord &a = layers[0][i], &b = layers[1][i];
+    EXPECT_EQ(a.engine, b.engine) << a.name;
+    if (a.op.rfind("linear", 0) == 0) {
+      ++linears;
+      EXPECT_TRUE(b.from_plan_cache) << a.name << " " << b.engine;
+    }
+  }
+  EXPECT_EQ(linears, 2);
+  EXPECT_EQ(outs[0], outs[1]);
+  std::remove(path.c_str());
+}
+
 TEST(GpuNetwork, ParallelPlanBuildingMatchesSerial) {
   const Graph g = mixed_ops_net();
   const int batch = 2;
