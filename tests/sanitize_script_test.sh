@@ -20,6 +20,14 @@ if [ "$tool" = memcheck ] && [[ "$*" == *cnnbench_train_step* ]]; then
   echo "========= Invalid __global__ read of size 2 bytes"
   echo "=========     at cnnbench::bn_stats_vec<__half, 8>(...)+0x1a0"
   echo "========= ERROR SUMMARY: 2 errors"
+elif [ "$tool" = initcheck ] && [[ "$*" == *cnnbench_infer* ]]; then
+  # The tool's own failures (as synccheck's in call 68): counted apart, never named as the first.
+  for k in 1 2 3; do
+    echo "========= Internal Sanitizer Error: The Sanitizer encountered an error while launching sm80_xmma_fprop_$k and didn't track the launch. Errors might go undetected. (Unable to allocate enough memory to perform the requested operation)"
+  done
+  echo "========= Uninitialized __global__ memory read of size 4 bytes"
+  echo "=========     at cnnbench::pool_vec<float>(...)+0x40"
+  echo "========= ERROR SUMMARY: 4 errors"
 else
   echo "========= ERROR SUMMARY: 0 errors"
 fi
@@ -30,8 +38,10 @@ SANITIZER="$T/fake-sanitizer" NETS=resnet50 PRECISIONS=fp16 TOOLS="memcheck init
   bash "$SRC/tools/sanitize_gpu.sh" "$T/out" >/dev/null 2>&1 || fail "stand-in run failed"
 S="$T/out/summary.md"
 [ -f "$S" ] || fail "no summary"
-grep -q "| resnet50 | fp16 | train | memcheck | 2 | 0 | at cnnbench::bn_stats_vec" "$S" || fail "train memcheck row: $(cat "$S")"
-grep -q "| resnet50 | fp16 | infer | memcheck | 0 | 0 |" "$S" || fail "infer memcheck row: $(cat "$S")"
+grep -q "| resnet50 | fp16 | train | memcheck | 2 | 0 | 0 | at cnnbench::bn_stats_vec" "$S" || fail "train memcheck row: $(cat "$S")"
+grep -q "| resnet50 | fp16 | infer | memcheck | 0 | 0 | 0 |" "$S" || fail "infer memcheck row: $(cat "$S")"
+grep -q "| resnet50 | fp16 | infer | initcheck | 4 | 3 | 0 | at cnnbench::pool_vec" "$S" ||
+  fail "unchecked launches not counted apart: $(cat "$S")"
 [ "$(grep -c '^| resnet50' "$S")" -eq 4 ] || fail "expected 4 rows: $(cat "$S")"
 # Our kernels forced where heuristics would take cuDNN's: the stem and depthwise kernels.
 grep -q -- "--depthwise=cnnbench --stem=cnnbench" "$T/out/resnet50_fp16_infer_memcheck.log" ||
