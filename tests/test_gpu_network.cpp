@@ -341,8 +341,24 @@ TEST(GpuNetwork, MixedOpsNetMatchesCpuInterpreter) {
     }
 }
 
-// Plans built ahead on helper threads (each with a cuDNN handle of its own) must be the plans a
-// single thread builds: under heuristics the same engines, and bitwise the same output.
+// g compiled at `batch` in `p` under `mode` on ctx, x set as its input, one graph replay: its
+// output, and its layer table in *layers.
+static std::vector<float> replay_once(GpuContext& ctx, const Graph& g, const HostWeights& w,
+                                      Precision p, int batch, EngineMode mode,
+                                      const std::vector<float>& x,
+                                      std::vector<LayerRecord>* layers) {
+  CompileOptions opt;
+  opt.precision = p;
+  opt.batch = batch;
+  opt.engine = mode;
+  Model m(ctx, g, w, opt);
+  m.set_input(x);
+  Runner r(m, ctx);
+  r.launch(true);
+  *layers = m.layers();
+  return m.output();
+}
+
 // --plan_cache (issue 9): a second build with the file autotune wrote takes every plan from it
 // (the convs' cuDNN engines and the classifier's cuBLASLt algorithms alike), times nothing again,
 // picks the same engines and gives the same output.
@@ -363,16 +379,9 @@ TEST(GpuNetwork, PlanCacheSecondBuildTakesEveryPlanFromDisk) {
     GpuContext ctx;
     ctx.excluded.push_back(kNondeterministic);
     ctx.disk_plans = &cache;
-    CompileOptions opt;
-    opt.precision = Precision::FP16;
-    opt.batch = batch;
-    opt.engine = EngineMode::Autotune;
-    Model m(ctx, g, w, opt);
-    m.set_input(x);
-    Runner r(m, ctx);
-    r.launch(true);
-    outs.push_back(m.output());
-    layers.push_back(m.layers());
+    layers.emplace_back();
+    outs.push_back(
+        replay_once(ctx, g, w, Precision::FP16, batch, EngineMode::Autotune, x, &layers.back()));
     cache.save();
     used.push_back(cache.used), misses.push_back(cache.misses), stale.push_back(cache.stale);
   }
@@ -396,6 +405,8 @@ TEST(GpuNetwork, PlanCacheSecondBuildTakesEveryPlanFromDisk) {
   std::remove(path.c_str());
 }
 
+// Plans built ahead on helper threads (each with a cuDNN handle of its own) must be the plans a
+// single thread builds: under heuristics the same engines, and bitwise the same output.
 TEST(GpuNetwork, ParallelPlanBuildingMatchesSerial) {
   const Graph g = mixed_ops_net();
   const int batch = 2;
@@ -408,17 +419,10 @@ TEST(GpuNetwork, ParallelPlanBuildingMatchesSerial) {
     for (int threads : {1, 8}) {
       GpuContext ctx;
       ctx.build_threads = threads;
-      CompileOptions opt;
-      opt.precision = p;
-      opt.batch = batch;
-      opt.engine = EngineMode::Heuristic;
-      Model m(ctx, g, w, opt);
-      m.set_input(x);
-      Runner r(m, ctx);
-      r.launch(true);
-      outs.push_back(m.output());
+      std::vector<LayerRecord> layers;
+      outs.push_back(replay_once(ctx, g, w, p, batch, EngineMode::Heuristic, x, &layers));
       engines.emplace_back();
-      for (const LayerRecord& l : m.layers()) engines.back().push_back(l.name + " " + l.engine);
+      for (const LayerRecord& l : layers) engines.back().push_back(l.name + " " + l.engine);
     }
     EXPECT_EQ(engines[0], engines[1]) << precision_name(p);
     EXPECT_EQ(outs[0], outs[1]) << precision_name(p);
