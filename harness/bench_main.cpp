@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -194,6 +195,7 @@ class Session {
     c.depthwise = opt_.depthwise;
     c.stem = opt_.stem;
     const auto t0 = std::chrono::steady_clock::now();
+    if (opt_.plan_cache) cache_before_ = cache_counts();  // the layer table gives this model's
     current_ = prepare_model(*ctx_, g, weights(job), c, opt_.config.warmup_ms,
                              [&](const Prepared& p) { log_layers(job, g, p, false); });
     current_->prepare_s =
@@ -284,6 +286,20 @@ class Session {
     ctx_->build_threads = opt_.build_threads;
   }
 
+  // The plan cache's counters (hits, used, stale, outdated, misses), process-wide; a model's own
+  // are the difference across its build (call 70's layer table showed the running totals).
+  std::array<int, 5> cache_counts() const {
+    const DiskPlanCache& c = *opt_.plan_cache;
+    return {c.hits, c.used, c.stale, c.outdated, c.misses};
+  }
+  nlohmann::json model_cache_json() const {
+    const std::array<int, 5> now = cache_counts();
+    static const char* names[5] = {"hits", "used", "stale", "outdated", "misses"};
+    nlohmann::json j = nlohmann::json::object();
+    for (int i = 0; i < 5; ++i) j[names[i]] = now[i] - cache_before_[i];
+    return j;
+  }
+
   // A training model's entry in the layer table: its library ops (convs forward and backward,
   // linears) and the step's memory.
   void log_train(const Job& job, const Graph& g, const TrainPrepared& p) {
@@ -344,34 +360,28 @@ class Session {
     for (const LayerRecord& r : m.layers()) layers.push_back(layer_record_json(r));
     const Arena& a = m.arena();
     if (!log_.empty() && log_.back()["model"] == p.key) log_.erase(log_.size() - 1);
-    log_.push_back(
-        {{"model", p.key},
-         {"captured", captured},
-         {"network", g.name()},
-         {"precision", precision_name(job.precision)},
-         {"batch", job.batch},
-         {"engine_choice", engine_mode_name(opt_.engine)},
-         {"compile_ms", m.compile_ms()},
-         {"ops", m.op_count()},
-         {"graph_nodes", p.runner->graph_nodes()},
-         {"graph_vs_eager_rel_l2", p.runner->graph_vs_eager()},
-         {"graph_edges", p.runner->edges().total},
-         {"programmatic_edges", p.runner->edges().programmatic},
-         {"edges_made_full", p.runner->edges_made_full()},
-         {"graph_census", p.runner->census()},
-         {"graph_repairs", p.repairs},
-         {"plan_cache", opt_.plan_cache ? nlohmann::json{{"hits", opt_.plan_cache->hits},
-                                                         {"used", opt_.plan_cache->used},
-                                                         {"stale", opt_.plan_cache->stale},
-                                                         {"outdated", opt_.plan_cache->outdated},
-                                                         {"misses", opt_.plan_cache->misses}}
-                                        : nlohmann::json()},
-         {"arena",
-          {{"weights_bytes", a.bytes(MemKind::Weights)},
-           {"activations_bytes", a.bytes(MemKind::Activations)},
-           {"activations_without_reuse_bytes", a.activations_unplanned_bytes()},
-           {"workspace_bytes", a.bytes(MemKind::Workspace)}}},
-         {"layers", layers}});
+    log_.push_back({{"model", p.key},
+                    {"captured", captured},
+                    {"network", g.name()},
+                    {"precision", precision_name(job.precision)},
+                    {"batch", job.batch},
+                    {"engine_choice", engine_mode_name(opt_.engine)},
+                    {"compile_ms", m.compile_ms()},
+                    {"ops", m.op_count()},
+                    {"graph_nodes", p.runner->graph_nodes()},
+                    {"graph_vs_eager_rel_l2", p.runner->graph_vs_eager()},
+                    {"graph_edges", p.runner->edges().total},
+                    {"programmatic_edges", p.runner->edges().programmatic},
+                    {"edges_made_full", p.runner->edges_made_full()},
+                    {"graph_census", p.runner->census()},
+                    {"graph_repairs", p.repairs},
+                    {"plan_cache", opt_.plan_cache ? model_cache_json() : nlohmann::json()},
+                    {"arena",
+                     {{"weights_bytes", a.bytes(MemKind::Weights)},
+                      {"activations_bytes", a.bytes(MemKind::Activations)},
+                      {"activations_without_reuse_bytes", a.activations_unplanned_bytes()},
+                      {"workspace_bytes", a.bytes(MemKind::Workspace)}}},
+                    {"layers", layers}});
     // Rewritten whole after every model, so a run that dies keeps what it built.
     std::ofstream out(opt_.layers_out);
     out << nlohmann::json{{"models", log_}}.dump(1) << "\n";
@@ -382,6 +392,7 @@ class Session {
   std::unique_ptr<Prepared> current_;
   std::string key_;
   std::unique_ptr<TrainPrepared> train_;
+  std::array<int, 5> cache_before_{};  // the plan cache's counters when this model's build began
   std::map<std::string, Graph> graphs_;
   std::map<std::string, HostWeights> weights_;
   nlohmann::json log_ = nlohmann::json::array();
