@@ -264,16 +264,25 @@ CNN_HD RowTile row_tile(const RowArgs& a, int64_t tile) {
 // The tile's input rows into shared [R][PW]: element j of row r is input column
 // ow0 * stride - pw + j / C, channel j % C, of input row oh * stride - ph + r; zeros outside
 // the image.
+// In NHWC a row's elements from column iw0 on are contiguous, so element j is x's element
+// (row start + iw0 * C + j), inside the image where j lies in [-iw0 * C, (W - iw0) * C): a
+// threads-wide contiguous (coalesced) copy per row with no division. (Call 68: the rows kernel
+// ran 2x slower than the tile kernel; this fill had two integer divisions per element.)
 template <typename T>
 CNN_HD void rows_fill(const T* x, T* patch, const RowArgs& a, const RowTile& rt, int t) {
   const int iw0 = rt.ow0 * a.stride - a.pw, ih0 = rt.oh * a.stride - a.ph;
   const T zero = zero_value<T>();
-  for (int i = t; i < a.R * a.PW; i += kRowThreads) {
-    const int r = i / a.PW, j = i - r * a.PW;
-    const int col = j / a.C, c = j - col * a.C;
-    const int ih = ih0 + r, iw = iw0 + col;
-    const bool in = ih >= 0 && ih < a.H && iw >= 0 && iw < a.W;
-    patch[i] = in ? x[((rt.n * a.H + ih) * a.W + iw) * a.C + c] : zero;
+  const int lo = -iw0 * a.C, hi = (a.W - iw0) * a.C;
+  for (int r = 0; r < a.R; ++r) {
+    const int ih = ih0 + r;
+    T* dst = patch + r * a.PW;
+    if (ih < 0 || ih >= a.H) {
+      for (int j = t; j < a.PW; j += kRowThreads) dst[j] = zero;
+      continue;
+    }
+    // x's index of element j is first + j; only formed where it lies inside the row.
+    const int64_t first = ((rt.n * a.H + ih) * a.W + iw0) * int64_t(a.C);
+    for (int j = t; j < a.PW; j += kRowThreads) dst[j] = j >= lo && j < hi ? x[first + j] : zero;
   }
 }
 

@@ -6,12 +6,21 @@
 # shared-memory bank conflicts (l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld), DRAM bytes,
 # warp stall reasons. Predictions: the rows kernel is bound by shared-memory loads (A and B
 # fragments loaded per mma.sync m16n8k8: 10 loads per 16 mma), not by DRAM; the tile kernel by
-# its gather. Pack cnnbench_infer; carry .carry.
+# its gather. First the race itself again (call 68's step S), since the rows kernel's fill was
+# rewritten after call 68 (contiguous per row, no division per element; untested on a GPU then):
+# predicted 600 to 1,200 us at 256 (1,896 before) if the fill was half its time.
+# Pack cnnbench_infer and cnnbench; carry .carry.
 set -u
 O=${OUT:-/tmp/out}
 mkdir -p $O/n
 export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:$PWD/.carry/lib
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+CNNBENCH_STEM_ROWS=1 timeout 150 build/release/cnnbench --config=configs/issue9_targets.yaml \
+  --benchmark_filter='resnet50/fp16/graph/batch:(32|256)/' --benchmark_out=$O/n/race.json \
+  --layers_out=$O/n/race.layers.json >$O/n/race.log 2>&1
+echo "race rc=$?"; grep -E "ERROR|_median" $O/n/race.log | cut -c1-120
+python3 -c "import json,sys; [print(m['model'], l['engine'], round(l['tuned_us'],1), l['engine_notes'][:160]) for m in json.load(open(sys.argv[1]))['models'] for l in m['layers'][:1]]" \
+  $O/n/race.layers.json 2>&1 | head -4
 for k in stem_kernel stem_rows_kernel; do
   CNNBENCH_STEM_ROWS=1 timeout 240 $NCU --set full -k "regex:^${k}" -c 1 -o $O/n/$k \
     build/release/cnnbench_infer --network=resnet50 --precision=fp16 --batch=256 --engine=autotune \
