@@ -96,6 +96,7 @@ void LinearOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const TuneSc
   // --plan_cache: the algorithm an earlier run's autotune chose, if cuBLASLt still takes it for
   // this matmul within the workspace (cublasLtMatmulAlgoCheck); else tuned again and rewritten.
   const bool tune = mode == EngineMode::Autotune;
+  record_.from_plan_cache = false;
   const std::string key = linear_plan_key(spec_, bias_ != nullptr, max_ws, cublasLtGetVersion());
   if (tune && ctx.disk_plans) {
     if (const CachedPlan* c = ctx.disk_plans->find(key)) {
