@@ -621,27 +621,32 @@ bool stem_aligned(const void* image, const ConvBuffers& b) {
   return aligned16(image) && aligned16(b.w) && (!b.bias || aligned16(b.bias)) && aligned16(b.y);
 }
 
-static void launch_stem_rows(DType t, const void* x, const void* w, const void* bias, void* y,
-                             const StemSpec& s, int grid, cudaStream_t stream) {
-  const StemRowsGeometry g = stem_rows_geometry(s);
-  if (!aligned16(x) || !aligned16(w) || !aligned16(y) || (bias && !aligned16(bias)))
-    throw std::invalid_argument("launch_stem: a buffer is not 16-byte aligned");
-  if (g.tiles == 0) return;
-  const RowArgs a = row_args(s, g);
+// f(T{}) with T the storage type of t: __half or __nv_bfloat16; else invalid_argument naming
+// `who`.
+template <typename F>
+static void by_half_type(DType t, const char* who, F&& f) {
   if (t == DType::F16)
-    launch_rows_t<__half>(x, w, bias, y, a, g.smem, grid, stream);
+    f(__half{});
   else if (t == DType::BF16)
-    launch_rows_t<__nv_bfloat16>(x, w, bias, y, a, g.smem, grid, stream);
+    f(__nv_bfloat16{});
   else
-    throw std::invalid_argument("launch_stem: fp16 and bf16 only");
+    throw std::invalid_argument(std::string(who) + ": fp16 and bf16 only");
 }
 
 void launch_stem(DType t, const void* x, const void* w, const void* bias, void* y,
                  const StemSpec& s, int grid, cudaStream_t stream, StemVariant variant) {
-  if (variant == StemVariant::Rows) return launch_stem_rows(t, x, w, bias, y, s, grid, stream);
-  const StemGeometry g = stem_geometry(s);
   if (!aligned16(x) || !aligned16(w) || !aligned16(y) || (bias && !aligned16(bias)))
     throw std::invalid_argument("launch_stem: a buffer is not 16-byte aligned");
+  if (variant == StemVariant::Rows) {
+    const StemRowsGeometry g = stem_rows_geometry(s);
+    if (g.tiles == 0) return;
+    const RowArgs a = row_args(s, g);
+    by_half_type(t, "launch_stem", [&](auto tag) {
+      launch_rows_t<decltype(tag)>(x, w, bias, y, a, g.smem, grid, stream);
+    });
+    return;
+  }
+  const StemGeometry g = stem_geometry(s);
   if (g.tiles == 0) return;
   if (grid <= 0) {
     int device = 0, sms = 0;
@@ -652,38 +657,22 @@ void launch_stem(DType t, const void* x, const void* w, const void* bias, void* 
     grid = int(std::min<int64_t>(g.tiles, int64_t(sms) * per_sm));
   }
   const StemArgs a = stem_args(s, g);
-  if (t == DType::F16)
-    launch_t<__half>(x, w, bias, y, a, g.smem, grid, stream);
-  else if (t == DType::BF16)
-    launch_t<__nv_bfloat16>(x, w, bias, y, a, g.smem, grid, stream);
-  else
-    throw std::invalid_argument("launch_stem: fp16 and bf16 only");
+  by_half_type(t, "launch_stem",
+               [&](auto tag) { launch_t<decltype(tag)>(x, w, bias, y, a, g.smem, grid, stream); });
 }
 
 void stem_emulate(DType t, const void* x, const void* w, const void* bias, void* y,
                   const StemSpec& s, StemVariant variant) {
-  if (variant == StemVariant::Rows) {
-    const RowArgs a = row_args(s, stem_rows_geometry(s));
-    if (t == DType::F16)
-      emulate_rows_t(static_cast<const __half*>(x), static_cast<const __half*>(w),
-                     static_cast<const __half*>(bias), static_cast<__half*>(y), a);
-    else if (t == DType::BF16)
-      emulate_rows_t(static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w),
-                     static_cast<const __nv_bfloat16*>(bias), static_cast<__nv_bfloat16*>(y), a);
+  by_half_type(t, "stem_emulate", [&](auto tag) {
+    using T = decltype(tag);
+    const T *xt = static_cast<const T*>(x), *wt = static_cast<const T*>(w),
+            *bt = static_cast<const T*>(bias);
+    T* yt = static_cast<T*>(y);
+    if (variant == StemVariant::Rows)
+      emulate_rows_t(xt, wt, bt, yt, row_args(s, stem_rows_geometry(s)));
     else
-      throw std::invalid_argument("stem_emulate: fp16 and bf16 only");
-    return;
-  }
-  const StemGeometry g = stem_geometry(s);
-  const StemArgs a = stem_args(s, g);
-  if (t == DType::F16)
-    emulate_t(static_cast<const __half*>(x), static_cast<const __half*>(w),
-              static_cast<const __half*>(bias), static_cast<__half*>(y), a);
-  else if (t == DType::BF16)
-    emulate_t(static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w),
-              static_cast<const __nv_bfloat16*>(bias), static_cast<__nv_bfloat16*>(y), a);
-  else
-    throw std::invalid_argument("stem_emulate: fp16 and bf16 only");
+      emulate_t(xt, wt, bt, yt, stem_args(s, stem_geometry(s)));
+  });
 }
 
 }  // namespace cnnbench

@@ -85,9 +85,8 @@ bool stem_aligned(const void* image, const ConvBuffers& b);
 //         tensor cores' A fragments (mma.sync m16n8k8) are read straight from the rows, with each
 //         window row's S * C taps padded to a multiple of 8 (ResNet's 21 to 24: 168 taps a
 //         pixel, not 160) and masked to zero past S * C. No window tile is written. 4 warps of
-//         32 pixels by all K outputs; the epilogue from the accumulators to y. Written
-//         2026-12-05 without a GPU (its thread code CPU-tested by emulation), as the alternative
-//         the race times.
+//         32 pixels by all K outputs; the epilogue from the accumulators to y. Right on an H100
+//         but 2x slower than the tile kernel (call 68), so raced only with CNNBENCH_STEM_ROWS=1.
 enum class StemVariant { Tile, Rows };
 const char* stem_variant_name(StemVariant v);  // "tile", "rows"
 

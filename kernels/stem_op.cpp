@@ -110,37 +110,45 @@ void StemConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tune
       why = text;
       return false;
     };
+    // With CNNBENCH_STEM_ROWS=1, the rows kernel, where its shared memory fits, raced against the
+    // tile kernel; it is kept only if right and faster. Not raced by default: on an H100 (call 68,
+    // ResNet-50 fp16) it took 285.5 / 1,896 us at batch 32 / 256 against the tile kernel's 134.4 /
+    // 923 us.
+    auto rows_wanted = [&] {
+      const char* env = std::getenv("CNNBENCH_STEM_ROWS");
+      if (!env || std::string(env) != "1") return false;
+      try {
+        stem_rows_geometry(ss_);
+        return true;
+      } catch (const std::invalid_argument&) {
+        return false;
+      }
+    };
+    // Whether the rows kernel beats tile_us; checked before it is timed (a wrong kernel is not run
+    // 120 times). A refusal or a failed launch leaves the tile kernel.
+    auto rows_win = [&] {
+      variant_ = StemVariant::Rows;
+      try {
+        if (!checked()) {
+          refused.push_back(why);
+          return false;
+        }
+        rows_us = graph_us([&](cudaStream_t s) { run_ours(s); }, ctx.stream);
+        return rows_us < tile_us;
+      } catch (const std::exception& e) {
+        cudaGetLastError();
+        refused.push_back(std::string("cnnbench stem kernel (rows): ") + e.what());
+        return false;
+      }
+    };
     try {
       variant_ = StemVariant::Tile;
       if (tune) {
         tile_us = ours_us = graph_us([&](cudaStream_t s) { run_ours(s); }, ctx.stream);
-        // With CNNBENCH_STEM_ROWS=1, the rows kernel, where its shared memory fits, raced
-        // against the tile kernel; it is kept only if faster and right. Not raced by default: on
-        // an H100 (call 68, ResNet-50 fp16) it took 285.5 / 1,896 us at batch 32 / 256 against
-        // the tile kernel's 134.4 / 923 us.
-        const char* rows_env = std::getenv("CNNBENCH_STEM_ROWS");
-        bool rows_fit = rows_env && std::string(rows_env) == "1";
-        try {
-          if (rows_fit) stem_rows_geometry(ss_);
-        } catch (const std::invalid_argument&) {
-          rows_fit = false;
-        }
-        if (rows_fit) {
-          bool rows_kept = false;
-          try {  // checked before it is timed: a wrong kernel is not run 120 times
-            variant_ = StemVariant::Rows;
-            if (checked()) {
-              rows_us = graph_us([&](cudaStream_t s) { run_ours(s); }, ctx.stream);
-              rows_kept = rows_us < tile_us;
-            } else {
-              refused.push_back(why);
-            }
-          } catch (const std::exception& e) {  // its launch failed: the tile kernel stays
-            cudaGetLastError();
-            refused.push_back(std::string("cnnbench stem kernel (rows): ") + e.what());
-          }
-          variant_ = rows_kept ? StemVariant::Rows : StemVariant::Tile;
-          if (rows_kept) ours_us = rows_us;
+        if (rows_wanted()) {
+          const bool rows = rows_win();
+          variant_ = rows ? StemVariant::Rows : StemVariant::Tile;
+          if (rows) ours_us = rows_us;
         }
       }
       why.clear();
