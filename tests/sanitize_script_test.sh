@@ -38,11 +38,25 @@ SANITIZER="$T/fake-sanitizer" NETS=resnet50 PRECISIONS=fp16 TOOLS="memcheck init
   bash "$SRC/tools/sanitize_gpu.sh" "$T/out" >/dev/null 2>&1 || fail "stand-in run failed"
 S="$T/out/summary.md"
 [ -f "$S" ] || fail "no summary"
-grep -q "| resnet50 | fp16 | train | memcheck | 2 | 0 | 0 | at cnnbench::bn_stats_vec" "$S" || fail "train memcheck row: $(cat "$S")"
-grep -q "| resnet50 | fp16 | infer | memcheck | 0 | 0 | 0 |" "$S" || fail "infer memcheck row: $(cat "$S")"
-grep -q "| resnet50 | fp16 | infer | initcheck | 4 | 3 | 0 | at cnnbench::pool_vec" "$S" ||
+grep -qE "\| resnet50 \| fp16 \| train \| memcheck \| 2 \| 0 \| 0 \| [0-9]+ \| at cnnbench::bn_stats_vec" "$S" || fail "train memcheck row: $(cat "$S")"
+grep -qE "\| resnet50 \| fp16 \| infer \| memcheck \| 0 \| 0 \| 0 \| [0-9]+ \|" "$S" || fail "infer memcheck row: $(cat "$S")"
+grep -qE "\| resnet50 \| fp16 \| infer \| initcheck \| 4 \| 3 \| 0 \| [0-9]+ \| at cnnbench::pool_vec" "$S" ||
   fail "unchecked launches not counted apart: $(cat "$S")"
 [ "$(grep -c '^| resnet50' "$S")" -eq 4 ] || fail "expected 4 rows: $(cat "$S")"
+# JOBS runs in parallel: the same rows, in the same order, as one at a time.
+SANITIZER="$T/fake-sanitizer" NETS="resnet50 alexnet vgg16_bn" PRECISIONS="fp16 fp32" TOOLS="memcheck initcheck" \
+  JOBS=5 bash "$SRC/tools/sanitize_gpu.sh" "$T/par" >/dev/null 2>&1 || fail "parallel run failed"
+SANITIZER="$T/fake-sanitizer" NETS="resnet50 alexnet vgg16_bn" PRECISIONS="fp16 fp32" TOOLS="memcheck initcheck" \
+  bash "$SRC/tools/sanitize_gpu.sh" "$T/ser" >/dev/null 2>&1 || fail "serial run failed"
+strip() { grep '^| [a-z]' "$1" | grep -v '^| network' | cut -d'|' -f2-8; }
+[ "$(strip "$T/par/summary.md" | wc -l)" -eq 24 ] || fail "parallel run: $(strip "$T/par/summary.md" | wc -l) rows, expected 24"
+[ "$(strip "$T/par/summary.md")" = "$(strip "$T/ser/summary.md")" ] || fail "parallel rows differ from serial"
+# BUDGET spent: no run starts, and every row says so.
+SANITIZER="$T/fake-sanitizer" NETS=resnet50 PRECISIONS=fp16 TOOLS=memcheck BUDGET=5 \
+  bash "$SRC/tools/sanitize_gpu.sh" "$T/budget" >/dev/null 2>&1 || fail "budget run failed"
+grep -q "| resnet50 | fp16 | train | memcheck | – | – | – | 0 | (not run: BUDGET spent) |" "$T/budget/summary.md" ||
+  fail "budget row: $(cat "$T/budget/summary.md")"
+[ -e "$T/budget/resnet50_fp16_train_memcheck.log" ] && fail "a run started with its BUDGET spent"
 # Our kernels forced where heuristics would take cuDNN's: the stem and depthwise kernels.
 grep -q -- "--depthwise=cnnbench --stem=cnnbench" "$T/out/resnet50_fp16_infer_memcheck.log" ||
   fail "inference without our kernels forced: $(cat "$T/out/resnet50_fp16_infer_memcheck.log")"

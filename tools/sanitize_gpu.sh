@@ -5,7 +5,7 @@
 # optimizer), under each tool of TOOLS (memcheck racecheck initcheck synccheck). One process per
 # (network, precision, mode, tool), RUN_TIMEOUT seconds each (the tools slow a run 10-100x).
 #
-#   NETS="resnet50 efficientnet_b0" TOOLS=memcheck bash tools/sanitize_gpu.sh OUT_DIR
+#   NETS="resnet50 efficientnet_b0" TOOLS=memcheck JOBS=6 bash tools/sanitize_gpu.sh OUT_DIR
 #
 # Writes OUT_DIR/<net>_<precision>_<mode>_<tool>.log and OUT_DIR/summary.md: one row a run with
 # the errors the tool counted ("ERROR SUMMARY: N errors"), its exit status, and where the first
@@ -28,6 +28,9 @@ PRECISIONS=${PRECISIONS:-"fp16 fp32"}
 TOOLS=${TOOLS:-"memcheck racecheck initcheck synccheck"}
 MODES=${MODES:-"infer train"}
 T=${RUN_TIMEOUT:-300}
+# BUDGET: seconds for the whole script (a device call's limit); each run's timeout is cut to what
+# is left, and a run with under 15 s left is not started (its row says so). Nothing outlives it.
+END=$((SECONDS + ${BUDGET:-1000000}))
 read -r -a OURS_I <<<"${OURS_INFER---depthwise=cnnbench --stem=cnnbench}"
 read -r -a OURS_T <<<"${OURS_TRAIN---stem=cnnbench}"
 read -r -a EXTRA <<<"${EXTRA_ARGS:-}"
@@ -54,37 +57,59 @@ S="$OUT/summary.md"
   for tool in $TOOLS; do echo "- $tool: \`$(tool_opts "$tool")\`"; done
   [ ${#EXTRA[@]} -gt 0 ] && echo "- every run with \`${EXTRA[*]}\`"
   echo
-  echo "| network | precision | mode | tool | errors | of which unchecked launches | exit | first error in |"
-  echo "|---|---|---|---|---:|---:|---:|---|"
+  echo "| network | precision | mode | tool | errors | of which unchecked launches | exit | s | first error in |"
+  echo "|---|---|---|---|---:|---:|---:|---:|---|"
 } >"$S"
+# One run: its log, and its summary row in $OUT/rows/ (sorted into the summary at the end, so that
+# runs may go in parallel: JOBS of them at once, default 1; the tools' slowdown is mostly on the
+# host, and batch 2 leaves the card nearly idle).
+run_one() {
+  local net=$1 p=$2 mode=$3 tool=$4 i=$5
+  local log="$OUT/${net}_${p}_${mode}_${tool}.log" cmd extra rc errors untracked first t0=$SECONDS
+  local t=$T row="$OUT/rows/$(printf %04d "$i")"
+  ((END - SECONDS < t)) && t=$((END - SECONDS))
+  if ((t < 15)); then
+    echo "| $net | $p | $mode | $tool | – | – | – | 0 | (not run: BUDGET spent) |" >"$row"
+    return
+  fi
+  if [ "$mode" = infer ]; then
+    cmd=("$B/cnnbench_infer" --network="$net" --precision="$p" --batch=2
+         --engine=heuristic --output="/tmp/sanitize_$$_$i.safetensors" "${OURS_I[@]}" "${EXTRA[@]}")
+  else
+    cmd=("$B/cnnbench_train_step" --network="$net" --precision="$p" --batch=2
+         --engine=heuristic --breakdown="/tmp/sanitize_$$_$i.json" --check_finite=1 "${OURS_T[@]}" "${EXTRA[@]}")
+  fi
+  # racecheck and synccheck look at shared memory and barriers only; memcheck and
+  # initcheck at global memory. --check-device-heap no: none of our kernels mallocs.
+  read -r -a extra <<<"$(tool_opts "$tool")"
+  timeout "$t" "$CS" --tool "$tool" "${extra[@]}" --print-limit 20 "${cmd[@]}" >"$log" 2>&1
+  rc=$?
+  errors=$(grep -oE "ERROR SUMMARY: [0-9]+" "$log" | tail -1 | grep -oE "[0-9]+$")
+  [ -z "$errors" ] && errors="?"
+  # The tool's own failures ("Internal Sanitizer Error: ... didn't track the launch") count
+  # in its ERROR SUMMARY but are no finding: launches it did not check.
+  untracked=$(grep -c "Internal Sanitizer Error" "$log")
+  first=$(grep -v "Internal Sanitizer Error" "$log" | grep -m1 -E "^=========     at .*|^========= .* in |CUDA error [0-9]+" | sed 's/^=* *//' | cut -c1-90)
+  [ "$rc" = 124 ] && first="(timed out after ${t} s)"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$net" "$p" "$mode" "$tool" "$errors" \
+    "$untracked" "$rc" "$((SECONDS - t0))" "${first:-–}" >"$row"
+  echo "sanitize_gpu: $net $p $mode $tool: errors $errors ($untracked unchecked launches), exit $rc, $((SECONDS - t0)) s"
+  rm -f "/tmp/sanitize_$$_$i.safetensors" "/tmp/sanitize_$$_$i.json"
+}
+rm -rf "$OUT/rows" && mkdir -p "$OUT/rows"
+i=0
 for net in $NETS; do
   for p in $PRECISIONS; do
     for mode in $MODES; do
       for tool in $TOOLS; do
-        log="$OUT/${net}_${p}_${mode}_${tool}.log"
-        if [ "$mode" = infer ]; then
-          cmd=("$B/cnnbench_infer" --network="$net" --precision="$p" --batch=2
-               --engine=heuristic --output=/tmp/sanitize_$$.safetensors "${OURS_I[@]}" "${EXTRA[@]}")
-        else
-          cmd=("$B/cnnbench_train_step" --network="$net" --precision="$p" --batch=2
-               --engine=heuristic --breakdown=/tmp/sanitize_$$.json --check_finite=1 "${OURS_T[@]}" "${EXTRA[@]}")
-        fi
-        # racecheck and synccheck look at shared memory and barriers only; memcheck and
-        # initcheck at global memory. --check-device-heap no: none of our kernels mallocs.
-        read -r -a extra <<<"$(tool_opts "$tool")"
-        timeout "$T" "$CS" --tool "$tool" "${extra[@]}" --print-limit 20 "${cmd[@]}" >"$log" 2>&1
-        rc=$?
-        errors=$(grep -oE "ERROR SUMMARY: [0-9]+" "$log" | tail -1 | grep -oE "[0-9]+$")
-        [ -z "$errors" ] && errors="?"
-        # The tool's own failures ("Internal Sanitizer Error: ... didn't track the launch") count
-        # in its ERROR SUMMARY but are no finding: launches it did not check.
-        untracked=$(grep -c "Internal Sanitizer Error" "$log")
-        first=$(grep -v "Internal Sanitizer Error" "$log" | grep -m1 -E "^=========     at .*|^========= .* in |CUDA error [0-9]+" | sed 's/^=* *//' | cut -c1-90)
-        [ "$rc" = 124 ] && first="(timed out after ${T} s)"
-        echo "| $net | $p | $mode | $tool | $errors | $untracked | $rc | ${first:-–} |" >>"$S"
-        echo "sanitize_gpu: $net $p $mode $tool: errors $errors ($untracked unchecked launches), exit $rc"
+        i=$((i + 1))
+        while [ "$(jobs -rp | wc -l)" -ge "${JOBS:-1}" ]; do wait -n; done
+        run_one "$net" "$p" "$mode" "$tool" "$i" &
       done
     done
   done
 done
+wait
+cat "$OUT"/rows/* >>"$S" 2>/dev/null
+rm -rf "$OUT/rows"
 cat "$S"
