@@ -20,6 +20,10 @@ if [ "$tool" = memcheck ] && [[ "$*" == *cnnbench_train_step* ]]; then
   echo "========= Invalid __global__ read of size 2 bytes"
   echo "=========     at cnnbench::bn_stats_vec<__half, 8>(...)+0x1a0"
   echo "========= ERROR SUMMARY: 2 errors"
+elif [ "$tool" = racecheck ]; then
+  echo "========= Error: Race reported between Read access at nvjet_sm90_hsh_64x8_splitK_bias_TNT+0xb30"
+  echo "=========     and Write access at nvjet_sm90_hsh_64x8_splitK_bias_TNT+0x2f60 [192 hazards]"
+  echo "========= RACECHECK SUMMARY: 3 hazards displayed (2 errors, 1 warnings)"
 elif [ "$tool" = initcheck ] && [[ "$*" == *cnnbench_infer* ]]; then
   # The tool's own failures (as synccheck's in call 68): counted apart, never named as the first.
   for k in 1 2 3; do
@@ -51,6 +55,13 @@ SANITIZER="$T/fake-sanitizer" NETS="resnet50 alexnet vgg16_bn" PRECISIONS="fp16 
 strip() { grep '^| [a-z]' "$1" | grep -v '^| network' | cut -d'|' -f2-8; }
 [ "$(strip "$T/par/summary.md" | wc -l)" -eq 24 ] || fail "parallel run: $(strip "$T/par/summary.md" | wc -l) rows, expected 24"
 [ "$(strip "$T/par/summary.md")" = "$(strip "$T/ser/summary.md")" ] || fail "parallel rows differ from serial"
+# racecheck's own summary line, and the kernel filter where this tool has one.
+SANITIZER="$T/fake-sanitizer" NETS=resnet50 PRECISIONS=fp16 TOOLS=racecheck MODES=infer KERNELS=kns=cnnbench \
+  bash "$SRC/tools/sanitize_gpu.sh" "$T/race" >/dev/null 2>&1 || fail "racecheck run failed"
+grep -qE "\| resnet50 \| fp16 \| infer \| racecheck \| 2 \| 0 \| 0 \| [0-9]+ \| Read access at nvjet_sm90_hsh_64x8_splitK" "$T/race/summary.md" ||
+  fail "racecheck row: $(cat "$T/race/summary.md")"
+grep -q -- "--filter kns=cnnbench" "$T/race/resnet50_fp16_infer_racecheck.log" || fail "KERNELS not passed as --filter"
+grep -q -- "only the kernels \`--filter kns=cnnbench\` names" "$T/race/summary.md" || fail "summary without the filter"
 # BUDGET spent: no run starts, and every row says so.
 SANITIZER="$T/fake-sanitizer" NETS=resnet50 PRECISIONS=fp16 TOOLS=memcheck BUDGET=5 \
   bash "$SRC/tools/sanitize_gpu.sh" "$T/budget" >/dev/null 2>&1 || fail "budget run failed"
@@ -78,7 +89,7 @@ grep -q -- "--check-bulk-copy\|--num-cuda-barriers" "$T/out/resnet50_fp16_infer_
   fail "options the stand-in does not list were passed"
 cat >"$T/newer-sanitizer" <<'FAKE'
 #!/usr/bin/env bash
-[ "$1" = --help ] && { echo "  --check-bulk-copy <yes|no>"; echo "  --num-cuda-barriers <n>"; exit 0; }
+[ "$1" = --help ] && { echo "  --check-bulk-copy <yes|no>"; echo "  --num-cuda-barriers <n>"; echo "  --kernel-name <filter>"; exit 0; }
 echo "args: $*"
 echo "========= ERROR SUMMARY: 0 errors"
 FAKE
@@ -95,4 +106,7 @@ grep -q -- "--tool racecheck --num-cuda-barriers 512 " "$T/newer/resnet50_fp16_i
 grep -q -- "--check-bulk-copy" "$T/newer/resnet50_fp16_infer_racecheck.log" &&
   fail "racecheck got initcheck's option"
 grep -q -- "- initcheck: \`--check-bulk-copy yes\`" "$T/newer/summary.md" || fail "summary without options"
+SANITIZER="$T/newer-sanitizer" NETS=resnet50 PRECISIONS=fp16 MODES=infer TOOLS=racecheck KERNELS=kns=cnnbench \
+  bash "$SRC/tools/sanitize_gpu.sh" "$T/newk" >/dev/null 2>&1 || fail "newer filtered run failed"
+grep -q -- "--kernel-name kns=cnnbench" "$T/newk/resnet50_fp16_infer_racecheck.log" || fail "KERNELS not passed as --kernel-name"
 echo "sanitize script: ok"
