@@ -86,7 +86,8 @@ const char* kUsage =
   --soak=N      the whole sweep N times in this one process (a soak run): each benchmark's name
                        gains /pass:K, and after each pass a row soak/pass:K frees every model and
                        records the device's used memory and the process's resident memory
-                       (device_used_mib, host_rss_mib); tools/check_soak.py judges the run
+                       (device_used_mib, host_rss_mib) and the pass's wall seconds (pass_s);
+                       tools/check_soak.py judges the run
   --gpus=FILE   the card table for --memory_limit (default configs/gpus.yaml)
   --se_fold     at batch 1, fold each squeeze-excitation's gates into the 1x1 conv after it
                        (that conv's weights scaled per input channel) instead of scaling the
@@ -826,9 +827,14 @@ void run_benchmark(benchmark::State& state, Job job) {
   }
 }
 
+// When the current soak pass began: the sweep's start, then each checkpoint's end.
+std::chrono::steady_clock::time_point g_pass_began = std::chrono::steady_clock::now();
+
 // After pass `pass` of a soak run: every model freed (the context and its libraries kept), then
-// the device's used memory and the process's resident set.
+// the device's used memory, the process's resident set and the pass's wall seconds (pass_s).
 void run_soak_checkpoint(benchmark::State& state, int pass) {
+  const double pass_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - g_pass_began).count();
   g_session->drop();
   CNN_CHECK_CUDA(cudaDeviceSynchronize());
   size_t free_b = 0, total_b = 0;
@@ -837,6 +843,8 @@ void run_soak_checkpoint(benchmark::State& state, int pass) {
   state.counters["pass"] = pass;
   state.counters["device_used_mib"] = double(total_b - free_b) / (1 << 20);
   state.counters["host_rss_mib"] = double(host_rss_bytes()) / (1 << 20);
+  state.counters["pass_s"] = pass_s;
+  g_pass_began = std::chrono::steady_clock::now();
 }
 
 // The matrix-multiply ceiling (--gemm_ceiling): harness/ceilings.h's GEMM of kGemmSize^3, each
@@ -1152,6 +1160,7 @@ int run(int argc_in, char** argv_in) {
   g_options = &opt;
   // SIGINT: the benchmark under way finishes, the rest are skipped, the JSON is written whole.
   std::signal(SIGINT, [](int) { g_interrupted = 1; });
+  g_pass_began = std::chrono::steady_clock::now();
   if (!lines_out.empty()) {
     JsonLinesTee tee(lines_out, lines_context);
     g_lines = &tee;

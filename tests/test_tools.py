@@ -1575,7 +1575,8 @@ class CheckSoakTest(TempFiles):
     soak/pass:K checkpoint row after each."""
 
     def run_json(self, passes=3, device=(2000.0, 2000.4, 2000.6), rss=(300.0, 310.0, 320.0),
-                 img_s=((1000, 1010, 990), (1003, 1008, 995), (998, 1001, 1004)), drop=None):
+                 img_s=((1000, 1010, 990), (1003, 1008, 995), (998, 1001, 1004)), drop=None,
+                 pass_s=(110.25, 104.5, None)):
         import check_soak  # noqa: F401
         entries = []
         for k in range(1, passes + 1):
@@ -1589,6 +1590,8 @@ class CheckSoakTest(TempFiles):
                             "run_type": "iteration", "repetitions": 1, "iterations": 1,
                             "real_time": 0.001, "time_unit": "ns", "pass": k,
                             "device_used_mib": device[k - 1], "host_rss_mib": rss[k - 1]})
+            if pass_s[k - 1] is not None:  # runs before pass_s was recorded lack it
+                entries[-1]["pass_s"] = pass_s[k - 1]
         return self.gb(entries)
 
     def verdicts(self, path, **kw):
@@ -1606,7 +1609,8 @@ class CheckSoakTest(TempFiles):
         with contextlib.redirect_stdout(io.StringIO()):
             self.assertEqual(cs.main([path, "--out-md", md]), 0)
         text = open(md).read()
-        self.assertIn("| 3 | 2000.6 | 320.0 |", text)
+        self.assertIn("| 1 | 2000.0 | 300.0 | 110.2 |", text)
+        self.assertIn("| 3 | 2000.6 | 320.0 | – |", text)
         self.assertIn("| resnet50/fp16/graph/batch:32 | 1,000 | 1,003 | 1,001 |", text)
 
     def test_device_memory_that_does_not_come_back_fails(self):

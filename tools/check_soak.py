@@ -6,7 +6,8 @@
 
 RUN.json is the run's --benchmark_out (or its .jsonl results lines). It holds each benchmark once a
 pass (names ending /pass:K) and a row soak/pass:K after each pass, recorded with every model freed:
-the device's used memory (device_used_mib) and the process's resident memory (host_rss_mib).
+the device's used memory (device_used_mib), the process's resident memory (host_rss_mib) and the
+pass's wall seconds (pass_s; runs before 2026-12-05 evening lack it, and the table shows "–").
 
 Checks, each printed as a line, exit 1 if any fails (2 for unreadable input):
 - memory: after every pass the device's used memory is within --device-drift-mib of the first
@@ -42,7 +43,7 @@ def load(path):
         base, k = m.group("base"), int(m.group("k"))
         if base == "soak":
             if not e.get("error_occurred"):
-                checkpoints[k] = {c: e.get(c) for c in ("device_used_mib", "host_rss_mib")}
+                checkpoints[k] = {c: e.get(c) for c in ("device_used_mib", "host_rss_mib", "pass_s")}
             continue
         slot = runs.setdefault(base, {})
         if e.get("error_occurred"):
@@ -107,10 +108,12 @@ def judge(checkpoints, runs, rss_growth_mib=64.0, device_drift_mib=1.0, noise=3.
 def render_markdown(context, checkpoints, runs, verdicts):
     lines = ["# Soak run", ""]
     lines.append(f"- {', '.join(f'{k}={context[k]}' for k in ('gpu_name', 'date', 'cnnbench_git') if k in context)}")
-    lines += ["", "| pass | device used MiB | host resident MiB |", "|---:|---:|---:|"]
+    lines += ["", "| pass | device used MiB | host resident MiB | wall s |", "|---:|---:|---:|---:|"]
     for k in sorted(checkpoints):
         c = checkpoints[k]
-        lines.append(f"| {k} | {c['device_used_mib']:.1f} | {c['host_rss_mib']:.1f} |")
+        # pass_s: runs before 2026-12-05 evening lack it.
+        wall = "–" if c.get("pass_s") is None else f"{c['pass_s']:.1f}"
+        lines.append(f"| {k} | {c['device_used_mib']:.1f} | {c['host_rss_mib']:.1f} | {wall} |")
     passes = sorted(checkpoints)
     lines += ["", "| benchmark | " + " | ".join(f"pass {k} img/s" for k in passes) + " |",
               "|---|" + "---:|" * len(passes)]
