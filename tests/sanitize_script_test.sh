@@ -62,6 +62,13 @@ grep -qE "\| resnet50 \| fp16 \| infer \| racecheck \| 2 \| 0 \| 0 \| [0-9]+ \| 
   fail "racecheck row: $(cat "$T/race/summary.md")"
 grep -q -- "--filter kns=cnnbench" "$T/race/resnet50_fp16_infer_racecheck.log" || fail "KERNELS not passed as --filter"
 grep -q -- "only the kernels \`--filter kns=cnnbench\` names" "$T/race/summary.md" || fail "summary without the filter"
+# TESTS: the GPU unit tests under each tool, once, with no network (NETS empty).
+SANITIZER="$T/fake-sanitizer" NETS= TOOLS="racecheck memcheck" TESTS='GpuKernels.*:GpuOps.*' \
+  bash "$SRC/tools/sanitize_gpu.sh" "$T/tests" >/dev/null 2>&1 || fail "tests run failed"
+[ "$(grep -c '^| test_gpu | all | tests |' "$T/tests/summary.md")" -eq 2 ] || fail "tests rows: $(cat "$T/tests/summary.md")"
+[ "$(grep -c '^| [a-z]' "$T/tests/summary.md")" -eq 3 ] || fail "rows beyond the tests': $(cat "$T/tests/summary.md")"
+grep -q -- "tests/test_gpu --gtest_filter=GpuKernels.\*:GpuOps.\* --gtest_brief=1" "$T/tests/test_gpu_all_tests_racecheck.log" ||
+  fail "test_gpu not run with the filter: $(cat "$T/tests/test_gpu_all_tests_racecheck.log")"
 # BUDGET spent: no run starts, and every row says so.
 SANITIZER="$T/fake-sanitizer" NETS=resnet50 PRECISIONS=fp16 TOOLS=memcheck BUDGET=5 \
   bash "$SRC/tools/sanitize_gpu.sh" "$T/budget" >/dev/null 2>&1 || fail "budget run failed"

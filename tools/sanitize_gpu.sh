@@ -6,6 +6,11 @@
 # (network, precision, mode, tool), RUN_TIMEOUT seconds each (the tools slow a run 10-100x).
 #
 #   NETS="resnet50 efficientnet_b0" TOOLS=memcheck JOBS=6 bash tools/sanitize_gpu.sh OUT_DIR
+#   NETS= TOOLS=racecheck TESTS='GpuKernels.*:GpuOps.*' bash tools/sanitize_gpu.sh OUT_DIR
+#
+# JOBS: racecheck and synccheck hold much of the card's memory for their own tracking; call 77 ran
+# 12 at once and lost runs to out-of-memory and "Device not supported". 8 memcheck/initcheck runs
+# at once were fine (call 75); keep racecheck and synccheck to 4.
 #
 # Writes OUT_DIR/<net>_<precision>_<mode>_<tool>.log and OUT_DIR/summary.md: one row a run with
 # the errors the tool counted ("ERROR SUMMARY: N errors"), its exit status, and where the first
@@ -23,7 +28,7 @@ cd "$(dirname "$0")/.."
 B=${BIN:-build/release}
 CS=${SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
 [ -x "$CS" ] || { echo "sanitize_gpu: no compute-sanitizer (looked on PATH and in /usr/local/cuda/bin)" >&2; exit 2; }
-NETS=${NETS:-"alexnet alexnet_lrn vgg16_bn inception_bn inception_v3 resnet50 resnet152 efficientnet_b0"}
+NETS=${NETS-"alexnet alexnet_lrn vgg16_bn inception_bn inception_v3 resnet50 resnet152 efficientnet_b0"}
 PRECISIONS=${PRECISIONS:-"fp16 fp32"}
 TOOLS=${TOOLS:-"memcheck racecheck initcheck synccheck"}
 MODES=${MODES:-"infer train"}
@@ -81,7 +86,9 @@ run_one() {
     echo "| $net | $p | $mode | $tool | – | – | – | 0 | (not run: BUDGET spent) |" >"$row"
     return
   fi
-  if [ "$mode" = infer ]; then
+  if [ "$mode" = tests ]; then
+    cmd=("$B/tests/test_gpu" --gtest_filter="$TESTS" --gtest_brief=1)
+  elif [ "$mode" = infer ]; then
     cmd=("$B/cnnbench_infer" --network="$net" --precision="$p" --batch=2
          --engine=heuristic --output="/tmp/sanitize_$$_$i.safetensors" "${OURS_I[@]}" "${EXTRA[@]}")
   else
@@ -121,6 +128,16 @@ for net in $NETS; do
     done
   done
 done
+# TESTS: a gtest filter over tests/test_gpu, once per tool (row "test_gpu | all | tests"): our kernels
+# on the unit tests' small inputs, where racecheck without a kernel filter finishes (call 78: its
+# filter breaks fp16 runs that use cuBLAS's nvjet kernels; whole networks take minutes a run).
+if [ -n "${TESTS:-}" ]; then
+  for tool in $TOOLS; do
+    i=$((i + 1))
+    while [ "$(jobs -rp | wc -l)" -ge "${JOBS:-1}" ]; do wait -n; done
+    run_one test_gpu all tests "$tool" "$i" &
+  done
+fi
 wait
 cat "$OUT"/rows/* >>"$S" 2>/dev/null
 rm -rf "$OUT/rows"
