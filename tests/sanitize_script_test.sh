@@ -96,7 +96,7 @@ grep -q -- "--check-bulk-copy\|--num-cuda-barriers" "$T/out/resnet50_fp16_infer_
   fail "options the stand-in does not list were passed"
 cat >"$T/newer-sanitizer" <<'FAKE'
 #!/usr/bin/env bash
-[ "$1" = --help ] && { echo "  --check-bulk-copy <yes|no>"; echo "  --num-cuda-barriers <n>"; echo "  --kernel-name <filter>"; exit 0; }
+[ "$1" = --help ] && { echo "  --check-bulk-copy <yes|no>"; echo "  --num-cuda-barriers <n>"; echo "  --kernel-name <filter>"; echo "  --force-blocking-launches <yes|no>"; exit 0; }
 echo "args: $*"
 echo "========= ERROR SUMMARY: 0 errors"
 FAKE
@@ -116,4 +116,9 @@ grep -q -- "- initcheck: \`--check-bulk-copy yes\`" "$T/newer/summary.md" || fai
 SANITIZER="$T/newer-sanitizer" NETS=resnet50 PRECISIONS=fp16 MODES=infer TOOLS=racecheck KERNELS=kns=cnnbench \
   bash "$SRC/tools/sanitize_gpu.sh" "$T/newk" >/dev/null 2>&1 || fail "newer filtered run failed"
 grep -q -- "--kernel-name kns=cnnbench" "$T/newk/resnet50_fp16_infer_racecheck.log" || fail "KERNELS not passed as --kernel-name"
+grep -q -- "--force-blocking-launches" "$T/newk/resnet50_fp16_infer_racecheck.log" && fail "blocking launches without BLOCKING=1"
+SANITIZER="$T/newer-sanitizer" NETS=resnet50 PRECISIONS=fp16 MODES=infer TOOLS=synccheck BLOCKING=1 \
+  bash "$SRC/tools/sanitize_gpu.sh" "$T/block" >/dev/null 2>&1 || fail "blocking run failed"
+grep -q -- "--tool synccheck --force-blocking-launches yes --num-cuda-barriers 4096 " "$T/block/resnet50_fp16_infer_synccheck.log" ||
+  fail "BLOCKING=1 not passed: $(cat "$T/block/resnet50_fp16_infer_synccheck.log")"
 echo "sanitize script: ok"

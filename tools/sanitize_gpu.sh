@@ -58,7 +58,12 @@ FILTER=()
 if [ -n "${KERNELS:-}" ]; then
   if has --kernel-name; then FILTER=(--kernel-name "$KERNELS"); else FILTER=(--filter "$KERNELS"); fi
 fi
+# BLOCKING=1: every launch blocking (--force-blocking-launches yes), so the tool tracks one launch
+# at a time. A guess, not yet tried here, at synccheck's "Unable to allocate enough memory ...
+# didn't track the launch" (103 to 3,836 launches a run in call 77): cuDF's sanitizer runs took
+# it for the tool running out of memory and added this option, and DeepGEMM's runs use it too.
 tool_opts() {
+  [ "${BLOCKING:-0}" = 1 ] && has --force-blocking-launches && echo -n "--force-blocking-launches yes "
   case $1 in
     initcheck) has --check-bulk-copy && echo "--check-bulk-copy yes" ;;
     memcheck) has --check-bulk-copy && echo "--check-bulk-copy yes" ;;
