@@ -27,6 +27,7 @@
 #include "harness/resume.h"
 #include "harness/session.h"
 #include "kernels/depthwise.h"
+#include "kernels/fault.h"
 #include "kernels/storage.h"
 #include "kernels/timing.h"
 #include "networks/train_model.h"
@@ -558,6 +559,72 @@ void run_max_batch(benchmark::State& state, const Job& job, int cap) {
 
 volatile std::sig_atomic_t g_interrupted = 0;
 
+// A sticky CUDA error (an illegal address and the like: harness/check.h) leaves the process's
+// context unusable: every later call fails the same way. The run then stops: each benchmark
+// after it is skipped with an error row naming the error, the JSON is written whole, and the
+// process exits 3 with a sentence saying so. g_last_error: the last benchmark's failure, which
+// names the call that met the sticky error.
+std::string g_lost_context, g_last_error;
+constexpr int kExitContextLost = 3;
+
+bool skip_if_stopped(benchmark::State& state) {
+  if (g_interrupted) {
+    state.SkipWithError("not run: interrupted (SIGINT)");
+    return true;
+  }
+  if (!g_lost_context.empty()) {
+    state.SkipWithError(
+        ("not run: the CUDA context was lost to an earlier error (" + g_lost_context + ")")
+            .c_str());
+    return true;
+  }
+  return false;
+}
+
+// Every benchmark function runs through here: skipped once the run is stopped, and followed by
+// a look at the context (a failure's own code may hide a sticky cause; a max-batch search keeps
+// its errors as text).
+template <auto Body, class Arg>
+void guarded(benchmark::State& state, Arg arg) {
+  if (skip_if_stopped(state)) return;
+  g_last_error.clear();
+  try {
+    Body(state, arg);
+  } catch (const std::exception& e) {  // the bodies catch their own; a checkpoint's may escape
+    g_last_error = e.what();
+    state.SkipWithError(e.what());
+  }
+  if (g_lost_context.empty()) {
+    const std::string sticky = sticky_error_now();
+    if (!sticky.empty()) g_lost_context = g_last_error.empty() ? sticky : g_last_error;
+  }
+}
+
+// CNNBENCH_FAULT=KIND@TEXT, for the fault tests (tests/fault_test.sh): the first inference
+// benchmark whose id holds TEXT meets a real failure once its model is built. KIND oom: a
+// cudaMalloc of 1 PiB (CUDA's out-of-memory, which the run survives); illegal_address: a kernel
+// that stores to address 16 (sticky: the run stops).
+void inject_fault(const std::string& id) {
+  static const char* spec = std::getenv("CNNBENCH_FAULT");
+  static bool done = false;
+  if (!spec || done) return;
+  const std::string s = spec;
+  const size_t at = s.find('@');
+  if (at == std::string::npos || id.find(s.substr(at + 1)) == std::string::npos) return;
+  done = true;
+  const std::string kind = s.substr(0, at);
+  if (kind == "oom") {
+    void* p = nullptr;
+    CNN_CHECK_CUDA(cudaMalloc(&p, size_t(1) << 50));
+    cudaFree(p);
+  } else if (kind == "illegal_address") {
+    launch_store_to_address(16, nullptr);  // kernels/fault.h
+    CNN_CHECK_CUDA(cudaDeviceSynchronize());
+  } else {
+    throw UserError("CNNBENCH_FAULT: unknown kind '" + kind + "' (oom or illegal_address)");
+  }
+}
+
 // Mode detect (issue 6): frames to final boxes. Each timed batch is the network's CUDA-graph
 // replay, then the heads' decode and confidence filtering with class-aware NMS (DetectPost, a
 // CUDA graph of its own), back to back on one stream; img_per_s counts frames through both. The
@@ -728,10 +795,6 @@ void run_video(benchmark::State& state, const Job& job) {
 }
 
 void run_benchmark(benchmark::State& state, Job job) {
-  if (g_interrupted) {
-    state.SkipWithError("not run: interrupted (SIGINT)");
-    return;
-  }
   // A job that failed once fails its later repetitions the same way, at once.
   static std::map<std::string, std::string> failed;
   const std::string id = job.network + "/" + precision_name(job.precision) + "/" +
@@ -749,6 +812,7 @@ void run_benchmark(benchmark::State& state, Job job) {
     } catch (const std::exception& e) {
       g_session->drop();
       g_session->quiet = false;
+      g_last_error = e.what();
       state.SkipWithError(e.what());
     }
     return;
@@ -761,7 +825,7 @@ void run_benchmark(benchmark::State& state, Job job) {
         run_detect(state, job);
     } catch (const std::exception& e) {
       g_session->drop();
-      failed[id] = e.what();
+      failed[id] = g_last_error = e.what();
       state.SkipWithError(failed[id].c_str());
     }
     return;
@@ -771,13 +835,14 @@ void run_benchmark(benchmark::State& state, Job job) {
       run_train(state, job);
     } catch (const std::exception& e) {
       g_session->drop();
-      failed[id] = e.what();
+      failed[id] = g_last_error = e.what();
       state.SkipWithError(failed[id].c_str());
     }
     return;
   }
   try {
     Prepared& p = g_session->get(job);
+    inject_fault(id);  // after the build: the failure must free the model
     // Forwards per event pair: enough for about 2 ms, so event and launch latency stay small.
     const int chunk = std::max(1, int(std::ceil(2.0 / std::max(p.single_forward_ms, 1e-3))));
     p.runner->time_ms(job.graph, chunk);  // warm this repetition (and eager's first launch)
@@ -822,7 +887,7 @@ void run_benchmark(benchmark::State& state, Job job) {
                    std::to_string(model.op_count()) + " ops");
   } catch (const std::exception& e) {
     g_session->drop();
-    failed[id] = e.what();
+    failed[id] = g_last_error = e.what();
     state.SkipWithError(failed[id].c_str());
   }
 }
@@ -852,10 +917,6 @@ void run_soak_checkpoint(benchmark::State& state, int pass) {
 constexpr int kGemmSize = 8192;
 
 void run_gemm_ceiling(benchmark::State& state, Precision p) {
-  if (g_interrupted) {
-    state.SkipWithError("not run: interrupted (SIGINT)");
-    return;
-  }
   g_session->drop();
   try {
     GemmCeiling gemm(p, kGemmSize);
@@ -871,6 +932,7 @@ void run_gemm_ceiling(benchmark::State& state, Precision p) {
     state.counters["best_tflops"] = gemm.tflops(best_ms);
     state.SetLabel(gemm.engine());
   } catch (const std::exception& e) {
+    g_last_error = e.what();
     state.SkipWithError(e.what());
   }
 }
@@ -1088,7 +1150,7 @@ int run(int argc_in, char** argv_in) {
       const std::string name =
           std::string("gemm/") + precision_name(p) + "/ceiling/m:" + std::to_string(kGemmSize);
       if (already(name)) continue;
-      benchmark::RegisterBenchmark(name.c_str(), run_gemm_ceiling, p)
+      benchmark::RegisterBenchmark(name.c_str(), guarded<run_gemm_ceiling, Precision>, p)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
     }
@@ -1121,7 +1183,7 @@ int run(int argc_in, char** argv_in) {
             name += tail(e);
             if (mode == "video") name += "/frames:" + std::to_string(e.video_frames);
             if (already(name)) continue;
-            auto* b = benchmark::RegisterBenchmark(name.c_str(), run_benchmark, job);
+            auto* b = benchmark::RegisterBenchmark(name.c_str(), guarded<run_benchmark, Job>, job);
             b->UseManualTime()->Unit(benchmark::kMillisecond);
             if (mode == "video") b->Iterations(1);  // one pass over the video a repetition
           }
@@ -1138,14 +1200,14 @@ int run(int argc_in, char** argv_in) {
             name += tail(e);
             if (already(name)) continue;
             job.search_name = name;
-            auto* b = benchmark::RegisterBenchmark(name.c_str(), run_benchmark, job);
+            auto* b = benchmark::RegisterBenchmark(name.c_str(), guarded<run_benchmark, Job>, job);
             b->UseManualTime()->Unit(benchmark::kSecond)->Iterations(1)->Repetitions(1);
           }
     }
     if (soak > 0) {
       const std::string name = "soak/pass:" + std::to_string(pass);
       if (!already(name))
-        benchmark::RegisterBenchmark(name.c_str(), run_soak_checkpoint, pass)
+        benchmark::RegisterBenchmark(name.c_str(), guarded<run_soak_checkpoint, int>, pass)
             ->UseManualTime()
             ->Iterations(1)
             ->Repetitions(1);
@@ -1171,6 +1233,13 @@ int run(int argc_in, char** argv_in) {
   }
   session.finish();
   benchmark::Shutdown();
+  if (!g_lost_context.empty()) {
+    std::fprintf(stderr,
+                 "cnnbench: stopped: %s left the device's CUDA context unusable; every benchmark "
+                 "after it was skipped with an error row, and the results written are complete\n",
+                 g_lost_context.c_str());
+    return kExitContextLost;
+  }
   if (g_interrupted) {
     std::fprintf(stderr,
                  "cnnbench: interrupted (SIGINT): the benchmarks after the one under way "

@@ -45,6 +45,32 @@ uint64_t device_free_or_max() {
   return free_b;
 }
 
+bool is_sticky_cuda_code(int code) {
+  switch (static_cast<cudaError_t>(code)) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchFailure:
+    case cudaErrorAssert:
+    case cudaErrorECCUncorrectable:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string sticky_error_now() {
+  const cudaError_t now = cudaDeviceSynchronize();
+  if (now == cudaSuccess) return "";
+  cudaGetLastError();
+  if (!is_sticky_cuda_code(now)) return "";
+  return std::string(cudaGetErrorName(now)) + ": " + cudaGetErrorString(now);
+}
+
 void throw_cuda_error(int code, const char* call, const char* file, int line) {
   const auto err = static_cast<cudaError_t>(code);
   // The failed call also left its error as the runtime's "last error", which the next launch's

@@ -41,6 +41,16 @@ LibraryError no_engine_error(const std::string& what, uint64_t free_bytes, const
 // The device's free bytes (cudaMemGetInfo), or UINT64_MAX where it cannot say.
 uint64_t device_free_or_max();
 
+// CUDA's "sticky" errors: after an illegal address, a misaligned address, an illegal
+// instruction, a kernel's trap or assert, a launch failure or timeout, or an uncorrectable ECC
+// error, the process's CUDA context is unusable, and every later call fails with the same error.
+bool is_sticky_cuda_code(int code);
+// Whether the context is unusable now: cudaDeviceSynchronize failing with a sticky error, whose
+// name and description it returns (a plain error is consumed, as throw_cuda_error does); "" if
+// the context is fine or there is no device. Asked after a failure, since a cuDNN or cuBLAS error
+// hides a sticky cause behind its own code (an execution failure, an internal error).
+std::string sticky_error_now();
+
 [[noreturn]] void throw_cuda_error(int code, const char* call, const char* file, int line);
 [[noreturn]] void throw_cudnn_error(int code, const char* call, const char* file, int line);
 [[noreturn]] void throw_cublas_error(int code, const char* call, const char* file, int line);

@@ -251,5 +251,16 @@ TEST(Check, NoEngineNearlyOutOfMemoryIsAnOutOfMemory) {
   EXPECT_FALSE(is_out_of_memory(no_engine_error("conv", UINT64_MAX, "p", "a.cpp", 1)));
 }
 
+// The errors that end a run (issue 10): those that leave CUDA's context unusable. An
+// out-of-memory or a bad launch configuration does not; the run goes on after them.
+TEST(Check, StickyErrorsAreTheOnesThatLoseTheContext) {
+  for (int code : {700, 702, 710, 714, 715, 716, 717, 718, 719, 214})
+    EXPECT_TRUE(is_sticky_cuda_code(code)) << code;
+  for (int code : {0, 1, 2, 9, 98, 100, 209, 400, 801, 999})  // value, memory, config, image...
+    EXPECT_FALSE(is_sticky_cuda_code(code)) << code;
+  // No device here (or a healthy one): the context is not lost.
+  EXPECT_EQ(sticky_error_now(), "");
+}
+
 }  // namespace
 }  // namespace cnnbench
