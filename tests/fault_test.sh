@@ -81,6 +81,16 @@ def fail(msg):
 def rc(name):
     return int(open(os.path.join(out, name + ".rc")).read())
 
+def whole_json_rows(name, what):
+    """The rows of NAME.json, after checking that the file is whole JSON (not cut off)."""
+    path = os.path.join(out, name + ".json")
+    try:
+        json.load(open(path))
+    except (OSError, ValueError) as e:
+        fail(f"{what}: the JSON is not whole: {e}")
+        return {}
+    return rows(path)
+
 def rows(path):
     """{benchmark: [iteration rows]} with the aggregates left out."""
     by = {}
@@ -115,12 +125,7 @@ else:
     print(f"fault_test: oom: {A2} failed with CUDA's out-of-memory; {L1} started from {o:.1f} MiB "
           f"(clean run {c:.1f})")
 
-sticky_json = os.path.join(out, "sticky.json")
-try:
-    json.load(open(sticky_json))
-except (OSError, ValueError) as e:
-    fail(f"sticky: the JSON is not whole: {e}")
-sticky = rows(sticky_json)
+sticky = whole_json_rows("sticky", "sticky")
 if rc("sticky") != 3:
     fail(f"sticky: exit {rc('sticky')}, expected 3")
 if not sticky.get(A1) or errors(sticky[A1]):
@@ -147,12 +152,7 @@ if len(set(whole) | set(resumed)) != 8 or rc("resumed") != 0:
     fail(f"--resume: {len(set(whole) | set(resumed))} of 8 benchmarks between the two runs, exit {rc('resumed')}")
 print(f"fault_test: SIGKILL kept {len(whole)} whole benchmarks; --resume ran the other {len(resumed)}")
 
-interrupted_json = os.path.join(out, "interrupted.json")
-try:
-    json.load(open(interrupted_json))
-except (OSError, ValueError) as e:
-    fail(f"SIGINT: the JSON is not whole: {e}")
-inter = rows(interrupted_json)
+inter = whole_json_rows("interrupted", "SIGINT")
 skipped = [b for b, r in inter.items() if any(m == "not run: interrupted (SIGINT)" for m in errors(r))]
 done = [b for b, r in inter.items() if r and not errors(r)]
 if rc("interrupted") != 130 or not skipped or A1 not in done:
