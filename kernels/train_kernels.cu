@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -313,6 +314,117 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// ResNet's stem pool (kernel 3, stride 2, pad 1), backward, vectorised like maxpool_backward_vec
+// but a thread per output window (oh, ow) and channel pack. It owns the input pixels (2oh + a,
+// 2ow + b), a, b in {0, 1}: every input pixel has exactly one owner, and lies only in windows
+// (oh + da, ow + db), da, db in {0, 1}. The thread finds those four windows' first maxima in one
+// pass over their 5x5 input region, each input pack read once: 6.25 reads an input pixel, where
+// maxpool_backward_vec reads about 20 (2.25 windows of 9). Each owned pixel then gathers its
+// windows' gradients in maxpool_backward_vec's order (by oh, then ow), so the two kernels agree
+// bit for bit. Host and device (maxpool_k3s2p1_backward_emulate runs it on the host).
+#define CNN_HD __host__ __device__ __forceinline__
+
+template <typename T, int V>
+CNN_HD void load_v(const T* p, int64_t pack, float (&v)[V]) {
+#ifdef __CUDA_ARCH__
+  load_pack<T, V>(p, pack, v);
+#else
+  for (int c = 0; c < V; ++c) v[c] = load_f(p, pack * V + c);
+#endif
+}
+
+template <typename T, int V>
+CNN_HD void store_v(T* p, int64_t pack, float (&v)[V], bool accumulate) {
+#ifdef __CUDA_ARCH__
+  store_pack_acc<T, V>(p, pack, v, accumulate);
+#else
+  for (int c = 0; c < V; ++c)
+    store_f(p, pack * V + c, v[c] + (accumulate ? load_f(p, pack * V + c) : 0.0f));
+#endif
+}
+
+template <typename T, int V>
+CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const Dims& in,
+                                           const Dims& out, int64_t i, bool accumulate) {
+  const int packs = in.c / V;
+  const int pk = int(i % packs);
+  const int64_t win = i / packs;
+  const int ow = int(win % out.w);
+  const int64_t nh = win / out.w;
+  const int oh = int(nh % out.h), n = int(nh / out.h);
+  const int64_t image = int64_t(n) * in.h * in.w;
+  const int h0 = 2 * oh - 1, w0 = 2 * ow - 1;  // the 5x5 region's corner; window (da, db) at
+                                               // (h0 + 2da, w0 + 2db)
+  float best[4][V];
+  int at[4][V];
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+#pragma unroll
+    for (int c = 0; c < V; ++c) best[k][c] = 0.0f, at[k][c] = -1;
+  for (int r = 0; r < 5; ++r) {
+    const int ih = h0 + r;
+    if (ih < 0 || ih >= in.h) continue;
+    for (int q = 0; q < 5; ++q) {
+      const int iw = w0 + q;
+      if (iw < 0 || iw >= in.w) continue;
+      float v[V];
+      load_v<T, V>(x, (image + int64_t(ih) * in.w + iw) * packs + pk, v);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int lr = r - 2 * (k >> 1), lq = q - 2 * (k & 1);
+        if (lr < 0 || lr > 2 || lq < 0 || lq > 2) continue;
+          // Row-major over the region is row-major over each window: the first maximum in scan
+          // order, strictly greater replacing, as maxpool_backward_ref.
+#pragma unroll
+        for (int c = 0; c < V; ++c)
+          if (at[k][c] < 0 || v[c] > best[k][c]) best[k][c] = v[c], at[k][c] = lr * 3 + lq;
+      }
+    }
+  }
+  float g[4][V];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int wh = oh + (k >> 1), ww = ow + (k & 1);
+    if (wh < out.h && ww < out.w)
+      load_v<T, V>(dy, ((int64_t(n) * out.h + wh) * out.w + ww) * packs + pk, g[k]);
+    else
+#pragma unroll
+      for (int c = 0; c < V; ++c) at[k][c] = -1, g[k][c] = 0.0f;  // no such window
+  }
+  for (int a = 0; a < 2; ++a) {
+    const int ih = 2 * oh + a;
+    if (ih >= in.h) continue;
+    for (int b = 0; b < 2; ++b) {
+      const int iw = 2 * ow + b;
+      if (iw >= in.w) continue;
+      float acc[V];
+#pragma unroll
+      for (int c = 0; c < V; ++c) acc[c] = 0.0f;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {  // (oh, ow), (oh, ow + 1), (oh + 1, ow), (oh + 1, ow + 1)
+        const int lr = ih - (h0 + 2 * (k >> 1)), lq = iw - (w0 + 2 * (k & 1));
+        if (lr < 0 || lr > 2 || lq < 0 || lq > 2) continue;
+        const int mine = lr * 3 + lq;
+#pragma unroll
+        for (int c = 0; c < V; ++c)
+          if (at[k][c] == mine) acc[c] += g[k][c];
+      }
+      store_v<T, V>(dx, (image + int64_t(ih) * in.w + iw) * packs + pk, acc, accumulate);
+    }
+  }
+}
+
+template <typename T, int V>
+__global__ void __launch_bounds__(kThreads)
+    maxpool_k3s2p1_backward(const T* x, const T* dy, T* dx, Dims in, Dims out, bool accumulate) {
+  const int64_t total = int64_t(out.n) * out.h * out.w * (in.c / V);
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride)
+    maxpool_k3s2p1_backward_thread<T, V>(x, dy, dx, in, out, i, accumulate);
+}
+
+#undef CNN_HD
+
 // Global average pooling's backward, vectorised: dx[row, c] (= or +=) dy[image, c] / hw.
 template <typename T, int V>
 __global__ void __launch_bounds__(kThreads)
@@ -598,10 +710,47 @@ void launch_bias_backward(DType t, const void* dy, int ld_dy, float* db, int64_t
                                 StoreSum{db, channels}, rows, channels, 1, scratch, stream));
 }
 
+namespace {
+// The pool maxpool_k3s2p1_backward takes: kernel 3, stride 2, pad 1, and the output size that
+// gives (floor mode), so that the owners' 2x2 blocks cover the input exactly.
+bool is_k3s2p1(const PoolSpec& s) {
+  return s.kernel == 3 && s.stride == 2 && s.pad == 1 && s.y.h == (s.x.h - 1) / 2 + 1 &&
+         s.y.w == (s.x.w - 1) / 2 + 1 && s.y.n == s.x.n && s.y.c == s.x.c;
+}
+}  // namespace
+
+void maxpool_k3s2p1_backward_emulate(DType t, const void* x, const void* dy, void* dx,
+                                     const PoolSpec& s, bool accumulate) {
+  if (!is_k3s2p1(s))
+    throw std::invalid_argument("maxpool_k3s2p1_backward_emulate: not a k3 s2 p1 pool");
+  CNN_DISPATCH_DTYPE(t, {
+    constexpr int V = 16 / sizeof(T);
+    if (s.x.c % V != 0)
+      throw std::invalid_argument(
+          "maxpool_k3s2p1_backward_emulate: channels not packs of 16 bytes");
+    const int64_t total = int64_t(s.y.n) * s.y.h * s.y.w * (s.x.c / V);
+    for (int64_t i = 0; i < total; ++i)
+      maxpool_k3s2p1_backward_thread<T, V>(static_cast<const T*>(x), static_cast<const T*>(dy),
+                                           static_cast<T*>(dx), s.x, s.y, i, accumulate);
+  });
+}
+
 void launch_maxpool_backward(DType t, const void* x, const void* dy, void* dx, const PoolSpec& s,
                              bool accumulate, cudaStream_t stream) {
   if (s.x.numel() <= 0) return;
   if (vectorisable(t, s.x.c, {ld_or(s.ld_x, s.x.c), ld_or(s.ld_y, s.y.c)}, {x, dy, dx})) {
+    // CNNBENCH_MAXPOOL_GATHER=1: the general kernel here too, for an A/B on the device.
+    static const bool gather_only = std::getenv("CNNBENCH_MAXPOOL_GATHER") != nullptr;
+    if (is_k3s2p1(s) && !gather_only) {
+      CNN_DISPATCH_DTYPE(t, {
+        constexpr int V = 16 / sizeof(T);
+        maxpool_k3s2p1_backward<T, V><<<blocks_for(s.y.numel() / V), kThreads, 0, stream>>>(
+            static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), s.x, s.y,
+            accumulate);
+      });
+      CNN_CHECK_LAUNCH();
+      return;
+    }
     CNN_DISPATCH_DTYPE(t, {
       constexpr int V = 16 / sizeof(T);
       maxpool_backward_vec<T, V><<<blocks_for(s.x.numel() / V), kThreads, 0, stream>>>(

@@ -117,8 +117,13 @@ void launch_bias_backward(DType t, const void* dy, int ld_dy, float* db, int64_t
 
 // The spec as the forward's (pool.h); x and dx share s.ld_x, dy has s.ld_y. Each window's gradient
 // goes to its first maximum in scan order, padded positions never winning (maxpool_backward_ref).
+// Packed channels (16 bytes) of ResNet's stem pool (kernel 3, stride 2, pad 1) take a kernel of
+// their own: a thread per output window, each input read once (train_kernels.cu).
 void launch_maxpool_backward(DType t, const void* x, const void* dy, void* dx, const PoolSpec& s,
                              bool accumulate, cudaStream_t stream);
+// That kernel's threads, run on the host over host buffers (the CPU tests).
+void maxpool_k3s2p1_backward_emulate(DType t, const void* x, const void* dy, void* dx,
+                                     const PoolSpec& s, bool accumulate);
 // Each window's gradient spread evenly over its in-bounds inputs, divided by kernel^2 when
 // s.count_include_pad, else by the in-bounds count (avgpool_backward_ref).
 void launch_avgpool_backward(DType t, const void* dy, void* dx, const PoolSpec& s, bool accumulate,

@@ -5,6 +5,7 @@
 // the bytes past y, must stay as they were.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -14,6 +15,8 @@
 #include "kernels/conv_ref.h"
 #include "kernels/stem.h"
 #include "kernels/storage.h"
+#include "kernels/train_kernels.h"
+#include "kernels/train_refs.h"
 
 using namespace cnnbench;
 
@@ -199,3 +202,60 @@ TEST(Stem, AnInfiniteInputReachesOnlyTheWindowsThatHoldIt) {
       EXPECT_EQ(wrong, 0) << stem_variant_name(variant) << " " << dtype_name(t);
     }
 }
+
+// ---- The stem pool's backward kernel (kernels/train_kernels.cu), its threads run on the host ----
+namespace cnnbench {
+namespace {
+
+// maxpool_k3s2p1_backward's ownership (a thread per output window owns a 2x2 block of inputs and
+// judges the four windows holding them) against the reference's routing to each window's first
+// maximum: odd and even sizes, ties (values from {-1, 0, 1}), accumulate, fp32 and fp16.
+TEST(StemPool, K3S2P1BackwardThreadsMatchTheReference) {
+  std::mt19937 rng(11);
+  int cases = 0;
+  for (DType t : {DType::F32, DType::F16})
+    for (int hw : {1, 2, 5, 8, 9})
+      for (bool ties : {false, true})
+        for (bool accumulate : {false, true}) {
+          const int C = t == DType::F32 ? 8 : 16;
+          const Dims d{2, C, hw, hw + 1};
+          const PoolGeom g = pool_geom(d, 3, 2, 1);
+          std::uniform_real_distribution<float> u(-2, 2);
+          std::vector<float> x(size_t(d.numel())), dy(size_t(g.y.numel())), dx0(size_t(d.numel()));
+          for (float& v : x) v = ties ? std::round(u(rng) / 2) : u(rng);
+          for (float& v : dy) v = u(rng);
+          for (float& v : dx0) v = u(rng);
+          std::vector<uint8_t> xs = to_storage(x, t), dys = to_storage(dy, t),
+                               dxs = to_storage(dx0, t);
+          x = from_storage(xs, t), dy = from_storage(dys, t), dx0 = from_storage(dxs, t);
+          PoolSpec s;
+          s.x = g.x, s.y = g.y, s.kernel = 3, s.stride = 2, s.pad = 1;
+          if (!accumulate) std::fill(dxs.begin(), dxs.end(), uint8_t(0xFF));  // must be overwritten
+          maxpool_k3s2p1_backward_emulate(t, xs.data(), dys.data(), dxs.data(), s, accumulate);
+          const RefVec ref =
+              maxpool_backward_ref(RefVec(x.begin(), x.end()), RefVec(dy.begin(), dy.end()), g);
+          const std::vector<float> got = from_storage(dxs, t);
+          double worst = 0;
+          for (size_t i = 0; i < got.size(); ++i) {
+            const double want = ref[i] + (accumulate ? dx0[i] : 0.0);
+            worst = std::max(worst, std::abs(got[i] - want) / (1.0 + std::abs(want)));
+          }
+          // fp32: sums of up to 4 gradients in float; fp16: one rounding of the stored sum.
+          EXPECT_LT(worst, t == DType::F32 ? 1e-6 : 2e-3)
+              << dtype_name(t) << " " << d.str() << (ties ? " ties" : "")
+              << (accumulate ? " acc" : "");
+          ++cases;
+        }
+  EXPECT_EQ(cases, 40);
+}
+
+TEST(StemPool, K3S2P1BackwardRefusesOtherPools) {
+  PoolSpec s;
+  s.x = {1, 8, 8, 8}, s.y = {1, 8, 4, 4}, s.kernel = 2, s.stride = 2, s.pad = 0;
+  std::vector<float> b(512);
+  EXPECT_THROW(maxpool_k3s2p1_backward_emulate(DType::F32, b.data(), b.data(), b.data(), s, false),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace cnnbench
