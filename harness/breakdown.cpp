@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
 namespace cnnbench {
 
@@ -17,6 +18,35 @@ LayerBound roofline(const LayerCost& c, const Ceilings& k) {
   const double t_memory = k.gbps > 0 ? c.bytes / (k.gbps * 1e9) : 0;
   b.of_roofline = s > 0 ? std::max(t_compute, t_memory) / s : 0;
   return b;
+}
+
+double roofline_floor_us(const Breakdown& b) {
+  double t = 0;
+  for (const LayerCost& l : b.layers) {
+    const double tc = b.ceilings.tflops > 0 ? l.flops / (b.ceilings.tflops * 1e12) : 0;
+    const double tm = b.ceilings.gbps > 0 ? l.bytes / (b.ceilings.gbps * 1e9) : 0;
+    t += std::max(tc, tm) * 1e6;
+  }
+  return t;
+}
+
+Breakdown by_op(const Breakdown& b) {
+  Breakdown out;
+  out.ceilings = b.ceilings, out.graph_us = b.graph_us;
+  std::vector<int> counts;
+  for (const LayerCost& l : b.layers) {
+    size_t i = 0;
+    while (i < out.layers.size() && out.layers[i].op != l.op) ++i;
+    if (i == out.layers.size()) {
+      out.layers.push_back({"", l.op, "", 0, 0, 0});
+      counts.push_back(0);
+    }
+    out.layers[i].us += l.us, out.layers[i].flops += l.flops, out.layers[i].bytes += l.bytes;
+    ++counts[i];
+  }
+  for (size_t i = 0; i < out.layers.size(); ++i)
+    out.layers[i].name = out.layers[i].op + " (" + std::to_string(counts[i]) + ")";
+  return out;
 }
 
 double Breakdown::layer_sum_us() const {

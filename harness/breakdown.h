@@ -41,6 +41,13 @@ struct Breakdown {
   double layer_sum_us() const;
 };
 
+// The layers' time were each at its roofline (the larger of flops / peak and bytes / bandwidth),
+// summed: the floor this set of layers and kernels' traffic leaves, in microseconds.
+double roofline_floor_us(const Breakdown& b);
+// The layers merged by their `op` (time, work and traffic summed), in order of first appearance;
+// the name of each row is its op and the count ("fwd Conv (53)").
+Breakdown by_op(const Breakdown& b);
+
 std::string breakdown_table(const Breakdown& b);
 nlohmann::json breakdown_json(const Breakdown& b);
 

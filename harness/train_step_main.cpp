@@ -13,11 +13,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/breakdown.h"
+#include "harness/ceilings.h"
 #include "harness/check.h"
 #include "harness/safetensors.h"
 #include "harness/session.h"
 #include "kernels/timing.h"
 #include "networks/registry.h"
+#include "networks/train_cost.h"
 #include "networks/train_model.h"
 #include "networks/weights.h"
 
@@ -50,6 +53,9 @@ const char* kUsage =
             as a table by kind. --weights, --input and --labels may then be left out (the
             suite's random weights, a uniform batch of --batch images, labels i % classes),
             --output and --report too, and any precision runs (fp16, bf16 as the suite does).
+  --cost_model=TFLOPS,GBPS  no GPU: the step's work and memory traffic as the suite's kernels do
+            it (networks/train_cost.h), by kind, and the step were every op at its roofline under
+            those ceilings (needs --network, --batch and --precision only)
   --check_finite=N  with --breakdown: first N eager steps, each followed by the loss, the loss
             scale, the steps skipped so far and the trainable parameters whose gradient holds a
             non-finite value (a diagnosis of fp16's skipped steps); then it stops, timing nothing
@@ -110,6 +116,35 @@ int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path, 
                 100.0 * v.first / sum);
     by_kind[k] = {{"launches", v.second}, {"us", v.first}};
   }
+  // The roofline per op (issue 9): each op's launches summed, beside its work and traffic as the
+  // suite's kernels do it (networks/train_cost.h), under the ceilings measured here; then the same
+  // by kind, and the floor: the step were every op at its roofline.
+  Breakdown rb;
+  rb.graph_us = step_us;
+  rb.ceilings.tflops = measure_gemm_tflops(opt.precision);
+  rb.ceilings.gbps = measure_copy_gbps();
+  const int elem = int(dtype_size(storage_type(opt.precision)));
+  std::map<int, size_t> row_of;  // plan op -> its row
+  for (const auto& l : t) {
+    if (l.op < 0) {
+      rb.layers.push_back({l.label, "optimizer", "", l.us, 0, 0});
+      continue;
+    }
+    auto it = row_of.find(l.op);
+    if (it != row_of.end()) {
+      rb.layers[it->second].us += l.us;
+      continue;
+    }
+    const TrainOpCost c = train_op_cost(g, m.plan().ops[size_t(l.op)], opt.batch, elem);
+    row_of[l.op] = rb.layers.size();
+    rb.layers.push_back({l.label, c.kind, "", l.us, c.flops, c.bytes});
+  }
+  const Breakdown kinds_rb = by_op(rb);
+  const double floor_us = roofline_floor_us(rb);
+  std::printf("\nroofline by kind (networks/train_cost.h's traffic model):\n%s",
+              breakdown_table(kinds_rb).c_str());
+  std::printf("every op at its roofline: %.1f us a step (%.0f img/s); measured %.1f us (%.0f%%)\n",
+              floor_us, opt.batch * 1e6 / floor_us, step_us, 100.0 * floor_us / step_us);
   nlohmann::ordered_json j;
   j["network"] = g.name();
   j["precision"] = precision_name(opt.precision);
@@ -120,6 +155,9 @@ int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path, 
   j["loss"] = loss;
   j["by_kind"] = by_kind;
   j["launches"] = launches;
+  j["roofline_floor_us"] = floor_us;
+  j["roofline_by_kind"] = breakdown_json(kinds_rb);
+  j["roofline"] = breakdown_json(rb);
   std::ofstream f(path);
   f << j.dump(1) << "\n";
   if (!f) throw UserError("--breakdown: cannot write " + path);
@@ -130,7 +168,8 @@ int run(int argc, char** argv) {
   std::string network, weights_path, input_path, labels_path, output_path, report_path,
       batch_s = "0", size_s = "0", classes_s = "1000", precision = "fp32", optimizer = "sgd",
       lr_s = "0.1", momentum_s = "0.9", wd_s = "0", engine = "heuristic", steps_s = "1",
-      reuse_s = "1", pad_s = "1", stem_s = "auto", dropout_s, breakdown_path, check_s = "0";
+      reuse_s = "1", pad_s = "1", stem_s = "auto", dropout_s, breakdown_path, check_s = "0",
+      cost_model;
   for (int i = 1; i < argc; ++i) {
     if (take_flag(i, argc, argv, "help", nullptr)) {
       std::cout << kUsage;
@@ -157,9 +196,31 @@ int run(int argc, char** argv) {
         take_flag(i, argc, argv, "stem", &stem_s) ||
         take_flag(i, argc, argv, "dropout", &dropout_s) ||
         take_flag(i, argc, argv, "breakdown", &breakdown_path) ||
-        take_flag(i, argc, argv, "check_finite", &check_s))
+        take_flag(i, argc, argv, "check_finite", &check_s) ||
+        take_flag(i, argc, argv, "cost_model", &cost_model))
       continue;
     throw UserError(std::string("unknown flag '") + argv[i] + "' (see --help)");
+  }
+  if (!cost_model.empty()) {  // no GPU: the plan's modelled work and traffic under two ceilings
+    double tflops = 0, gbps = 0;
+    char extra = 0;
+    if (std::sscanf(cost_model.c_str(), "%lf,%lf%c", &tflops, &gbps, &extra) != 2 ||
+        !(tflops > 0) || !(gbps > 0))
+      throw UserError(
+          "--cost_model takes TFLOPS,GBPS (two positive numbers, e.g. 900,4300), not '" +
+          cost_model + "'");
+    const long b = parse_count(batch_s, "batch");
+    if (network.empty() || b < 1)
+      throw UserError("--cost_model needs --network and --batch=N, N at least 1");
+    const Graph g =
+        build_training_network(find_network(network).name, int(parse_count(size_s, "input_size")),
+                               int(parse_count(classes_s, "num_classes")));
+    const int elem = int(dtype_size(storage_type(parse_precision(precision))));
+    std::fputs(train_cost_table(g, plan_training(g, false, TrainOptions{}.fuse_bn_act), int(b),
+                                elem, tflops, gbps)
+                   .c_str(),
+               stdout);
+    return 0;
   }
   const bool profile = !breakdown_path.empty();
   if (!profile && check_s != "0")

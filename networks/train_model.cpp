@@ -368,9 +368,11 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   void* const scratch = arena_.ptr(scratch_buf);
   std::vector<Op*> prep;
   std::string label;  // the op being added: its pass, kind and layer
+  int op_index = -1;  // and its index in plan_.ops
   auto add = [&](std::function<void(cudaStream_t)> f, Op* op = nullptr) {
     run_.push_back(std::move(f));
     labels_.push_back(label);
+    launch_op_.push_back(op_index);
     prep.push_back(op);
   };
   auto own = [&](std::unique_ptr<Op> op) {
@@ -382,6 +384,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     const Node& n = nodes[id];
     const int x = n.inputs.empty() ? -1 : src(n.inputs[0]);
     label = op.label(g);
+    op_index = int(&op - plan_.ops.data());
     if (op.pass == TrainPass::Forward) {
       void* y = vptr(op.value_written());  // a fused ReLU's value: the BatchNorm's has none
       switch (n.kind) {
@@ -873,13 +876,13 @@ std::vector<TrainModel::GradientBuffer> TrainModel::gradient_buffers() const {
 std::vector<TrainModel::LaunchTime> TrainModel::time_each_launch(int runs) {
   std::vector<LaunchTime> out;
   for (size_t i = 0; i < run_.size(); ++i)
-    out.push_back({labels_[i], graph_us(run_[i], ctx_.stream, runs)});
+    out.push_back({labels_[i], graph_us(run_[i], ctx_.stream, runs), launch_op_[i]});
   const double us = graph_us(
       [&](cudaStream_t s) {
         for (auto& f : optimizer_) f(s);
       },
       ctx_.stream, runs);
-  out.push_back({"optimizer (" + std::to_string(optimizer_.size()) + " launches)", us});
+  out.push_back({"optimizer (" + std::to_string(optimizer_.size()) + " launches)", us, -1});
   return out;
 }
 

@@ -158,6 +158,7 @@ class TrainModel {
   struct LaunchTime {
     std::string label;
     double us = 0;
+    int op = -1;  // its op's index in plan().ops; -1: the optimizer's
   };
   std::vector<LaunchTime> time_each_launch(int runs = 10);
 
@@ -183,6 +184,7 @@ class TrainModel {
   std::vector<std::unique_ptr<Op>> ops_;                // library ops (conv, linear, backward)
   std::vector<std::function<void(cudaStream_t)>> run_;  // the step's launches, in plan order
   std::vector<std::string> labels_;                     // run_[i]'s, for time_each_launch
+  std::vector<int> launch_op_;                          // run_[i]'s op in plan_.ops
   std::vector<std::function<void(cudaStream_t)>> optimizer_;
   std::map<std::string, Param> params_;
   std::map<std::string, int> grad_writer_;  // a parameter's name: the launch writing its gradient

@@ -43,6 +43,14 @@ expect_failure("train_step missing flag" "--weights is required" ${TRAIN} --netw
 expect_failure("train_step unknown network" "unknown network 'resnet51'" ${TRAIN} --network=resnet51 --weights=w.safetensors ${T_FILES})
 expect_failure("train_step optimizer" "--optimizer takes sgd or adam, not 'lamb'" ${TRAIN} --network=resnet50 --weights=w.safetensors ${T_FILES} --optimizer=lamb)
 expect_failure("train_step check_finite alone" "--check_finite goes with --breakdown" ${TRAIN} --network=resnet50 --weights=w.safetensors ${T_FILES} --check_finite=2)
+expect_failure("train_step cost model" "--cost_model takes TFLOPS,GBPS" ${TRAIN} --network=resnet50 --batch=8 --cost_model=900)
+expect_failure("train_step cost model batch" "--cost_model needs --network and --batch=N" ${TRAIN} --network=resnet50 --cost_model=900,4300)
+# The cost model needs no GPU: ResNet-50's fp16 step, its convs' 6.2 TFLOP at batch 256.
+execute_process(COMMAND ${TRAIN} --network=resnet50 --batch=256 --precision=fp16 --cost_model=900,4300
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "every op at its roofline: [0-9.]+ us a step, [0-9]+ img/s \\(6\\.2 TFLOP")
+  message(FATAL_ERROR "train_step --cost_model: exit ${rc}\n${out}${err}")
+endif()
 expect_failure("train_step breakdown with files" "--breakdown runs on random weights and data" ${TRAIN} --network=resnet50 --breakdown=bd.json --batch=2 --weights=w.safetensors)
 expect_failure("train_step breakdown unwritable" "--breakdown: cannot write /nonexistent/bd.json" ${TRAIN} --network=resnet50 --breakdown=/nonexistent/bd.json --batch=2)
 expect_failure("train_step breakdown no batch" "--breakdown needs --batch=N" ${TRAIN} --network=resnet50 --breakdown=${CMAKE_CURRENT_BINARY_DIR}/bd.json)

@@ -44,3 +44,23 @@ TEST(Breakdown, SumTableAndJson) {
   EXPECT_EQ(j["layers"][1]["bound"], "memory");
   EXPECT_DOUBLE_EQ(j["layer_sum_us"].get<double>(), 22);
 }
+
+// The training roofline's sum and its merge by op kind (cnnbench_train_step --breakdown).
+TEST(Breakdown, FloorAndMergeByOp) {
+  Breakdown b;
+  b.ceilings = {800, 4000};
+  b.layers = {{"layer1.0.conv1", "fwd Conv", "", 20, 8e9, 1e7},       // 10 us at the GEMM ceiling
+              {"layer1.0.bn1", "fwd BatchNorm+ReLU", "", 9, 0, 2e7},  // 5 us at the copy ceiling
+              {"layer1.0.conv2", "fwd Conv", "", 30, 8e9, 4e7},       // 10 us (compute)
+              {"optimizer", "optimizer", "", 7, 0, 0}};               // no cost modelled
+  EXPECT_DOUBLE_EQ(roofline_floor_us(b), 25);
+  const Breakdown k = by_op(b);
+  ASSERT_EQ(k.layers.size(), 3u);
+  EXPECT_EQ(k.layers[0].name, "fwd Conv (2)");
+  EXPECT_DOUBLE_EQ(k.layers[0].us, 50);
+  EXPECT_DOUBLE_EQ(k.layers[0].flops, 16e9);
+  EXPECT_DOUBLE_EQ(k.layers[0].bytes, 5e7);
+  EXPECT_EQ(k.layers[2].name, "optimizer (1)");
+  EXPECT_DOUBLE_EQ(k.layer_sum_us(), b.layer_sum_us());
+  EXPECT_DOUBLE_EQ(roofline_floor_us(k), 25);  // both convs compute bound: merging keeps the floor
+}
