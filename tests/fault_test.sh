@@ -37,14 +37,15 @@ run() {  # run NAME FILTER [ARGS...]: exit status in $out/NAME.rc
     --benchmark_out="$out/$name.json" "$@" >"$out/$name.log" 2>&1
   echo $? >"$out/$name.rc"
 }
-# Background run, stopped with SIGNAL once its results lines hold the first benchmark.
+# Background run, stopped with SIGNAL once its results lines reach the second benchmark (the
+# first then has both its repetitions).
 run_and_stop() {  # run_and_stop NAME SIGNAL
   local name=$1 sig=$2 pid t
   "$BENCH" --config=configs/smoke.yaml --benchmark_filter="$LONG" --benchmark_repetitions=2 \
     --benchmark_out="$out/$name.json" >"$out/$name.log" 2>&1 &
   pid=$!
   for t in $(seq 1 1200); do
-    grep -q '"alexnet/fp16/graph/batch:1' "$out/$name.jsonl" 2>/dev/null && break
+    grep -q '"alexnet/fp16/graph/batch:2' "$out/$name.jsonl" 2>/dev/null && break
     kill -0 $pid 2>/dev/null || break
     sleep 0.1
   done
