@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 
 #include "harness/check.h"
@@ -77,29 +78,52 @@ struct alignas(sizeof(T) * V) Pack {
   T v[V];
 };
 
+// Pack j of p, as one 16-byte access on the device; on the host (kernels whose threads are also
+// run there, as tests) through memcpy, which the host compiler's aliasing rules allow.
 template <typename T, int V>
-__device__ __forceinline__ void load_pack(const T* p, int64_t j, float (&out)[V]) {
+__host__ __device__ __forceinline__ Pack<T, V> read_pack(const T* p, int64_t j) {
+#ifdef __CUDA_ARCH__
+  return reinterpret_cast<const Pack<T, V>*>(p)[j];
+#else
+  Pack<T, V> pk;
+  std::memcpy(&pk, p + j * V, sizeof pk);
+  return pk;
+#endif
+}
+
+template <typename T, int V>
+__host__ __device__ __forceinline__ void write_pack(T* p, int64_t j, const Pack<T, V>& pk) {
+#ifdef __CUDA_ARCH__
+  reinterpret_cast<Pack<T, V>*>(p)[j] = pk;
+#else
+  std::memcpy(static_cast<void*>(p + j * V), &pk, sizeof pk);
+#endif
+}
+
+template <typename T, int V>
+__host__ __device__ __forceinline__ void load_pack(const T* p, int64_t j, float (&out)[V]) {
   if (!p) {
 #pragma unroll
     for (int k = 0; k < V; ++k) out[k] = 0.0f;
     return;
   }
-  const Pack<T, V> pk = reinterpret_cast<const Pack<T, V>*>(p)[j];
+  const Pack<T, V> pk = read_pack<T, V>(p, j);
 #pragma unroll
   for (int k = 0; k < V; ++k) out[k] = load_f(pk.v, k);
 }
 
 template <typename T, int V>
-__device__ __forceinline__ void store_pack(T* p, int64_t j, const float (&in)[V]) {
+__host__ __device__ __forceinline__ void store_pack(T* p, int64_t j, const float (&in)[V]) {
   Pack<T, V> pk;
 #pragma unroll
   for (int k = 0; k < V; ++k) store_f(pk.v, k, in[k]);
-  reinterpret_cast<Pack<T, V>*>(p)[j] = pk;
+  write_pack<T, V>(p, j, pk);
 }
 
 // Stores v as pack j of p; with `accumulate`, adds the pack p holds first (v then holds the sum).
 template <typename T, int V>
-__device__ __forceinline__ void store_pack_acc(T* p, int64_t j, float (&v)[V], bool accumulate) {
+__host__ __device__ __forceinline__ void store_pack_acc(T* p, int64_t j, float (&v)[V],
+                                                        bool accumulate) {
   if (accumulate) {
     float old[V];
     load_pack<T, V>(p, j, old);

@@ -325,25 +325,6 @@ __global__ void __launch_bounds__(kThreads)
 #define CNN_HD __host__ __device__ __forceinline__
 
 template <typename T, int V>
-CNN_HD void load_v(const T* p, int64_t pack, float (&v)[V]) {
-#ifdef __CUDA_ARCH__
-  load_pack<T, V>(p, pack, v);
-#else
-  for (int c = 0; c < V; ++c) v[c] = load_f(p, pack * V + c);
-#endif
-}
-
-template <typename T, int V>
-CNN_HD void store_v(T* p, int64_t pack, float (&v)[V], bool accumulate) {
-#ifdef __CUDA_ARCH__
-  store_pack_acc<T, V>(p, pack, v, accumulate);
-#else
-  for (int c = 0; c < V; ++c)
-    store_f(p, pack * V + c, v[c] + (accumulate ? load_f(p, pack * V + c) : 0.0f));
-#endif
-}
-
-template <typename T, int V>
 CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const Dims& in,
                                            const Dims& out, int64_t i, bool accumulate) {
   const int packs = in.c / V;
@@ -368,7 +349,7 @@ CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const
       const int iw = w0 + q;
       if (iw < 0 || iw >= in.w) continue;
       float v[V];
-      load_v<T, V>(x, (image + int64_t(ih) * in.w + iw) * packs + pk, v);
+      load_pack<T, V>(x, (image + int64_t(ih) * in.w + iw) * packs + pk, v);
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         const int lr = r - 2 * (k >> 1), lq = q - 2 * (k & 1);
@@ -386,7 +367,7 @@ CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const
   for (int k = 0; k < 4; ++k) {
     const int wh = oh + (k >> 1), ww = ow + (k & 1);
     if (wh < out.h && ww < out.w)
-      load_v<T, V>(dy, ((int64_t(n) * out.h + wh) * out.w + ww) * packs + pk, g[k]);
+      load_pack<T, V>(dy, ((int64_t(n) * out.h + wh) * out.w + ww) * packs + pk, g[k]);
     else
 #pragma unroll
       for (int c = 0; c < V; ++c) at[k][c] = -1, g[k][c] = 0.0f;  // no such window
@@ -409,7 +390,7 @@ CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const
         for (int c = 0; c < V; ++c)
           if (at[k][c] == mine) acc[c] += g[k][c];
       }
-      store_v<T, V>(dx, (image + int64_t(ih) * in.w + iw) * packs + pk, acc, accumulate);
+      store_pack_acc<T, V>(dx, (image + int64_t(ih) * in.w + iw) * packs + pk, acc, accumulate);
     }
   }
 }
