@@ -14,19 +14,19 @@ LayerBound roofline(const LayerCost& c, const Ceilings& k) {
   b.intensity = c.bytes > 0 ? c.flops / c.bytes : 0;
   b.ridge = k.gbps > 0 ? k.tflops * 1e12 / (k.gbps * 1e9) : 0;
   b.bound = b.intensity >= b.ridge && c.flops > 0 ? "compute" : "memory";
+  b.of_roofline = s > 0 ? roofline_us(c, k) * 1e-6 / s : 0;
+  return b;
+}
+
+double roofline_us(const LayerCost& c, const Ceilings& k) {
   const double t_compute = k.tflops > 0 ? c.flops / (k.tflops * 1e12) : 0;
   const double t_memory = k.gbps > 0 ? c.bytes / (k.gbps * 1e9) : 0;
-  b.of_roofline = s > 0 ? std::max(t_compute, t_memory) / s : 0;
-  return b;
+  return std::max(t_compute, t_memory) * 1e6;
 }
 
 double roofline_floor_us(const Breakdown& b) {
   double t = 0;
-  for (const LayerCost& l : b.layers) {
-    const double tc = b.ceilings.tflops > 0 ? l.flops / (b.ceilings.tflops * 1e12) : 0;
-    const double tm = b.ceilings.gbps > 0 ? l.bytes / (b.ceilings.gbps * 1e9) : 0;
-    t += std::max(tc, tm) * 1e6;
-  }
+  for (const LayerCost& l : b.layers) t += roofline_us(l, b.ceilings);
   return t;
 }
 

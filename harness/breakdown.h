@@ -33,6 +33,9 @@ struct LayerBound {
 };
 
 LayerBound roofline(const LayerCost& c, const Ceilings& k);
+// The layer's time at its roofline, in microseconds: the larger of flops / peak and bytes /
+// bandwidth (0 for a missing ceiling).
+double roofline_us(const LayerCost& c, const Ceilings& k);
 
 struct Breakdown {
   std::vector<LayerCost> layers;

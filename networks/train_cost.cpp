@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "harness/breakdown.h"
+
 namespace cnnbench {
 
 TrainOpCost train_op_cost(const Graph& g, const TrainOp& op, int batch, int elem) {
@@ -120,7 +122,7 @@ std::string train_cost_table(const Graph& g, const TrainPlan& p, int batch, int 
   double total_us = 0, total_flops = 0, total_bytes = 0;
   for (const TrainOp& op : p.ops) {
     const TrainOpCost c = train_op_cost(g, op, batch, elem);
-    const double us = std::max(c.flops / (tflops * 1e12), c.bytes / (gbps * 1e9)) * 1e6;
+    const double us = roofline_us({"", c.kind, "", 0, c.flops, c.bytes}, Ceilings{tflops, gbps});
     auto it =
         std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.kind == c.kind; });
     if (it == rows.end()) it = rows.insert(rows.end(), Row{c.kind});
