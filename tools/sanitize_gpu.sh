@@ -120,6 +120,11 @@ run_one() {
   echo "sanitize_gpu: $net $p $mode $tool: errors $errors ($untracked unchecked launches), exit $rc, $((SECONDS - t0)) s"
   rm -f "/tmp/sanitize_$$_$i.safetensors" "/tmp/sanitize_$$_$i.json"
 }
+# run_one in the background, once fewer than JOBS runs are going.
+spawn() {
+  while [ "$(jobs -rp | wc -l)" -ge "${JOBS:-1}" ]; do wait -n; done
+  run_one "$@" &
+}
 rm -rf "$OUT/rows" && mkdir -p "$OUT/rows"
 i=0
 for net in $NETS; do
@@ -127,8 +132,7 @@ for net in $NETS; do
     for mode in $MODES; do
       for tool in $TOOLS; do
         i=$((i + 1))
-        while [ "$(jobs -rp | wc -l)" -ge "${JOBS:-1}" ]; do wait -n; done
-        run_one "$net" "$p" "$mode" "$tool" "$i" &
+        spawn "$net" "$p" "$mode" "$tool" "$i"
       done
     done
   done
@@ -139,8 +143,7 @@ done
 if [ -n "${TESTS:-}" ]; then
   for tool in $TOOLS; do
     i=$((i + 1))
-    while [ "$(jobs -rp | wc -l)" -ge "${JOBS:-1}" ]; do wait -n; done
-    run_one test_gpu all tests "$tool" "$i" &
+    spawn test_gpu all tests "$tool" "$i"
   done
 fi
 wait
