@@ -9,6 +9,10 @@
 // Both write the same partial layout, so the finalize kernels are shared, and every sum runs in a
 // fixed order: a run repeats bit for bit. CNNBENCH_SCALAR_BN=1 forces the scalar path (for
 // comparison).
+// SiLU's sigmoid, forward and backward, runs on the multi-function unit (ex2.approx and rcp.approx,
+// sigmoid_mufu): its derivative had made the fused backward issue-bound, at about half the
+// bandwidth of the ReLU form (issue 9). CNNBENCH_BN_EXACT_SILU=1 takes expf and an IEEE division
+// again (for comparison).
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
@@ -24,13 +28,37 @@ using namespace ck;
 
 namespace {
 
+// sigmoid(v) = 1 / (1 + 2^(-v log2 e)) from two multi-function-unit instructions, about 10 fewer
+// than expf and an IEEE division. Relative error a few parts in 1e7 for |v| below 20 (the
+// rounding of v log2 e grows with |v|); 2^t below the normal range flushes to 0 (sigmoid 1), and
+// 1 / inf is 0 (sigmoid 0), so both tails come out as their limits.
+__device__ __forceinline__ float sigmoid_mufu(float v) {
+  float e, s;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(v * -1.44269504088896341f));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(s) : "f"(1.0f + e));
+  return s;
+}
+
+// SiLU's sigmoid: sigmoid_mufu (M), or expf and an IEEE division (activate's).
+template <bool M>
+__device__ __forceinline__ float silu_sigmoid(float v) {
+  return M ? sigmoid_mufu(v) : 1.0f / (1.0f + expf(-v));
+}
+
+// The forward's activation: activate's, but SiLU as v * silu_sigmoid<M>(v).
+template <Act A, bool M>
+__device__ __forceinline__ float bn_activate(float v) {
+  if (A == Act::SiLU) return M ? v * sigmoid_mufu(v) : activate(A, v);
+  return activate(A, v);
+}
+
 // The gradient through the activation: d = dy * act'(v) for the pre-activation v, given (ReLU)
 // the activation's output y or (SiLU) v itself.
-template <Act A>
+template <Act A, bool M>
 __device__ __forceinline__ float act_grad(float dy, float y, float v) {
   if (A == Act::ReLU) return y > 0.0f ? dy : 0.0f;
   if (A == Act::SiLU) {
-    const float s = 1.0f / (1.0f + expf(-v));
+    const float s = silu_sigmoid<M>(v);
     return dy * s * (1.0f + v * (1.0f - s));
   }
   return dy;
@@ -184,7 +212,7 @@ __global__ void __launch_bounds__(kFinThreads)
 
 // ---- Forward: y = act((x - mean) * invstd * gamma + beta + z) -----------------------------------
 
-template <typename T, Act A>
+template <typename T, Act A, bool M>
 __global__ void bn_apply(const T* x, int ld_x, const T* z, int ld_z, T* y, int ld_y,
                          const float* mean, const float* invstd, const float* gamma,
                          const float* beta, int64_t rows, int C) {
@@ -195,11 +223,11 @@ __global__ void bn_apply(const T* x, int ld_x, const T* z, int ld_z, T* y, int l
        r += int64_t(gridDim.y) * kTileR) {
     float v = __fmaf_rn(load_f(x, r * ld_x + c) - mu, k, b);  // the mask's recompute: the same
     if (z) v += load_f(z, r * ld_z + c);
-    store_f(y, r * ld_y + c, activate(A, v));
+    store_f(y, r * ld_y + c, bn_activate<A, M>(v));
   }
 }
 
-template <typename T, int V, Act A>
+template <typename T, int V, Act A, bool M>
 __global__ void __launch_bounds__(kThreads)
     bn_apply_vec(const T* x, const T* z, T* y, const float* mean, const float* invstd,
                  const float* gamma, const float* beta, int64_t rows, int C, int vx, int vy) {
@@ -222,7 +250,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int q = 0; q < V; ++q) {
       v[q] = __fmaf_rn(v[q] - mu[q], k[q], b[q]);  // stored_positive's recompute: the same
       if (z) v[q] += zv[q];
-      v[q] = activate(A, v[q]);
+      v[q] = bn_activate<A, M>(v[q]);
     }
     store_pack<T, V>(y + r * C, pack, v);
   }
@@ -235,7 +263,7 @@ __global__ void __launch_bounds__(kThreads)
 // invstd * (d - dbeta / rows - xhat * dgamma / rows); dz = d where asked.
 
 // Scalar pass 1's terms, for launch_channel_sums: (d, d * xhat).
-template <typename T, Act A>
+template <typename T, Act A, bool M>
 struct BnGradTerms {
   const T *x, *y, *dy;
   const float *mean, *invstd, *gamma, *beta;
@@ -249,7 +277,7 @@ struct BnGradTerms {
     if (A == Act::ReLU)
       mask = y ? load_f(y, r * ld_y + c)
                : stored_positive<T>(__fmaf_rn(xv - mean[c], invstd[c] * g, b));
-    const float d = act_grad<A>(load_f(dy, r * ld_y + c), mask, pre);
+    const float d = act_grad<A, M>(load_f(dy, r * ld_y + c), mask, pre);
     v[0] = d;
     v[1] = d * xhat;
   }
@@ -273,7 +301,7 @@ struct BnGradOut {
   }
 };
 
-template <typename T, Act A>
+template <typename T, Act A, bool M>
 __global__ void bn_backward_dx(const T* x, const T* y, const T* dy, T* dx, T* dz, int ld_x,
                                int ld_y, int ld_z, const float* mean, const float* invstd,
                                const float* gamma, const float* beta, const float* coef,
@@ -289,7 +317,7 @@ __global__ void bn_backward_dx(const T* x, const T* y, const T* dy, T* dx, T* dz
     float mask = 0.0f;
     if (A == Act::ReLU)
       mask = y ? load_f(y, r * ld_y + c) : stored_positive<T>(__fmaf_rn(xc, is * g, b));
-    const float d = act_grad<A>(load_f(dy, r * ld_y + c), mask, xc * is * g + b);
+    const float d = act_grad<A, M>(load_f(dy, r * ld_y + c), mask, xc * is * g + b);
     float v = ca * d + cb * xc + cc;
     if (accumulate) v += load_f(dx, r * ld_x + c);
     store_f(dx, r * ld_x + c, v);
@@ -299,7 +327,7 @@ __global__ void bn_backward_dx(const T* x, const T* y, const T* dy, T* dx, T* dz
 
 // Vectorised pass 1: (d, d * xhat) summed per channel and chunk, to part[q][chunk][c]
 // (channel_sums_finalize's layout with one segment).
-template <typename T, int V, Act A>
+template <typename T, int V, Act A, bool M>
 __global__ void __launch_bounds__(kThreads)
     bn_grad_sums_vec(const T* x, const T* y, const T* dy, const float* mean, const float* invstd,
                      const float* gamma, const float* beta, int64_t rows, int C, int vx, int vy,
@@ -329,8 +357,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int q = 0; q < V; ++q) {
         if (from_x) yv[q] = stored_positive<T>(__fmaf_rn(xv[q] - mu[q], kf[q], bv[q]));
         const float xhat = (xv[q] - mu[q]) * is[q];
-        const float dq = act_grad<A>(d[q], A == Act::ReLU ? yv[q] : 0.0f,
-                                     A == Act::SiLU ? xhat * kv[q] + bv[q] : 0.0f);
+        const float dq = act_grad<A, M>(d[q], A == Act::ReLU ? yv[q] : 0.0f,
+                                        A == Act::SiLU ? xhat * kv[q] + bv[q] : 0.0f);
         s0[q] += dq;
         s1[q] += dq * xhat;
       }
@@ -362,7 +390,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Vectorised pass 3: dx (= or +=) coef0 * d + coef1 * (x - mean) + coef2, and dz (= or +=) d.
-template <typename T, int V, Act A>
+template <typename T, int V, Act A, bool M>
 __global__ void __launch_bounds__(kThreads)
     bn_backward_dx_vec(const T* x, const T* y, const T* dy, T* dx, T* dz, const float* mean,
                        const float* invstd, const float* gamma, const float* beta,
@@ -392,8 +420,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int q = 0; q < V; ++q) {
       const float xc = xv[q] - mu[q];
       if (from_x) yv[q] = stored_positive<T>(__fmaf_rn(xc, kv[q], bv[q]));
-      d[q] = act_grad<A>(d[q], A == Act::ReLU ? yv[q] : 0.0f,
-                         A == Act::SiLU ? xc * kv[q] + bv[q] : 0.0f);
+      d[q] = act_grad<A, M>(d[q], A == Act::ReLU ? yv[q] : 0.0f,
+                            A == Act::SiLU ? xc * kv[q] + bv[q] : 0.0f);
       xv[q] = ca[q] * d[q] + cb[q] * xc + cc[q];
     }
     store_pack_acc<T, V>(dx + r * C, pack, xv, accumulate);
@@ -409,23 +437,41 @@ bool scalar_bn_forced() {
   return forced;
 }
 
-// Calls the body with A the compile-time activation (None, ReLU or SiLU).
-#define CNN_DISPATCH_BN_ACT(act, ...) \
-  do {                                \
-    switch (act) {                    \
-      case Act::ReLU: {               \
-        constexpr Act A = Act::ReLU;  \
-        __VA_ARGS__;                  \
-      } break;                        \
-      case Act::SiLU: {               \
-        constexpr Act A = Act::SiLU;  \
-        __VA_ARGS__;                  \
-      } break;                        \
-      default: {                      \
-        constexpr Act A = Act::None;  \
-        __VA_ARGS__;                  \
-      } break;                        \
-    }                                 \
+bool exact_silu_forced() {
+  static const bool forced = [] {
+    const char* e = std::getenv("CNNBENCH_BN_EXACT_SILU");
+    return e && std::string(e) == "1";
+  }();
+  return forced;
+}
+
+// Calls the body with A the compile-time activation (None, ReLU or SiLU) and M whether SiLU's
+// sigmoid runs on the multi-function unit (sigmoid_mufu; not under CNNBENCH_BN_EXACT_SILU=1).
+#define CNN_DISPATCH_BN_ACT(act, ...)  \
+  do {                                 \
+    switch (act) {                     \
+      case Act::ReLU: {                \
+        constexpr Act A = Act::ReLU;   \
+        constexpr bool M = true;       \
+        __VA_ARGS__;                   \
+      } break;                         \
+      case Act::SiLU:                  \
+        if (exact_silu_forced()) {     \
+          constexpr Act A = Act::SiLU; \
+          constexpr bool M = false;    \
+          __VA_ARGS__;                 \
+        } else {                       \
+          constexpr Act A = Act::SiLU; \
+          constexpr bool M = true;     \
+          __VA_ARGS__;                 \
+        }                              \
+        break;                         \
+      default: {                       \
+        constexpr Act A = Act::None;   \
+        constexpr bool M = true;       \
+        __VA_ARGS__;                   \
+      } break;                         \
+    }                                  \
   } while (0)
 
 void check_act(Act a, const char* who) {
@@ -467,9 +513,10 @@ void launch_bn_forward_train(DType t, const void* x, const void* z, void* y, con
           part, C, chunks, s.rows, eps, momentum, keep, mean, invstd, running_mean, running_var);
       CNN_CHECK_LAUNCH();
       CNN_DISPATCH_BN_ACT(s.act, {
-        bn_apply_vec<T, V, A><<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
-            static_cast<const T*>(x), static_cast<const T*>(z), static_cast<T*>(y), mean, invstd,
-            gamma, beta, s.rows, C, g.vx, g.vy);
+        bn_apply_vec<T, V, A, M>
+            <<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
+                static_cast<const T*>(x), static_cast<const T*>(z), static_cast<T*>(y), mean,
+                invstd, gamma, beta, s.rows, C, g.vx, g.vy);
       });
       CNN_CHECK_LAUNCH();
     });
@@ -484,7 +531,7 @@ void launch_bn_forward_train(DType t, const void* x, const void* z, void* y, con
       part, C, ch.count, s.rows, eps, momentum, keep, mean, invstd, running_mean, running_var);
   CNN_CHECK_LAUNCH();
   CNN_DISPATCH_DTYPE(t, CNN_DISPATCH_BN_ACT(s.act, {
-                       bn_apply<T, A><<<row_grid(s.rows, C), block, 0, stream>>>(
+                       bn_apply<T, A, M><<<row_grid(s.rows, C), block, 0, stream>>>(
                            static_cast<const T*>(x), ld_x, static_cast<const T*>(z), ld_z,
                            static_cast<T*>(y), ld_y, mean, invstd, gamma, beta, s.rows, C);
                      }));
@@ -519,14 +566,14 @@ void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, v
       const int chunks = vec_chunks(s.rows, C, g);
       const int64_t rows_per = (s.rows + chunks - 1) / chunks;
       CNN_DISPATCH_BN_ACT(s.act, {
-        bn_grad_sums_vec<T, V, A><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
+        bn_grad_sums_vec<T, V, A, M><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
             static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy), mean,
             invstd, gamma, beta, s.rows, C, g.vx, g.vy, rows_per, part);
         CNN_CHECK_LAUNCH();
         channel_sums_finalize<2><<<dim3(channel_tiles(C), 1, 1), dim3(kTileC, kFinR), 0, stream>>>(
             part, C, chunks, out);
         CNN_CHECK_LAUNCH();
-        bn_backward_dx_vec<T, V, A>
+        bn_backward_dx_vec<T, V, A, M>
             <<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
                 static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy),
                 static_cast<T*>(dx), static_cast<T*>(dz), mean, invstd, gamma, beta, coef, s.rows,
@@ -538,17 +585,17 @@ void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, v
   }
   CNN_DISPATCH_DTYPE(
       t, CNN_DISPATCH_BN_ACT(s.act, {
-        const BnGradTerms<T, A> terms{static_cast<const T*>(x),
-                                      static_cast<const T*>(y),
-                                      static_cast<const T*>(dy),
-                                      mean,
-                                      invstd,
-                                      gamma,
-                                      beta,
-                                      ld_x,
-                                      ld_y};
+        const BnGradTerms<T, A, M> terms{static_cast<const T*>(x),
+                                         static_cast<const T*>(y),
+                                         static_cast<const T*>(dy),
+                                         mean,
+                                         invstd,
+                                         gamma,
+                                         beta,
+                                         ld_x,
+                                         ld_y};
         launch_channel_sums<2>(terms, out, s.rows, C, 1, scratch, stream);
-        bn_backward_dx<T, A><<<row_grid(s.rows, C), dim3(kTileC, kTileR), 0, stream>>>(
+        bn_backward_dx<T, A, M><<<row_grid(s.rows, C), dim3(kTileC, kTileR), 0, stream>>>(
             static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy),
             static_cast<T*>(dx), static_cast<T*>(dz), ld_x, ld_y, ld_z, mean, invstd, gamma, beta,
             coef, s.rows, C, accumulate, accumulate_dz);
