@@ -258,11 +258,13 @@ inline unsigned vec_row_blocks(int64_t rows, const VecGeom& g) {
   return unsigned(std::max<int64_t>(1, std::min<int64_t>({want, most, 65535})));
 }
 
-// Chunks for a vectorised reduction pass: about kTargetBlocks blocks, at least kMinRowsPerThread
-// rows per lane, and never more than reduce_chunks (what the scratch was sized for) allows.
-inline int vec_chunks(int64_t rows, int channels, const VecGeom& g) {
-  const int64_t room = reduce_chunks(rows, channels, 1).count;
-  const int64_t want = (kTargetBlocks + g.tiles - 1) / g.tiles;
+// Chunks for a vectorised reduction pass over `segments` groups of `rows` rows: about
+// kTargetBlocks blocks, at least kMinRowsPerThread rows per lane, and never more than
+// reduce_chunks (what the scratch was sized for) allows.
+inline int vec_chunks(int64_t rows, int channels, const VecGeom& g, int segments = 1) {
+  const int64_t room = reduce_chunks(rows, channels, segments).count;
+  const int64_t blocks = int64_t(g.tiles) * segments;
+  const int64_t want = (kTargetBlocks + blocks - 1) / blocks;
   const int64_t most = std::max<int64_t>(
       1, (rows + int64_t(g.vy) * kMinRowsPerThread - 1) / (int64_t(g.vy) * kMinRowsPerThread));
   return int(std::max<int64_t>(1, std::min<int64_t>({room, want, most})));

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "harness/check.h"
 #include "kernels/channel_kernels.cuh"
@@ -780,11 +781,157 @@ void launch_global_avgpool_backward(DType t, const void* dy, void* dx, const Poo
   CNN_CHECK_LAUNCH();
 }
 
+namespace {
+
+// The scale backward's vectorised pass over packed rows: grid (column tiles, chunks, images), a
+// block vx packs by vy row lanes (vec_geom). One thread's share: pack `pack` of image n, the rows
+// r_begin, r_begin + step, ... below r_end of the image's hw: dx = dy * gate (+= with
+// `accumulate`), and s += dy * x per channel. Host and device (the CPU tests run it).
+template <typename T, int V>
+__host__ __device__ __forceinline__ void scale_backward_rows(const T* x, const float* gate,
+                                                             const T* dy, T* dx, int64_t hw, int C,
+                                                             int n, int pack, int64_t r_begin,
+                                                             int64_t r_end, int step,
+                                                             bool accumulate, float (&s)[V]) {
+  float g[V];
+#pragma unroll
+  for (int q = 0; q < V; ++q) g[q] = gate[int64_t(n) * C + int64_t(pack) * V + q];
+  for (int64_t r = r_begin; r < r_end; r += step) {
+    const int64_t row = int64_t(n) * hw + r;
+    float d[V], xv[V];
+    load_pack<T, V>(dy + row * C, pack, d);
+    load_pack<T, V>(x + row * C, pack, xv);
+#pragma unroll
+    for (int q = 0; q < V; ++q) {
+      s[q] += d[q] * xv[q];
+      d[q] *= g[q];
+    }
+    store_pack_acc<T, V>(dx + row * C, pack, d, accumulate);
+  }
+}
+
+// The geometry both the kernel and its host emulation use.
+struct ScaleVecGeom {
+  VecGeom g;
+  int chunks = 1;
+  int64_t rows_per = 1;
+};
+ScaleVecGeom scale_vec_geom(int64_t hw, int C, int N, int V) {
+  ScaleVecGeom s;
+  s.g = vec_geom(C, V);
+  s.chunks = vec_chunks(hw, C, s.g, N);
+  s.rows_per = (hw + s.chunks - 1) / s.chunks;
+  return s;
+}
+
+// Partial sums to part[image][chunk][c] (channel_sums_finalize's layout for one value): the
+// block's lanes merged pairwise (lane l takes lane l + h where l is a multiple of 2h), as
+// bn_grad_sums_vec does.
+template <typename T, int V>
+__global__ void __launch_bounds__(kThreads)
+    scale_backward_vec(const T* x, const float* gate, const T* dy, T* dx, int64_t hw, int C, int vx,
+                       int vy, int64_t rows_per, bool accumulate, float* part) {
+  __shared__ float sh[V * kThreads];
+  const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
+  const int pack = blockIdx.x * vx + col;
+  const bool active = pack * V < C;
+  const int n = blockIdx.z;
+  const int64_t r0 = int64_t(blockIdx.y) * rows_per, r1 = min(hw, r0 + rows_per);
+  float s[V];
+#pragma unroll
+  for (int q = 0; q < V; ++q) s[q] = 0.0f;
+  if (active)
+    scale_backward_rows<T, V>(x, gate, dy, dx, hw, C, n, pack, r0 + lane, r1, vy, accumulate, s);
+  const int me = threadIdx.x;
+#pragma unroll
+  for (int q = 0; q < V; ++q) sh[q * kThreads + me] = s[q];
+  for (int h = 1; h < vy; h *= 2) {
+    __syncthreads();
+    if (lane % (2 * h) == 0 && lane + h < vy) {
+      const int o = me + h * vx;
+#pragma unroll
+      for (int q = 0; q < V; ++q) {
+        s[q] += sh[q * kThreads + o];
+        sh[q * kThreads + me] = s[q];
+      }
+    }
+  }
+  if (lane != 0 || !active) return;
+  const int64_t chunks = gridDim.y;
+#pragma unroll
+  for (int q = 0; q < V; ++q)
+    part[(int64_t(n) * chunks + blockIdx.y) * C + int64_t(pack) * V + q] = s[q];
+}
+
+}  // namespace
+
+void scale_backward_vec_emulate(DType t, const void* x, const float* gate, const void* dy, void* dx,
+                                float* dgate, const Dims& d, bool accumulate) {
+  const int64_t hw = int64_t(d.h) * d.w;
+  const int C = d.c;
+  if (!vectorisable(t, C, {}, {}))
+    throw std::invalid_argument("scale_backward_vec_emulate: channels not packs of 16 bytes");
+  CNN_DISPATCH_DTYPE(t, {
+    constexpr int V = 16 / sizeof(T);
+    const ScaleVecGeom sg = scale_vec_geom(hw, C, d.n, V);
+    const VecGeom& g = sg.g;
+    std::vector<float> part(size_t(d.n) * sg.chunks * C, 0.0f);
+    std::vector<float> lanes(size_t(g.vy) * V);
+    for (int n = 0; n < d.n; ++n)
+      for (int chunk = 0; chunk < sg.chunks; ++chunk)
+        for (int tile = 0; tile < g.tiles; ++tile)
+          for (int col = 0; col < g.vx; ++col) {
+            const int pack = tile * g.vx + col;
+            if (pack * V >= C) continue;
+            const int64_t r0 = int64_t(chunk) * sg.rows_per,
+                          r1 = std::min<int64_t>(hw, r0 + sg.rows_per);
+            for (int lane = 0; lane < g.vy; ++lane) {
+              float s[V] = {};
+              scale_backward_rows<T, V>(static_cast<const T*>(x), gate, static_cast<const T*>(dy),
+                                        static_cast<T*>(dx), hw, C, n, pack, r0 + lane, r1, g.vy,
+                                        accumulate, s);
+              std::copy(s, s + V, lanes.begin() + int64_t(lane) * V);
+            }
+            for (int h = 1; h < g.vy; h *= 2)
+              for (int lane = 0; lane + h < g.vy; lane += 2 * h)
+                for (int q = 0; q < V; ++q)
+                  lanes[size_t(lane) * V + q] += lanes[size_t(lane + h) * V + q];
+            for (int q = 0; q < V; ++q)
+              part[(size_t(n) * sg.chunks + chunk) * C + size_t(pack) * V + q] = lanes[size_t(q)];
+          }
+    for (int n = 0; n < d.n; ++n)
+      for (int c = 0; c < C; ++c) {
+        float sum = 0.0f;
+        for (int chunk = 0; chunk < sg.chunks; ++chunk)
+          sum += part[(size_t(n) * sg.chunks + chunk) * C + c];
+        dgate[size_t(n) * C + c] = sum;
+      }
+  });
+}
+
 void launch_scale_backward(DType t, const void* x, const float* gate, const void* dy, void* dx,
                            float* dgate, const Dims& d, bool accumulate, void* scratch,
                            cudaStream_t stream) {
   const int64_t hw = int64_t(d.h) * d.w;
   if (d.n <= 0 || hw <= 0 || d.c <= 0) return;
+  // CNNBENCH_SCALAR_SCALE=1: the per-element kernel here too, for an A/B on the device.
+  static const bool scalar_only = std::getenv("CNNBENCH_SCALAR_SCALE") != nullptr;
+  if (!scalar_only && vectorisable(t, d.c, {}, {x, dy, dx})) {
+    CNN_DISPATCH_DTYPE(t, {
+      constexpr int V = 16 / sizeof(T);
+      const ScaleVecGeom sg = scale_vec_geom(hw, d.c, d.n, V);
+      float* part = static_cast<float*>(scratch);
+      scale_backward_vec<T, V><<<dim3(sg.g.tiles, sg.chunks, d.n), sg.g.vx * sg.g.vy, 0, stream>>>(
+          static_cast<const T*>(x), gate, static_cast<const T*>(dy), static_cast<T*>(dx), hw, d.c,
+          sg.g.vx, sg.g.vy, sg.rows_per, accumulate, part);
+      CNN_CHECK_LAUNCH();
+      channel_sums_finalize<1>
+          <<<dim3(channel_tiles(d.c), 1, d.n), dim3(kTileC, kFinR), 0, stream>>>(
+              part, d.c, sg.chunks, StoreSum{dgate, d.c});
+      CNN_CHECK_LAUNCH();
+    });
+    return;
+  }
   CNN_DISPATCH_DTYPE(t, {
     const ScaleGradTerms<T> terms{static_cast<const T*>(x),
                                   static_cast<const T*>(dy),

@@ -142,6 +142,12 @@ void launch_scale_backward(DType t, const void* x, const float* gate, const void
                            float* dgate, const Dims& d, bool accumulate, void* scratch,
                            cudaStream_t stream);
 
+// Packed, 16-byte aligned tensors whose channels the 16-byte pack divides take a vectorised
+// kernel: a thread a pack of channels, dx and the per-image sums in one pass. Its threads, run on
+// the host over host buffers, in the same order (the CPU tests):
+void scale_backward_vec_emulate(DType t, const void* x, const float* gate, const void* dy, void* dx,
+                                float* dgate, const Dims& d, bool accumulate);
+
 // Its forward for training: y[n, h, w, c] = x[n, h, w, c] * gate[n, c], x, y packed NHWC of dims
 // d and gate [N][C], all in type t.
 void launch_scale_forward(DType t, const void* x, const void* gate, void* y, const Dims& d,
