@@ -10,6 +10,9 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <string>
+
+#include <unistd.h>  // environ
 
 #include <nlohmann/json.hpp>
 
@@ -33,6 +36,7 @@ const char* kUsage =
                            [--num_classes=N] [--precision=fp32|tf32] [--optimizer=sgd|adam]
                            [--lr=X] [--momentum=X] [--weight_decay=X] [--engine=heuristic|autotune]
                            [--steps=N] [--reuse_memory=1|0] [--dropout=P] [--pad_channels=1|0]
+                           [--relu_masks=1|0]
        cnnbench_train_step --network=NAME --breakdown=FILE --batch=N [--precision=P] [...]
   One training step (or --steps of them on the same batch; the report's loss is the first
   step's): the forward with BatchNorm in training mode, softmax cross-entropy (mean over the
@@ -41,6 +45,8 @@ const char* kUsage =
   --reuse_memory=0  every activation and gradient in a buffer of its own (no memory plan), to
             tell a planning error from a numerical one
   --pad_channels=0  the 3-channel stem as it is, not padded with zero channels (tf32, fp16, bf16)
+  --relu_masks=0  ResNet's block tails (BatchNorm + add + ReLU) keep no bit mask of the ReLU: the
+            backward reads the block's output twice instead (for comparison)
   --stem=auto|cudnn|cnnbench  the padded stem's forward conv (fp16, bf16): auto races cuDNN's
             against our stem kernel under autotune (kernels/stem.h); cudnn or cnnbench alone
   --dropout=P  every dropout's probability set to P in [0, 1); 0 makes the step deterministic,
@@ -150,6 +156,17 @@ int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path, 
   j["precision"] = precision_name(opt.precision);
   j["batch"] = opt.batch;
   j["engine"] = engine_mode_name(opt.engine);
+  j["relu_masks"] = opt.relu_masks;
+  j["pad_channels"] = opt.pad_channels;
+  // The kernels' A/B switches set for this run (CNNBENCH_BN_EXACT_SILU=1 and the like).
+  nlohmann::ordered_json env = nlohmann::ordered_json::object();
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (kv.rfind("CNNBENCH_", 0) == 0 && eq != std::string::npos)
+      env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  j["cnnbench_env"] = env;
   j["step_us"] = step_us;
   j["launches_sum_us"] = sum;
   j["loss"] = loss;
@@ -169,7 +186,7 @@ int run(int argc, char** argv) {
       batch_s = "0", size_s = "0", classes_s = "1000", precision = "fp32", optimizer = "sgd",
       lr_s = "0.1", momentum_s = "0.9", wd_s = "0", engine = "heuristic", steps_s = "1",
       reuse_s = "1", pad_s = "1", stem_s = "auto", dropout_s, breakdown_path, check_s = "0",
-      cost_model;
+      cost_model, masks_s = "1";
   for (int i = 1; i < argc; ++i) {
     if (take_flag(i, argc, argv, "help", nullptr)) {
       std::cout << kUsage;
@@ -193,6 +210,7 @@ int run(int argc, char** argv) {
         take_flag(i, argc, argv, "steps", &steps_s) ||
         take_flag(i, argc, argv, "reuse_memory", &reuse_s) ||
         take_flag(i, argc, argv, "pad_channels", &pad_s) ||
+        take_flag(i, argc, argv, "relu_masks", &masks_s) ||
         take_flag(i, argc, argv, "stem", &stem_s) ||
         take_flag(i, argc, argv, "dropout", &dropout_s) ||
         take_flag(i, argc, argv, "breakdown", &breakdown_path) ||
@@ -201,6 +219,9 @@ int run(int argc, char** argv) {
       continue;
     throw UserError(std::string("unknown flag '") + argv[i] + "' (see --help)");
   }
+  if (masks_s != "0" && masks_s != "1")
+    throw UserError("--relu_masks takes 1 or 0, not '" + masks_s + "'");
+  const bool relu_masks = masks_s == "1";
   if (!cost_model.empty()) {  // no GPU: the plan's modelled work and traffic under two ceilings
     double tflops = 0, gbps = 0;
     char extra = 0;
@@ -216,8 +237,8 @@ int run(int argc, char** argv) {
         build_training_network(find_network(network).name, int(parse_count(size_s, "input_size")),
                                int(parse_count(classes_s, "num_classes")));
     const int elem = int(dtype_size(storage_type(parse_precision(precision))));
-    std::fputs(train_cost_table(g, plan_training(g, false, TrainOptions{}.fuse_bn_act), int(b),
-                                elem, tflops, gbps)
+    std::fputs(train_cost_table(g, plan_training(g, false, TrainOptions{}.fuse_bn_act, relu_masks),
+                                int(b), elem, tflops, gbps)
                    .c_str(),
                stdout);
     return 0;
@@ -262,6 +283,7 @@ int run(int argc, char** argv) {
   if (pad_s != "0" && pad_s != "1")
     throw UserError("--pad_channels takes 1 or 0, not '" + pad_s + "'");
   opt.pad_channels = pad_s == "1";
+  opt.relu_masks = relu_masks;
   opt.stem = parse_stem_choice(stem_s);
   const int steps = int(parse_count(steps_s, "steps"));
   if (steps < 1) throw UserError("--steps must be at least 1");

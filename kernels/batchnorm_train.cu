@@ -227,10 +227,13 @@ __global__ void bn_apply(const T* x, int ld_x, const T* z, int ld_z, T* y, int l
   }
 }
 
+// With `mask` (ReLU only): byte r * (C / V) + pack holds bit q set where y's stored value q of
+// the pack is positive, the test the backward makes on y.
 template <typename T, int V, Act A, bool M>
 __global__ void __launch_bounds__(kThreads)
-    bn_apply_vec(const T* x, const T* z, T* y, const float* mean, const float* invstd,
-                 const float* gamma, const float* beta, int64_t rows, int C, int vx, int vy) {
+    bn_apply_vec(const T* x, const T* z, T* y, uint8_t* mask, const float* mean,
+                 const float* invstd, const float* gamma, const float* beta, int64_t rows, int C,
+                 int vx, int vy) {
   const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
   const int pack = blockIdx.x * vx + col;
   if (pack * V >= C) return;
@@ -253,6 +256,13 @@ __global__ void __launch_bounds__(kThreads)
       v[q] = bn_activate<A, M>(v[q]);
     }
     store_pack<T, V>(y + r * C, pack, v);
+    if (A == Act::ReLU && mask) {
+      unsigned bits = 0;
+#pragma unroll
+      for (int q = 0; q < V; ++q)
+        if (stored_positive<T>(v[q]) > 0.0f) bits |= 1u << q;
+      mask[r * (C / V) + pack] = uint8_t(bits);
+    }
   }
 }
 
@@ -329,16 +339,17 @@ __global__ void bn_backward_dx(const T* x, const T* y, const T* dy, T* dx, T* dz
 // (channel_sums_finalize's layout with one segment).
 template <typename T, int V, Act A, bool M>
 __global__ void __launch_bounds__(kThreads)
-    bn_grad_sums_vec(const T* x, const T* y, const T* dy, const float* mean, const float* invstd,
-                     const float* gamma, const float* beta, int64_t rows, int C, int vx, int vy,
-                     int64_t rows_per, float* part) {
+    bn_grad_sums_vec(const T* x, const T* y, const uint8_t* mask, const T* dy, const float* mean,
+                     const float* invstd, const float* gamma, const float* beta, int64_t rows,
+                     int C, int vx, int vy, int64_t rows_per, float* part) {
   __shared__ float sh[2 * V * kThreads];
   const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
   const int pack = blockIdx.x * vx + col;
   const bool active = pack * V < C;
   const int64_t r0 = int64_t(blockIdx.y) * rows_per, r1 = min(rows, r0 + rows_per);
   float s0[V], s1[V], mu[V], is[V], kv[V], bv[V], kf[V];
-  const bool from_x = A == Act::ReLU && !y;  // the mask recomputed (stored_positive)
+  // ReLU's mask: read from y, from the forward's bits, or recomputed (stored_positive).
+  const bool from_x = A == Act::ReLU && !y && !mask;
 #pragma unroll
   for (int q = 0; q < V; ++q) {
     const int c = active ? pack * V + q : 0;
@@ -352,10 +363,12 @@ __global__ void __launch_bounds__(kThreads)
       float d[V], xv[V], yv[V];
       load_pack<T, V>(dy + r * C, pack, d);
       load_pack<T, V>(x + r * C, pack, xv);
-      if (A == Act::ReLU && !from_x) load_pack<T, V>(y + r * C, pack, yv);
+      if (A == Act::ReLU && y) load_pack<T, V>(y + r * C, pack, yv);
+      const unsigned bits = A == Act::ReLU && mask ? mask[r * (C / V) + pack] : 0u;
 #pragma unroll
       for (int q = 0; q < V; ++q) {
         if (from_x) yv[q] = stored_positive<T>(__fmaf_rn(xv[q] - mu[q], kf[q], bv[q]));
+        if (A == Act::ReLU && mask) yv[q] = (bits >> q) & 1u ? 1.0f : 0.0f;
         const float xhat = (xv[q] - mu[q]) * is[q];
         const float dq = act_grad<A, M>(d[q], A == Act::ReLU ? yv[q] : 0.0f,
                                         A == Act::SiLU ? xhat * kv[q] + bv[q] : 0.0f);
@@ -392,15 +405,15 @@ __global__ void __launch_bounds__(kThreads)
 // Vectorised pass 3: dx (= or +=) coef0 * d + coef1 * (x - mean) + coef2, and dz (= or +=) d.
 template <typename T, int V, Act A, bool M>
 __global__ void __launch_bounds__(kThreads)
-    bn_backward_dx_vec(const T* x, const T* y, const T* dy, T* dx, T* dz, const float* mean,
-                       const float* invstd, const float* gamma, const float* beta,
-                       const float* coef, int64_t rows, int C, int vx, int vy, bool accumulate,
-                       bool accumulate_dz) {
+    bn_backward_dx_vec(const T* x, const T* y, const uint8_t* mask, const T* dy, T* dx, T* dz,
+                       const float* mean, const float* invstd, const float* gamma,
+                       const float* beta, const float* coef, int64_t rows, int C, int vx, int vy,
+                       bool accumulate, bool accumulate_dz) {
   const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
   const int pack = blockIdx.x * vx + col;
   if (pack * V >= C) return;
   float mu[V], ca[V], cb[V], cc[V], kv[V], bv[V];
-  const bool from_x = A == Act::ReLU && !y;  // the mask recomputed (stored_positive)
+  const bool from_x = A == Act::ReLU && !y && !mask;  // as bn_grad_sums_vec
 #pragma unroll
   for (int q = 0; q < V; ++q) {
     const int c = pack * V + q;
@@ -415,11 +428,13 @@ __global__ void __launch_bounds__(kThreads)
     float d[V], xv[V], yv[V];
     load_pack<T, V>(dy + r * C, pack, d);
     load_pack<T, V>(x + r * C, pack, xv);
-    if (A == Act::ReLU && !from_x) load_pack<T, V>(y + r * C, pack, yv);
+    if (A == Act::ReLU && y) load_pack<T, V>(y + r * C, pack, yv);
+    const unsigned bits = A == Act::ReLU && mask ? mask[r * (C / V) + pack] : 0u;
 #pragma unroll
     for (int q = 0; q < V; ++q) {
       const float xc = xv[q] - mu[q];
       if (from_x) yv[q] = stored_positive<T>(__fmaf_rn(xc, kv[q], bv[q]));
+      if (A == Act::ReLU && mask) yv[q] = (bits >> q) & 1u ? 1.0f : 0.0f;
       d[q] = act_grad<A, M>(d[q], A == Act::ReLU ? yv[q] : 0.0f,
                             A == Act::SiLU ? xc * kv[q] + bv[q] : 0.0f);
       xv[q] = ca[q] * d[q] + cb[q] * xc + cc[q];
@@ -479,6 +494,17 @@ void check_act(Act a, const char* who) {
     throw std::invalid_argument(std::string(who) + ": the activation must be none, ReLU or SiLU");
 }
 
+// A ReLU mask goes with ReLU and the vectorised kernels only (bn_relu_masks_available).
+void check_relu_mask(const uint8_t* mask, const BnTrainSpec& s, bool vec, const char* who) {
+  if (!mask) return;
+  if (s.act != Act::ReLU)
+    throw std::invalid_argument(std::string(who) + ": a ReLU mask without ReLU");
+  if (!vec)
+    throw std::invalid_argument(std::string(who) +
+                                ": a ReLU mask needs packed, 16-byte aligned rows whose channels "
+                                "the 16-byte pack divides (and no CNNBENCH_SCALAR_BN)");
+}
+
 }  // namespace
 
 // ---- Launchers
@@ -490,17 +516,23 @@ size_t channel_reduce_scratch_bytes(int64_t rows, int channels, int segments) {
   return (3 * size_t(ch.count) * size_t(segments) + 3) * size_t(channels) * sizeof(float);
 }
 
+bool bn_relu_masks_available() {
+  return !scalar_bn_forced();
+}
+
 void launch_bn_forward_train(DType t, const void* x, const void* z, void* y, const float* gamma,
                              const float* beta, float* mean, float* invstd, float* running_mean,
                              float* running_var, const BnTrainSpec& s, void* scratch,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, uint8_t* relu_mask) {
   const int C = s.channels;
   if (s.rows <= 0 || C <= 0) return;
   check_act(s.act, "launch_bn_forward_train");
   const int ld_x = ld_or(s.ld_x, C), ld_y = ld_or(s.ld_y, C), ld_z = ld_or(s.ld_z, C);
   float* part = static_cast<float*>(scratch);
   const float eps = float(s.eps), momentum = float(s.momentum), keep = float(1.0 - s.momentum);
-  if (!scalar_bn_forced() && vectorisable(t, C, {ld_x, ld_y, z ? ld_z : C}, {x, y, z})) {
+  const bool vec = !scalar_bn_forced() && vectorisable(t, C, {ld_x, ld_y, z ? ld_z : C}, {x, y, z});
+  check_relu_mask(relu_mask, s, vec, "launch_bn_forward_train");
+  if (vec) {
     CNN_DISPATCH_DTYPE(t, {
       constexpr int V = 16 / int(sizeof(T));
       const VecGeom g = vec_geom(C, V);
@@ -515,8 +547,8 @@ void launch_bn_forward_train(DType t, const void* x, const void* z, void* y, con
       CNN_DISPATCH_BN_ACT(s.act, {
         bn_apply_vec<T, V, A, M>
             <<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
-                static_cast<const T*>(x), static_cast<const T*>(z), static_cast<T*>(y), mean,
-                invstd, gamma, beta, s.rows, C, g.vx, g.vy);
+                static_cast<const T*>(x), static_cast<const T*>(z), static_cast<T*>(y), relu_mask,
+                mean, invstd, gamma, beta, s.rows, C, g.vx, g.vy);
       });
       CNN_CHECK_LAUNCH();
     });
@@ -542,13 +574,13 @@ void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, v
                         const float* gamma, const float* beta, const float* mean,
                         const float* invstd, float* dgamma, float* dbeta, const BnTrainSpec& s,
                         bool accumulate, void* dz, bool accumulate_dz, void* scratch,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, const uint8_t* relu_mask) {
   const int C = s.channels;
   if (s.rows <= 0 || C <= 0) return;
   check_act(s.act, "launch_bn_backward");
   if (!dgamma || !dbeta) throw std::invalid_argument("launch_bn_backward: dgamma and dbeta needed");
-  if (s.act == Act::ReLU && !y && dz)  // the mask from x alone: no residual inside the ReLU
-    throw std::invalid_argument("launch_bn_backward: ReLU over a residual needs y");
+  if (s.act == Act::ReLU && !y && !relu_mask && dz)  // from x alone: no residual in the ReLU
+    throw std::invalid_argument("launch_bn_backward: ReLU over a residual needs y or its mask");
   if (s.act == Act::SiLU && dz)  // SiLU's derivative is taken at bn(x): no residual inside it
     throw std::invalid_argument("launch_bn_backward: no residual gradient with SiLU");
   const int ld_x = ld_or(s.ld_x, C), ld_y = ld_or(s.ld_y, C), ld_z = ld_or(s.ld_z, C);
@@ -558,8 +590,10 @@ void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, v
   // The coefficients follow the largest partials the scratch was sized for.
   float* coef = part + 3 * size_t(ch.count) * size_t(C);
   const BnGradOut out{dgamma, dbeta, coef, gamma, invstd, C, float(1.0 / double(s.rows))};
-  if (!scalar_bn_forced() &&
-      vectorisable(t, C, {ld_x, ld_y, dz ? ld_z : C}, {x, relu ? y : nullptr, dy, dx, dz})) {
+  const bool vec = !scalar_bn_forced() && vectorisable(t, C, {ld_x, ld_y, dz ? ld_z : C},
+                                                       {x, relu ? y : nullptr, dy, dx, dz});
+  check_relu_mask(relu_mask, s, vec, "launch_bn_backward");
+  if (vec) {
     CNN_DISPATCH_DTYPE(t, {
       constexpr int V = 16 / int(sizeof(T));
       const VecGeom g = vec_geom(C, V);
@@ -567,17 +601,18 @@ void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, v
       const int64_t rows_per = (s.rows + chunks - 1) / chunks;
       CNN_DISPATCH_BN_ACT(s.act, {
         bn_grad_sums_vec<T, V, A, M><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
-            static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy), mean,
-            invstd, gamma, beta, s.rows, C, g.vx, g.vy, rows_per, part);
+            static_cast<const T*>(x), static_cast<const T*>(y), relu_mask,
+            static_cast<const T*>(dy), mean, invstd, gamma, beta, s.rows, C, g.vx, g.vy, rows_per,
+            part);
         CNN_CHECK_LAUNCH();
         channel_sums_finalize<2><<<dim3(channel_tiles(C), 1, 1), dim3(kTileC, kFinR), 0, stream>>>(
             part, C, chunks, out);
         CNN_CHECK_LAUNCH();
         bn_backward_dx_vec<T, V, A, M>
             <<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
-                static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy),
-                static_cast<T*>(dx), static_cast<T*>(dz), mean, invstd, gamma, beta, coef, s.rows,
-                C, g.vx, g.vy, accumulate, accumulate_dz);
+                static_cast<const T*>(x), static_cast<const T*>(y), relu_mask,
+                static_cast<const T*>(dy), static_cast<T*>(dx), static_cast<T*>(dz), mean, invstd,
+                gamma, beta, coef, s.rows, C, g.vx, g.vy, accumulate, accumulate_dz);
         CNN_CHECK_LAUNCH();
       });
     });

@@ -56,10 +56,17 @@ struct BnTrainSpec {
 // momentum * batch, with the unbiased variance. `scratch`: channel_reduce_scratch_bytes(s.rows,
 // s.channels) bytes. Packed, 16-byte aligned tensors whose channels the 16-byte pack divides take
 // vectorised kernels (kernels/batchnorm_train.cu).
+// With `relu_mask` (ReLU only, the vectorised kernels: bn_relu_masks_available and packed,
+// aligned rows whose channels the pack divides, else invalid_argument), the forward also writes
+// ReLU's mask as bits: byte r * (C / V) + k, V = 16 / sizeof(t), holds bit q set where y[r, k * V
+// + q], as stored, is positive (relu_mask_bytes in networks/train_plan.h).
 void launch_bn_forward_train(DType t, const void* x, const void* z, void* y, const float* gamma,
                              const float* beta, float* mean, float* invstd, float* running_mean,
                              float* running_var, const BnTrainSpec& s, void* scratch,
-                             cudaStream_t stream);
+                             cudaStream_t stream, uint8_t* relu_mask = nullptr);
+// Whether the ReLU masks can be used: the vectorised kernels are not switched off
+// (CNNBENCH_SCALAR_BN=1).
+bool bn_relu_masks_available();
 
 // From the saved input x, the batch statistics and dy (the gradient of the forward's output y):
 // d = dy through the activation (ReLU: dy where y > 0, else 0, as relu_backward_ref; with y null
@@ -69,12 +76,14 @@ void launch_bn_forward_train(DType t, const void* x, const void* z, void* y, con
 // xhat * dgamma) (bn_backward_ref), where xhat = (x - mean) * invstd. dx += instead of = when
 // `accumulate`. The residual's gradient, where dz is given, is d itself (dz += with
 // accumulate_dz); not with SiLU. gamma and beta may be null (1 and 0); dgamma and dbeta are
-// required (dx needs them). Scratch as the forward.
+// required (dx needs them). Scratch as the forward. With `relu_mask` (the forward's bits, under
+// the forward's conditions), ReLU's mask is read from it instead of y (y may then be null, a
+// residual or not), bit for bit the same result.
 void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, void* dx,
                         const float* gamma, const float* beta, const float* mean,
                         const float* invstd, float* dgamma, float* dbeta, const BnTrainSpec& s,
                         bool accumulate, void* dz, bool accumulate_dz, void* scratch,
-                        cudaStream_t stream);
+                        cudaStream_t stream, const uint8_t* relu_mask = nullptr);
 
 // ---- Softmax cross-entropy ---------------------------------------------------------------------
 

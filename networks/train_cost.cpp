@@ -26,7 +26,8 @@ TrainOpCost train_op_cost(const Graph& g, const TrainOp& op, int batch, int elem
   if (op.fused_add >= 0) kind += std::string("+") + op_kind_name(OpKind::Add);
   const bool residual = op.residual >= 0;
   const bool relu_mask_needs_y =
-      op.fused_act >= 0 && g.node(op.fused_act).kind == OpKind::ReLU && residual;
+      op.fused_act >= 0 && g.node(op.fused_act).kind == OpKind::ReLU && residual && !op.relu_mask;
+  const double mask = op.relu_mask ? y / 16 : 0.0;  // relu_mask_bytes: a bit per 2-byte value
   auto accumulates = [&]() {
     for (bool a : op.accumulate)
       if (a) return true;
@@ -45,7 +46,7 @@ TrainOpCost train_op_cost(const Graph& g, const TrainOp& op, int batch, int elem
           c.flops = flops, c.bytes = x + w + y;
           break;
         case OpKind::BatchNorm:
-          c.bytes = 2 * x + y + (residual ? y : 0.0);
+          c.bytes = 2 * x + y + (residual ? y : 0.0) + mask;
           break;
         case OpKind::Add:
           c.bytes = double(n.inputs.size()) * y + y;
@@ -80,8 +81,8 @@ TrainOpCost train_op_cost(const Graph& g, const TrainOp& op, int batch, int elem
       return c;
     case OpKind::BatchNorm:
       c.kind = "bwd " + kind;
-      c.bytes =
-          2 * y + 2 * x + (relu_mask_needs_y ? 2 * y : 0.0) + x + dx_extra + (residual ? y : 0.0);
+      c.bytes = 2 * y + 2 * x + (relu_mask_needs_y ? 2 * y : 0.0) + 2 * mask + x + dx_extra +
+                (residual ? y : 0.0);
       return c;
     case OpKind::MaxPool:
       c.kind = "bwd " + kind;

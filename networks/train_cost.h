@@ -24,14 +24,14 @@ struct TrainOpCost {
 // Forward:
 //   Conv, Linear: x, w and y once; flops 2 x MACs.
 //   BatchNorm (with its fused activation and residual add): x twice (statistics, then apply), y
-//     once, the residual once.
+//     once, the residual once, and a ReLU mask's bits once (TrainOp::relu_mask: y / 16 bytes).
 //   everything else (pooling, activations, adds, scale, concat, dropout): each input and the output
 //     once (a dropout's byte mask too); Flatten nothing (a view).
 // Backward (conv and linear in two parts, as the plan runs them):
 //   data: dy, w and dx once (dx twice where it accumulates); filter: x, dy and dW once.
 //   BatchNorm: dy and x twice each (sums, then apply), the saved activation twice where ReLU's
-//     mask needs the residual (a mask without one is recomputed from x), dx once, the residual's
-//     gradient once.
+//     mask needs the residual (a mask without one is recomputed from x; with TrainOp::relu_mask
+//     its bits are read twice instead), dx once, the residual's gradient once.
 //   max pooling: x, dy and dx; average pooling: dy and dx; ReLU: dy, its saved y and dx; Add: dy
 //     and each input's gradient; everything else: dy, each saved input and its gradient.
 // Loss: the logits and their gradient.

@@ -78,7 +78,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
                       (n.name.empty() ? "" : " (" + n.name + ")"));
   }
   // Concats copy their inputs in and their gradients out; BatchNorm runs with the ReLU after it.
-  plan_ = plan_training(g, false, opt.fuse_bn_act);
+  plan_ = plan_training(g, false, opt.fuse_bn_act, opt.relu_masks && bn_relu_masks_available());
   const DType t = storage_type(opt.precision);  // F32 for fp32 and tf32
   const size_t esize = dtype_size(t);
   const bool mixed = t != DType::F32;   // fp16, bf16: fp32 master weights, working copies in t
@@ -102,7 +102,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   // not overlap; with opt.reuse_memory off each gets its own buffer for the whole run.
   std::vector<int> value(nodes.size(), -1), grad(nodes.size(), -1), mean(nodes.size(), -1),
       invstd(nodes.size(), -1), zero_bias(nodes.size(), -1), gate32(nodes.size(), -1),
-      dgate32(nodes.size(), -1), mask(nodes.size(), -1);
+      dgate32(nodes.size(), -1), mask(nodes.size(), -1), relu_mask(nodes.size(), -1);
   std::vector<uint64_t> dropout_offset(nodes.size(), 0);  // each dropout's elements in the stream
   uint64_t dropout_elements = 0;
   bool reuse = opt.reuse_memory;
@@ -269,6 +269,11 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
       reduce_scratch = std::max(reduce_scratch, channel_reduce_scratch_bytes(rows_of(d), d.c));
     }
   }
+  // The fused residual tails' ReLU masks (TrainOp::relu_mask), by the ReLU.
+  for (const TrainOp& op : plan_.ops)
+    if (op.pass == TrainPass::Forward && op.relu_mask)
+      relu_mask[op.fused_act] = transient(op.fused_act, TrainBufferKind::ReluMask,
+                                          relu_mask_bytes(dims(op.fused_act).numel(), esize));
   std::stable_sort(deferred_grads.begin(), deferred_grads.end(),
                    [](const DeferredGrad& a, const DeferredGrad& b) { return a.order < b.order; });
   for (const DeferredGrad& d : deferred_grads)
@@ -427,8 +432,10 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           const void* z = op.residual >= 0 ? vptr(op.residual) : nullptr;
           float *ga = pval(n, 0), *be = pval(n, 1), *rm = pval(n, 2), *rv = pval(n, 3);
           float *mu = fptr(mean[id]), *is = fptr(invstd[id]);
+          uint8_t* mk =
+              op.relu_mask ? static_cast<uint8_t*>(arena_.ptr(relu_mask[op.fused_act])) : nullptr;
           add([=](cudaStream_t st) {
-            launch_bn_forward_train(t, in, z, y, ga, be, mu, is, rm, rv, s, scratch, st);
+            launch_bn_forward_train(t, in, z, y, ga, be, mu, is, rm, rv, s, scratch, st, mk);
           });
           break;
         }
@@ -601,9 +608,13 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           BnTrainSpec s = bn_spec(id);
           s.act = op.fused_act >= 0 ? act_of(nodes[op.fused_act].kind) : Act::None;
           // ReLU's mask: recomputed from x where no residual is inside the ReLU (saves reading
-          // y twice; launch_bn_backward), else read from the saved y.
+          // y twice; launch_bn_backward), read as bits where the forward wrote them
+          // (TrainOp::relu_mask), else read from the saved y.
           const bool mask_from_x = opt.bn_mask_from_input && op.residual < 0;
-          const void* y = s.act == Act::ReLU && !mask_from_x ? vptr(op.fused_act) : nullptr;
+          const uint8_t* mk = op.relu_mask
+                                  ? static_cast<const uint8_t*>(arena_.ptr(relu_mask[op.fused_act]))
+                                  : nullptr;
+          const void* y = s.act == Act::ReLU && !mask_from_x && !mk ? vptr(op.fused_act) : nullptr;
           void *dx = nullptr, *dz = nullptr;
           bool acc = false, acc_z = false;
           for (size_t i = 0; i < op.grad_writes.size(); ++i) {
@@ -620,7 +631,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           float *dga = pgrad(n, 0), *dbe = pgrad(n, 1);
           add([=](cudaStream_t st) {
             launch_bn_backward(t, in, y, dyb, dx, ga, be, mu, is, dga, dbe, s, acc, dz, acc_z,
-                               scratch, st);
+                               scratch, st, mk);
           });
           break;
         }

@@ -77,6 +77,10 @@ struct TrainOptions {
   // A BatchNorm + ReLU with no residual recomputes ReLU's mask from its input in the backward
   // instead of reading the saved activation (bit for bit the same mask; two reads fewer).
   bool bn_mask_from_input = true;
+  // A fused residual tail (BatchNorm + Add + ReLU) with a multiple of 8 channels writes ReLU's mask
+  // as bits in its forward, and its backward reads those instead of the block's output twice
+  // (plan_training's relu_masks); off: the output is read (for comparison).
+  bool relu_masks = true;
   uint64_t dropout_seed = 0;  // dropout masks: a counter-based hash of (seed, element, step)
 };
 

@@ -61,7 +61,7 @@ namespace {
 
 // Fuses BatchNorms with what alone reads them (TrainOp::fused_act, fused_add): first the residual
 // tails (BatchNorm -> Add -> ReLU), then BatchNorm -> ReLU or SiLU.
-void fuse_bn_ops(const Graph& g, TrainPlan& p) {
+void fuse_bn_ops(const Graph& g, TrainPlan& p, bool relu_masks) {
   const auto& nodes = g.nodes();
   const int count = int(nodes.size());
   const std::vector<std::vector<int>> consumers = g.consumers();
@@ -104,17 +104,19 @@ void fuse_bn_ops(const Graph& g, TrainPlan& p) {
     // The Add's backward right after the ReLU's (z's gradient keeps its place among its writers),
     // and the BatchNorm's input gradient written by the BatchNorm alone (moving it is safe).
     if (backward && (bwd[a] != bwd[r] + 1 || (p.needs_grad[x] && grad_writers[x] != 1))) continue;
+    // The mask as bits where the kernels' 16-byte packs tile the channels (8 of 2 bytes, 4 of 4).
+    const bool bits = relu_masks && backward && nodes[r].out.c % 8 == 0;
     TrainOp f = p.ops[fwd[b]];
-    f.fused_act = r, f.fused_add = a, f.residual = z;
+    f.fused_act = r, f.fused_add = a, f.residual = z, f.relu_mask = bits;
     f.reads.push_back(z);
     p.ops[fwd[a]] = f;
     drop[fwd[b]] = drop[fwd[r]] = true;
     if (backward) {
       TrainOp ob = p.ops[bwd[b]];
       const TrainOp& oa = p.ops[bwd[a]];
-      ob.fused_act = r, ob.fused_add = a, ob.residual = z;
+      ob.fused_act = r, ob.fused_add = a, ob.residual = z, ob.relu_mask = bits;
       ob.grad_reads = {r};
-      ob.saved.push_back(SavedRef{r, SavedKind::Value});
+      ob.saved.push_back(SavedRef{r, bits ? SavedKind::ReluMask : SavedKind::Value});
       for (size_t i = 0; i < oa.grad_writes.size(); ++i)
         if (oa.grad_writes[i] == z) {
           ob.grad_writes.push_back(z);
@@ -160,7 +162,7 @@ void fuse_bn_ops(const Graph& g, TrainPlan& p) {
 
 }  // namespace
 
-TrainPlan plan_training(const Graph& g, bool concat_views, bool fuse_bn_act) {
+TrainPlan plan_training(const Graph& g, bool concat_views, bool fuse_bn_act, bool relu_masks) {
   const auto& nodes = g.nodes();
   const int count = int(nodes.size());
   const auto consumers = g.consumers();
@@ -350,7 +352,7 @@ TrainPlan plan_training(const Graph& g, bool concat_views, bool fuse_bn_act) {
     }
   }
 
-  if (fuse_bn_act) fuse_bn_ops(g, p);
+  if (fuse_bn_act) fuse_bn_ops(g, p, relu_masks);
   for (const TrainOp& op : p.ops)
     if (op.param_grads)
       for (int pi : nodes[op.node].params)
@@ -390,6 +392,7 @@ TrainMemory plan_training_memory(const Graph& g, const TrainPlan& p, const Train
     last[r] = std::max(last[r], step);
   };
   std::vector<int> stats_first(count, -1), stats_last(count, -1);
+  std::vector<int> rmask_first(count, -1), rmask_last(count, -1);  // ReLU masks, by the ReLU
   int last_loss = 0;
   const int input_root = root(g.input_id());
   touch(vfirst, vlast, input_root, 0);
@@ -401,6 +404,7 @@ TrainMemory plan_training_memory(const Graph& g, const TrainPlan& p, const Train
       for (int v : op.reads) touch(vfirst, vlast, root(v), step);
       if (nodes[op.node].kind == OpKind::BatchNorm || nodes[op.node].kind == OpKind::Dropout)
         touch(stats_first, stats_last, op.node, step);
+      if (op.relu_mask) touch(rmask_first, rmask_last, op.fused_act, step);
     } else if (op.pass == TrainPass::Loss) {
       for (int v : op.reads) touch(vfirst, vlast, root(v), step);
       last_loss = step;
@@ -409,6 +413,8 @@ TrainMemory plan_training_memory(const Graph& g, const TrainPlan& p, const Train
       if (s.kind == SavedKind::Value) {
         touch(vfirst, vlast, root(s.node), step);
         vsaved[root(s.node)] = true;
+      } else if (s.kind == SavedKind::ReluMask) {
+        touch(rmask_first, rmask_last, s.node, step);
       } else {
         touch(stats_first, stats_last, s.node, step);
       }
@@ -433,6 +439,10 @@ TrainMemory plan_training_memory(const Graph& g, const TrainPlan& p, const Train
       m.buffers.push_back({bn ? TrainBufferKind::BnStats : TrainBufferKind::DropoutMask, r, bytes,
                            stats_first[r], stats_last[r], true, 0});
     }
+    if (rmask_first[r] >= 0)
+      m.buffers.push_back({TrainBufferKind::ReluMask, r,
+                           align_up(relu_mask_bytes(nodes[r].out.numel() * int64_t(N), esize)),
+                           rmask_first[r], rmask_last[r], true, 0});
   }
   m.buffers.push_back(
       {TrainBufferKind::Labels, g.input_id(), align_up(N * 4), 0, last_loss, false, 0});

@@ -27,9 +27,10 @@ enum class TrainPass { Forward, Loss, Backward };
 enum class BackwardPart { Whole, Filter, Data };
 
 // A forward result a backward op needs: a value (a node's output, aliases resolved), a
-// BatchNorm's batch statistics (mean and 1/sqrt(var + eps) per channel, fp32), or a dropout's
-// mask (one byte per element).
-enum class SavedKind { Value, BnStats, DropoutMask };
+// BatchNorm's batch statistics (mean and 1/sqrt(var + eps) per channel, fp32), a dropout's
+// mask (one byte per element), or a fused residual tail's ReLU mask (TrainOp::relu_mask; node:
+// the ReLU).
+enum class SavedKind { Value, BnStats, DropoutMask, ReluMask };
 struct SavedRef {
   int node = -1;
   SavedKind kind = SavedKind::Value;
@@ -59,6 +60,10 @@ struct TrainOp {
   int fused_act = -1;
   int fused_add = -1;
   int residual = -1;
+  // A fused residual tail (BatchNorm -> Add -> ReLU) whose forward also writes ReLU's mask, a bit
+  // per element (y > 0), and whose backward reads that instead of y twice (plan_training's
+  // relu_masks): on both of its ops.
+  bool relu_mask = false;
   int value_written() const { return fused_act >= 0 ? fused_act : node; }  // Forward
   bool param_grads = false;                 // writes the gradients of `node`'s trainable parameters
   double loss_weight = 0;                   // Loss
@@ -97,7 +102,17 @@ struct TrainPlan {
 // and conv-BN-SiLU is); and a BatchNorm whose only consumer is a residual Add whose only consumer
 // is a ReLU (ResNet's block tail) runs with both. This saves the fused ops' passes over memory and
 // the intermediate values and gradients.
-TrainPlan plan_training(const Graph& g, bool concat_views = true, bool fuse_bn_act = false);
+// relu_masks (with fuse_bn_act): a fused residual tail whose output has a multiple of 8 channels
+// keeps ReLU's mask as bits (TrainOp::relu_mask, a SavedKind::ReluMask of the ReLU) instead of
+// its backward reading the saved output twice: 1/16 of the output's bytes in fp16.
+TrainPlan plan_training(const Graph& g, bool concat_views = true, bool fuse_bn_act = false,
+                        bool relu_masks = false);
+
+// The bytes of a ReLU mask over `elements` values of `elem_bytes` each: a byte per 16-byte pack
+// of channels (8 values of fp16 or bf16, 4 of fp32), bit k for the pack's value k.
+inline size_t relu_mask_bytes(int64_t elements, size_t elem_bytes) {
+  return size_t(elements) * elem_bytes / 16;
+}
 
 // Memory of one step. Storage types follow the precision: fp32 and tf32 keep everything in fp32;
 // fp16 and bf16 keep working weights, activations and all gradients in 16 bits plus fp32 master
@@ -112,12 +127,12 @@ struct TrainMemoryOptions {
   bool sgd_momentum = true;  // torch.optim.SGD keeps no momentum buffer when momentum is 0
 };
 
-enum class TrainBufferKind { Value, Gradient, BnStats, DropoutMask, Labels };
+enum class TrainBufferKind { Value, Gradient, BnStats, DropoutMask, Labels, ReluMask };
 
 // One buffer of the activation arena, live from op `first` to op `last` inclusive (steps are
 // indices into TrainPlan::ops): a value from its write to its last read, forward or backward
 // (the image for the whole step); a gradient from its first write to its last read; statistics
-// and masks from their forward op to their backward op.
+// and masks from their forward op to their backward op (a ReLU mask's node: the ReLU).
 struct TrainBuffer {
   TrainBufferKind kind = TrainBufferKind::Value;
   int node = -1;     // the buffer's root node (BnStats, DropoutMask: the BatchNorm / Dropout)

@@ -51,6 +51,18 @@ execute_process(COMMAND ${TRAIN} --network=resnet50 --batch=256 --precision=fp16
 if(NOT rc EQUAL 0 OR NOT out MATCHES "every op at its roofline: [0-9.]+ us a step, [0-9]+ img/s \\(6\\.2 TFLOP")
   message(FATAL_ERROR "train_step --cost_model: exit ${rc}\n${out}${err}")
 endif()
+expect_failure("train_step relu masks" "--relu_masks takes 1 or 0, not '2'" ${TRAIN} --network=resnet50 --batch=8 --cost_model=900,4300 --relu_masks=2)
+# The ReLU masks in the model: ResNet-50's fp16 step at 256 moves 94.4 GB without, 89.2 with.
+foreach(pair "0:94.4" "1:89.2")
+  string(REPLACE ":" ";" parts ${pair})
+  list(GET parts 0 m)
+  list(GET parts 1 gb)
+  execute_process(COMMAND ${TRAIN} --network=resnet50 --batch=256 --precision=fp16 --cost_model=900,4300 --relu_masks=${m}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "6\\.2 TFLOP, ${gb} GB\\)")
+    message(FATAL_ERROR "train_step --cost_model --relu_masks=${m}: exit ${rc}, expected ${gb} GB\n${out}${err}")
+  endif()
+endforeach()
 expect_failure("train_step breakdown with files" "--breakdown runs on random weights and data" ${TRAIN} --network=resnet50 --breakdown=bd.json --batch=2 --weights=w.safetensors)
 expect_failure("train_step breakdown unwritable" "--breakdown: cannot write /nonexistent/bd.json" ${TRAIN} --network=resnet50 --breakdown=/nonexistent/bd.json --batch=2)
 expect_failure("train_step breakdown no batch" "--breakdown needs --batch=N" ${TRAIN} --network=resnet50 --breakdown=${CMAKE_CURRENT_BINARY_DIR}/bd.json)

@@ -423,6 +423,87 @@ TEST(GpuTrain, BatchNormBackwardReluMaskFromInputIsTheSavedOnes) {
       std::invalid_argument);
 }
 
+// ReLU's mask as bits (a fused residual tail's, TrainOp::relu_mask): the forward writes the same
+// y with or without them, and a bit per element set exactly where the stored y is positive; the
+// backward from the bits gives exactly what it gives reading y (dx, the residual's gradient,
+// dgamma, dbeta), written or added, in every storage type, over the vectorised geometries. Bits
+// without ReLU, or on rows the vectorised kernels do not take, are refused.
+TEST(GpuTrain, BatchNormReluMaskBitsAreTheSavedOnes) {
+  const unsigned seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937 rng(seed);
+  int compared = 0;
+  for (Precision p : kStorage)
+    for (const BnCase& cs : bn_cases(rng))
+      for (bool accumulate : {false, true}) {
+        const DType t = storage_type(p);
+        const int C = cs.d.c, V = 16 / int(dtype_size(t));
+        if (C % V != 0) continue;
+        const int64_t rows = rows_of(cs.d);
+        std::ostringstream what;
+        what << precision_name(p) << " " << cs.d.str() << (accumulate ? " accumulate" : "");
+        const auto x = bn_input(cs, t, rng);
+        const auto z = rounded(random_vector(size_t(rows) * C, rng), t);
+        const auto gamma = random_vector(C, rng, 0.5, 1.5), beta = random_vector(C, rng, -.5, .5);
+        const auto dy = rounded(random_vector(size_t(rows) * C, rng), t);
+        const auto dx0 = rounded(random_vector(size_t(rows) * C, rng), t);
+        Rows bx(rows, C, t), bz(rows, C, t), by(rows, C, t), by_bits(rows, C, t), bdy(rows, C, t);
+        Rows dx_y(rows, C, t), dx_b(rows, C, t), dz_y(rows, C, t), dz_b(rows, C, t);
+        bx.upload(x), bz.upload(z), bdy.upload(dy);
+        for (Rows* r : {&dx_y, &dx_b, &dz_y, &dz_b}) r->upload(dx0);
+        const size_t mask_bytes = size_t(rows) * C / V;
+        DeviceArray<uint8_t> mask(mask_bytes);
+        DeviceArray<float> dgamma_in(gamma), dbeta_in(beta), mean(C), invstd(C);
+        DeviceArray<float> dg_y(C), db_y(C), dg_b(C), db_b(C);
+        DeviceArray<uint8_t> scratch(channel_reduce_scratch_bytes(rows, C));
+        BnTrainSpec s;
+        s.rows = rows, s.channels = C, s.act = Act::ReLU;
+        launch_bn_forward_train(t, bx.ptr(), bz.ptr(), by.ptr(), dgamma_in.get(), dbeta_in.get(),
+                                mean.get(), invstd.get(), nullptr, nullptr, s, scratch.get(),
+                                nullptr);
+        launch_bn_forward_train(t, bx.ptr(), bz.ptr(), by_bits.ptr(), dgamma_in.get(),
+                                dbeta_in.get(), mean.get(), invstd.get(), nullptr, nullptr, s,
+                                scratch.get(), nullptr, mask.get());
+        const std::vector<float> y = by.download();
+        EXPECT_EQ(by_bits.download(), y) << what.str() << ": y changed by writing the bits";
+        const std::vector<uint8_t> bits = mask.download();
+        int wrong = 0, zeros = 0;
+        for (size_t i = 0; i < y.size(); ++i) {
+          const bool set = (bits[i / V] >> (i % V)) & 1;
+          wrong += set != (y[i] > 0.f);
+          zeros += y[i] == 0.f;
+        }
+        EXPECT_EQ(wrong, 0) << what.str() << ": bits unlike y > 0";
+        EXPECT_GT(zeros, 0) << what.str() << ": the ReLU masked nothing";
+        launch_bn_backward(t, bx.ptr(), by.ptr(), bdy.ptr(), dx_y.ptr(), dgamma_in.get(),
+                           dbeta_in.get(), mean.get(), invstd.get(), dg_y.get(), db_y.get(), s,
+                           accumulate, dz_y.ptr(), accumulate, scratch.get(), nullptr);
+        launch_bn_backward(t, bx.ptr(), nullptr, bdy.ptr(), dx_b.ptr(), dgamma_in.get(),
+                           dbeta_in.get(), mean.get(), invstd.get(), dg_b.get(), db_b.get(), s,
+                           accumulate, dz_b.ptr(), accumulate, scratch.get(), nullptr, mask.get());
+        EXPECT_EQ(dx_b.download(), dx_y.download()) << what.str() << " dx";
+        EXPECT_EQ(dz_b.download(), dz_y.download()) << what.str() << " dz";
+        EXPECT_EQ(dg_b.download(), dg_y.download()) << what.str() << " dgamma";
+        EXPECT_EQ(db_b.download(), db_y.download()) << what.str() << " dbeta";
+        ++compared;
+      }
+  EXPECT_GT(compared, 0);
+  // Refused: bits with SiLU; bits on strided rows (the per-element kernels).
+  BnTrainSpec s;
+  s.rows = 4, s.channels = 8, s.act = Act::SiLU;
+  DeviceArray<float> f(256);
+  DeviceArray<uint8_t> m(16);
+  EXPECT_THROW(
+      launch_bn_forward_train(DType::F32, f.get(), nullptr, f.get(), nullptr, nullptr, f.get(),
+                              f.get(), nullptr, nullptr, s, f.get(), nullptr, m.get()),
+      std::invalid_argument);
+  s.act = Act::ReLU, s.ld_x = 12;
+  EXPECT_THROW(launch_bn_backward(DType::F32, f.get(), nullptr, f.get(), f.get(), nullptr, nullptr,
+                                  f.get(), f.get(), f.get(), f.get(), s, false, f.get(), false,
+                                  f.get(), nullptr, m.get()),
+               std::invalid_argument);
+}
+
 // A residual gradient with SiLU is refused (SiLU's derivative is taken at bn(x), without z).
 TEST(GpuTrain, BatchNormBackwardRefusesSiluWithResidual) {
   BnTrainSpec s;

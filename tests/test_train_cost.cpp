@@ -70,3 +70,31 @@ TEST(TrainCost, ResNet50FlopsAreTheStepsMacs) {
   EXPECT_LE(floor_us, (flops / 900e12 + bytes / 4300e9) * 1e6 * (1 + 1e-12));
   EXPECT_NE(t.find("bwd-data conv"), std::string::npos) << t;
 }
+
+// ReLU masks (TrainOp::relu_mask) in the model: each of ResNet-50's 16 block tails moves y / 16
+// more forward (the bits written) and 2 y - 2 y / 16 less backward (the bits read twice instead
+// of its output), y its output's bytes; nothing else changes.
+TEST(TrainCost, ReluMasksTradeTheTailsOutputReadsForBits) {
+  const Graph g = build_training_network("resnet50", 0, 1000);
+  const TrainPlan p0 = plan_training(g, false, true), p = plan_training(g, false, true, true);
+  ASSERT_EQ(p.ops.size(), p0.ops.size());
+  const int N = 8, e = 2;
+  int tails = 0;
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    const TrainOpCost c0 = train_op_cost(g, p0.ops[i], N, e), c = train_op_cost(g, p.ops[i], N, e);
+    EXPECT_EQ(c.kind, c0.kind);
+    EXPECT_DOUBLE_EQ(c.flops, c0.flops);
+    if (!p.ops[i].relu_mask) {
+      EXPECT_DOUBLE_EQ(c.bytes, c0.bytes) << c.kind;
+      continue;
+    }
+    const double y = double(N) * double(g.node(p.ops[i].fused_act).out.numel()) * e;
+    if (p.ops[i].pass == TrainPass::Forward) {
+      ++tails;
+      EXPECT_DOUBLE_EQ(c.bytes - c0.bytes, y / 16) << c.kind;
+    } else {
+      EXPECT_DOUBLE_EQ(c0.bytes - c.bytes, 2 * y - 2 * y / 16) << c.kind;
+    }
+  }
+  EXPECT_EQ(tails, 16);
+}

@@ -306,11 +306,14 @@ void expect_sound(const Graph& g, const TrainPlan& p, const TrainMemory& m) {
     const TrainOp& op = p.ops[s];
     const std::string what = op.label(g);
     if (op.pass == TrainPass::Forward) live_at(TrainBufferKind::Value, op.value_written(), s, what);
+    if (op.pass == TrainPass::Forward && op.relu_mask)
+      live_at(TrainBufferKind::ReluMask, op.fused_act, s, what);
     for (int v : op.reads) live_at(TrainBufferKind::Value, v, s, what);
     for (const SavedRef& r : op.saved)
-      live_at(r.kind == SavedKind::Value     ? TrainBufferKind::Value
-              : r.kind == SavedKind::BnStats ? TrainBufferKind::BnStats
-                                             : TrainBufferKind::DropoutMask,
+      live_at(r.kind == SavedKind::Value         ? TrainBufferKind::Value
+              : r.kind == SavedKind::BnStats     ? TrainBufferKind::BnStats
+              : r.kind == SavedKind::DropoutMask ? TrainBufferKind::DropoutMask
+                                                 : TrainBufferKind::ReluMask,
               r.node, s, what);
     for (int v : op.grad_reads) live_at(TrainBufferKind::Gradient, v, s, what);
     for (int v : op.grad_writes) live_at(TrainBufferKind::Gradient, v, s, what);
@@ -519,6 +522,65 @@ TEST(TrainPlan, FusedBatchNormWritesTheActivationAndReadsItsGradient) {
     if (g.name() == "resnet50" || g.name() == "efficientnet_b0")
       std::printf("  %s batch 8 fp16: arena %.1f MiB fused, %.1f MiB not\n", g.name().c_str(),
                   m.arena_bytes / 1048576.0, m0.arena_bytes / 1048576.0);
+  }
+}
+
+// ReLU masks as bits (plan_training's relu_masks): ResNet-50's 16 block tails keep a bit per
+// element of their output instead of the output itself for their backward, on both of the tail's
+// ops and nowhere else; each mask is a buffer of 1/16 of the output's bytes (fp16: a byte per 8
+// values), live from the tail's forward to its backward; every other op is the plan without masks;
+// the memory plan stays sound and does not grow by more than the masks. A tail with channels no
+// multiple of 8 keeps the value.
+TEST(TrainPlan, ReluMasksReplaceTheTailsSavedOutput) {
+  for (const Graph& g : training_zoo()) {
+    SCOPED_TRACE(g.name());
+    const TrainPlan p0 = plan_training(g, false, true), p = plan_training(g, false, true, true);
+    ASSERT_EQ(p.ops.size(), p0.ops.size());
+    int masked = 0;
+    size_t mask_bytes = 0;
+    for (size_t i = 0; i < p.ops.size(); ++i) {
+      const TrainOp &op = p.ops[i], &o0 = p0.ops[i];
+      EXPECT_EQ(op.node, o0.node);
+      EXPECT_EQ(op.reads, o0.reads);
+      EXPECT_EQ(op.grad_writes, o0.grad_writes);
+      const bool tail = op.fused_add >= 0;
+      EXPECT_EQ(op.relu_mask, tail && g.node(op.fused_act).out.c % 8 == 0) << op.label(g);
+      if (!op.relu_mask) {
+        EXPECT_EQ(op.saved, o0.saved) << op.label(g);
+        continue;
+      }
+      if (op.pass == TrainPass::Forward) {
+        ++masked;
+        mask_bytes += relu_mask_bytes(g.node(op.fused_act).out.numel() * 8, 2);
+        continue;
+      }
+      // The backward: the saved output replaced by its mask, the rest as before.
+      std::vector<SavedRef> want = o0.saved;
+      for (SavedRef& r : want)
+        if (r == SavedRef{op.fused_act, SavedKind::Value}) r.kind = SavedKind::ReluMask;
+      EXPECT_EQ(op.saved, want) << op.label(g);
+    }
+    if (g.name() == "resnet50") EXPECT_EQ(masked, 16);
+    const TrainMemoryOptions o{8, Precision::FP16, Optimizer::SGD, true};
+    const TrainMemory m0 = plan_training_memory(g, p0, o), m = plan_training_memory(g, p, o);
+    expect_sound(g, p, m);
+    int buffers = 0;
+    for (const TrainBuffer& b : m.buffers)
+      if (b.kind == TrainBufferKind::ReluMask) {
+        ++buffers;
+        EXPECT_EQ(g.node(b.node).kind, OpKind::ReLU);
+        EXPECT_EQ(b.bytes, (size_t(g.node(b.node).out.numel()) * 8 * 2 / 16 + 255) / 256 * 256);
+        EXPECT_TRUE(b.saved);
+      }
+    EXPECT_EQ(buffers, masked);
+    // The placement is greedy, not monotone: allow 1% beside the masks' own bytes.
+    EXPECT_LE(double(m.arena_bytes), 1.01 * double(m0.arena_bytes) + double(mask_bytes));
+    if (masked > 0)
+      std::printf(
+          "  %s batch 8 fp16: arena %.1f MiB with ReLU masks (%.1f MiB of them), %.1f "
+          "MiB without\n",
+          g.name().c_str(), m.arena_bytes / 1048576.0, mask_bytes / 1048576.0,
+          m0.arena_bytes / 1048576.0);
   }
 }
 
