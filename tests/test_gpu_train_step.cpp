@@ -425,6 +425,38 @@ TEST(GpuTrainStep, FusedBatchNormReluChangesNothing) {
   }
 }
 
+// ReLU's mask kept as bits in the block tails (TrainOptions::relu_masks, the default) against the
+// block outputs read back: the same mask bit for bit, so the same steps exactly, fp32 and fp16 (the
+// losses over five steps and conv1's weights after them, with no tolerance), and each of the small
+// ResNet's 4 tails writes one.
+TEST(GpuTrainStep, ReluMasksChangeNothing) {
+  const Fixture f;
+  for (Precision p : {Precision::FP32, Precision::FP16}) {
+    GpuContext ctx;
+    TrainOptions o = f.options(0.02);
+    o.precision = p;
+    TrainModel bits(ctx, f.g, f.w, o);
+    o.relu_masks = false;
+    TrainModel read(ctx, f.g, f.w, o);
+    int masked = 0, masked_off = 0;
+    for (const TrainOp& op : bits.plan().ops)
+      masked += op.pass == TrainPass::Forward && op.relu_mask;
+    for (const TrainOp& op : read.plan().ops) masked_off += op.relu_mask;
+    EXPECT_EQ(masked, 4);
+    EXPECT_EQ(masked_off, 0);
+    for (TrainModel* m : {&bits, &read}) {
+      m->set_input(f.x);
+      m->set_labels(f.labels);
+    }
+    for (int i = 0; i < 5; ++i) {
+      bits.step(ctx.stream);
+      read.step(ctx.stream);
+      EXPECT_EQ(bits.loss(), read.loss()) << precision_name(p) << " step " << i;
+    }
+    EXPECT_EQ(bits.parameter("conv1.weight"), read.parameter("conv1.weight")) << precision_name(p);
+  }
+}
+
 // The stem padded with zero channels (TrainOptions::pad_channels: 3 -> 4 in tf32, 8 in fp16)
 // against the stem as it is, each against the fp32 step: the same first loss, and the stem's weight
 // gradient (narrowed back from the padded one) no further from fp32's than the unpadded one's,
