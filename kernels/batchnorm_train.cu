@@ -187,10 +187,22 @@ __global__ void __launch_bounds__(kFinThreads)
   const int c = blockIdx.x * kTileC + tx;
   const int64_t plane = int64_t(chunks) * C;
   float n = 0.0f, mean = 0.0f, m2 = 0.0f;
+  // kFinBatch chunks' partials loaded before they are merged, in the same order as one at a
+  // time: one memory latency a batch instead of one a chunk (a missing chunk reads as count 0,
+  // which welford_merge skips, as it skips an empty chunk).
   if (c < C)
-    for (int k = ty; k < chunks; k += kFinR) {
-      const int64_t at = int64_t(k) * C + c;
-      welford_merge(n, mean, m2, part[at], part[plane + at], part[2 * plane + at]);
+    for (int k0 = ty; k0 < chunks; k0 += kFinBatch * kFinR) {
+      float pn[kFinBatch], pm[kFinBatch], p2[kFinBatch];
+#pragma unroll
+      for (int u = 0; u < kFinBatch; ++u) {
+        const int k = k0 + u * kFinR;
+        const int64_t at = int64_t(k) * C + c;
+        pn[u] = k < chunks ? part[at] : 0.0f;
+        pm[u] = k < chunks ? part[plane + at] : 0.0f;
+        p2[u] = k < chunks ? part[2 * plane + at] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kFinBatch; ++u) welford_merge(n, mean, m2, pn[u], pm[u], p2[u]);
     }
   sn[ty][tx] = n, sm[ty][tx] = mean, s2[ty][tx] = m2;
   __syncthreads();

@@ -31,6 +31,8 @@ constexpr int kMaxChunks = 1024;
 constexpr int kMinRowsPerThread = 4;
 constexpr int kFinR = 32;
 constexpr int kFinThreads = kTileC * kFinR;
+// A finalize lane loads this many of its chunks' partials before adding (merging) them in order.
+constexpr int kFinBatch = 8;
 
 inline int blocks_for(int64_t n, int threads = kThreads) {
   return int(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, kMaxBlocks)));
@@ -196,10 +198,25 @@ __global__ void __launch_bounds__(kFinThreads)
   float acc[K];
 #pragma unroll
   for (int q = 0; q < K; ++q) acc[q] = 0.0f;
+  // kFinBatch chunks loaded before they are added, in the same order as one at a time (the same
+  // sums bit for bit, one memory latency a batch instead of one a chunk); a missing chunk adds
+  // nothing.
   if (c < C)
-    for (int k = ty; k < chunks; k += kFinR)
+    for (int k0 = ty; k0 < chunks; k0 += kFinBatch * kFinR) {
+      float v[kFinBatch][K];
 #pragma unroll
-      for (int q = 0; q < K; ++q) acc[q] += part[((int64_t(q) * segs + seg) * chunks + k) * C + c];
+      for (int u = 0; u < kFinBatch; ++u) {
+        const int k = k0 + u * kFinR;
+#pragma unroll
+        for (int q = 0; q < K; ++q)
+          v[u][q] = k < chunks ? part[((int64_t(q) * segs + seg) * chunks + k) * C + c] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kFinBatch; ++u)
+        if (k0 + u * kFinR < chunks)
+#pragma unroll
+          for (int q = 0; q < K; ++q) acc[q] += v[u][q];
+    }
 #pragma unroll
   for (int q = 0; q < K; ++q) sh[q][ty][tx] = acc[q];
   __syncthreads();
