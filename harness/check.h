@@ -6,11 +6,19 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 
 #include <stdexcept>
 #include <string>
 
 namespace cnnbench {
+
+// Whether environment variable `name` is set to exactly "1" (the kernels' A/B switches, such as
+// CNNBENCH_MAXPOOL_GATHER=1: any other value, or none, leaves the default).
+inline bool env_is_one(const char* name) {
+  const char* e = std::getenv(name);
+  return e && std::string(e) == "1";
+}
 
 // A problem with what the user gave us: one sentence that names the bad value.
 struct UserError : std::runtime_error {

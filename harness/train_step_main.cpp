@@ -156,7 +156,11 @@ int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path, 
   j["precision"] = precision_name(opt.precision);
   j["batch"] = opt.batch;
   j["engine"] = engine_mode_name(opt.engine);
+  // The tails that kept ReLU's mask as bits (none under CNNBENCH_SCALAR_BN=1 or --relu_masks=0).
+  int masks = 0;
+  for (const TrainOp& op : m.plan().ops) masks += op.pass == TrainPass::Forward && op.relu_mask;
   j["relu_masks"] = opt.relu_masks;
+  j["relu_mask_tails"] = masks;
   j["pad_channels"] = opt.pad_channels;
   // The kernels' A/B switches set for this run (CNNBENCH_BN_EXACT_SILU=1 and the like).
   nlohmann::ordered_json env = nlohmann::ordered_json::object();

@@ -575,6 +575,22 @@ __device__ __forceinline__ float inv_scale_of(const float* loss_scale) {
   return loss_scale ? 1.0f / *loss_scale : 1.0f;
 }
 
+// Element i of one tensor's SGD step: the per-tensor and the grouped kernels both run this.
+template <typename G, typename C>
+__device__ __forceinline__ void sgd_update(float* p, float* buf, const G* g, int64_t i,
+                                           const SgdArgs& h, float inv, bool first, C* copy) {
+  float w = p[i];
+  float d = load_f(g, i) * inv + h.weight_decay * w;
+  if (h.momentum != 0.0f) {
+    const float b = first ? d : h.momentum * buf[i] + h.one_minus_dampening * d;
+    buf[i] = b;
+    d = h.nesterov ? d + h.momentum * b : b;
+  }
+  w -= h.lr * d;
+  p[i] = w;
+  if (copy) store_f(copy, i, w);
+}
+
 template <typename G, typename C>
 __global__ void sgd_kernel(float* p, float* buf, const G* g, int64_t n, SgdArgs h, StepControl c,
                            C* copy) {
@@ -582,18 +598,8 @@ __global__ void sgd_kernel(float* p, float* buf, const G* g, int64_t n, SgdArgs 
   const float inv = inv_scale_of(c.loss_scale);
   const bool first = c.step && *c.step == 1;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    float w = p[i];
-    float d = load_f(g, i) * inv + h.weight_decay * w;
-    if (h.momentum != 0.0f) {
-      const float b = first ? d : h.momentum * buf[i] + h.one_minus_dampening * d;
-      buf[i] = b;
-      d = h.nesterov ? d + h.momentum * b : b;
-    }
-    w -= h.lr * d;
-    p[i] = w;
-    if (copy) store_f(copy, i, w);
-  }
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    sgd_update(p, buf, g, i, h, inv, first, copy);
 }
 
 struct AdamArgs {
@@ -601,33 +607,90 @@ struct AdamArgs {
   bool nan_to_num;
 };
 
+// Adam's per-step constants, from the step count on the device.
+struct AdamStep {
+  float inv, step_size, bc2_sqrt, b1, b2, eps, omb1, omb2, wd;
+  bool nan_to_num;
+};
+__device__ __forceinline__ AdamStep adam_step_of(const AdamArgs& h, const StepControl& c) {
+  AdamStep a;
+  a.inv = inv_scale_of(c.loss_scale);
+  const int t = *c.step;
+  const double bc1 = 1.0 - pow(h.beta1, double(t)), bc2 = 1.0 - pow(h.beta2, double(t));
+  a.step_size = float(h.lr / bc1), a.bc2_sqrt = float(sqrt(bc2));
+  // 1 - beta in double, as torch computes it in Python before the fp32 kernel sees it: fp32's
+  // 1 - float(0.999) is 1.3e-5 off.
+  a.b1 = float(h.beta1), a.b2 = float(h.beta2), a.eps = float(h.eps);
+  a.omb1 = float(1.0 - h.beta1), a.omb2 = float(1.0 - h.beta2);
+  a.wd = float(h.weight_decay);
+  a.nan_to_num = h.nan_to_num;
+  return a;
+}
+
+// Element i of one tensor's Adam step: the per-tensor and the grouped kernels both run this.
+template <typename G, typename C>
+__device__ __forceinline__ void adam_update(float* p, float* m, float* v, const G* g, int64_t i,
+                                            const AdamStep& a, C* copy) {
+  float w = p[i];
+  float gr = load_f(g, i) * a.inv;
+  if (a.nan_to_num && !isfinite(gr)) gr = isnan(gr) ? 0.f : copysignf(1e5f, gr);
+  const float gi = gr + a.wd * w;
+  const float mi = a.b1 * m[i] + a.omb1 * gi;
+  const float vi = a.b2 * v[i] + a.omb2 * gi * gi;
+  m[i] = mi;
+  v[i] = vi;
+  w -= a.step_size * mi / (sqrtf(vi) / a.bc2_sqrt + a.eps);
+  p[i] = w;
+  if (copy) store_f(copy, i, w);
+}
+
 template <typename G, typename C>
 __global__ void adam_kernel(float* p, float* m, float* v, const G* g, int64_t n, AdamArgs h,
                             StepControl c, C* copy) {
   if (c.found_inf && *c.found_inf) return;
-  const float inv = inv_scale_of(c.loss_scale);
-  const int t = *c.step;
-  const double bc1 = 1.0 - pow(h.beta1, double(t)), bc2 = 1.0 - pow(h.beta2, double(t));
-  const float step_size = float(h.lr / bc1), bc2_sqrt = float(sqrt(bc2));
-  // 1 - beta in double, as torch computes it in Python before the fp32 kernel sees it: fp32's
-  // 1 - float(0.999) is 1.3e-5 off.
-  const float b1 = float(h.beta1), b2 = float(h.beta2), eps = float(h.eps);
-  const float omb1 = float(1.0 - h.beta1), omb2 = float(1.0 - h.beta2);
-  const float wd = float(h.weight_decay);
+  const AdamStep a = adam_step_of(h, c);
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    float w = p[i];
-    float gr = load_f(g, i) * inv;
-    if (h.nan_to_num && !isfinite(gr)) gr = isnan(gr) ? 0.f : copysignf(1e5f, gr);
-    const float gi = gr + wd * w;
-    const float mi = b1 * m[i] + omb1 * gi;
-    const float vi = b2 * v[i] + omb2 * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    w -= step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
-    p[i] = w;
-    if (copy) store_f(copy, i, w);
-  }
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    adam_update(p, m, v, g, i, a, copy);
+}
+
+// The grouped steps: up to kOptTable tensors of one gradient type per launch, each given its own
+// range of blocks (OptGroup's starts; opt_slot maps a block to its tensor), the table passed by
+// value as the kernel's argument.
+struct OptTable {
+  float* p[kOptTable];
+  float* m[kOptTable];
+  float* v[kOptTable];
+  const void* g[kOptTable];
+  void* copy[kOptTable];
+  int64_t n[kOptTable];
+  int start[kOptTable + 1];
+  int used;
+};
+
+template <typename G, typename C>
+__global__ void sgd_group_kernel(OptTable t, SgdArgs h, StepControl c) {
+  if (c.found_inf && *c.found_inf) return;
+  const float inv = inv_scale_of(c.loss_scale);
+  const bool first = c.step && *c.step == 1;
+  const OptSlot s = opt_slot(t.start, t.used, int(blockIdx.x), int(threadIdx.x), int(blockDim.x));
+  const int b = s.tensor;
+  const G* g = static_cast<const G*>(t.g[b]);
+  C* copy = static_cast<C*>(t.copy[b]);
+  for (int64_t i = s.first; i < t.n[b]; i += s.stride)
+    sgd_update(t.p[b], t.m[b], g, i, h, inv, first, copy);
+}
+
+template <typename G, typename C>
+__global__ void adam_group_kernel(OptTable t, AdamArgs h, StepControl c) {
+  if (c.found_inf && *c.found_inf) return;
+  const AdamStep a = adam_step_of(h, c);
+  const OptSlot s = opt_slot(t.start, t.used, int(blockIdx.x), int(threadIdx.x), int(blockDim.x));
+  const int b = s.tensor;
+  const G* g = static_cast<const G*>(t.g[b]);
+  C* copy = static_cast<C*>(t.copy[b]);
+  for (int64_t i = s.first; i < t.n[b]; i += s.stride)
+    adam_update(t.p[b], t.m[b], t.v[b], g, i, a, copy);
 }
 
 // Calls the body with G the gradient's CUDA type and C the copy's.
@@ -722,7 +785,7 @@ void launch_maxpool_backward(DType t, const void* x, const void* dy, void* dx, c
   if (s.x.numel() <= 0) return;
   if (vectorisable(t, s.x.c, {ld_or(s.ld_x, s.x.c), ld_or(s.ld_y, s.y.c)}, {x, dy, dx})) {
     // CNNBENCH_MAXPOOL_GATHER=1: the general kernel here too, for an A/B on the device.
-    static const bool gather_only = std::getenv("CNNBENCH_MAXPOOL_GATHER") != nullptr;
+    static const bool gather_only = env_is_one("CNNBENCH_MAXPOOL_GATHER");
     if (is_k3s2p1(s) && !gather_only) {
       CNN_DISPATCH_DTYPE(t, {
         constexpr int V = 16 / sizeof(T);
@@ -915,7 +978,7 @@ void launch_scale_backward(DType t, const void* x, const float* gate, const void
   const int64_t hw = int64_t(d.h) * d.w;
   if (d.n <= 0 || hw <= 0 || d.c <= 0) return;
   // CNNBENCH_SCALAR_SCALE=1: the per-element kernel here too, for an A/B on the device.
-  static const bool scalar_only = std::getenv("CNNBENCH_SCALAR_SCALE") != nullptr;
+  static const bool scalar_only = env_is_one("CNNBENCH_SCALAR_SCALE");
   if (!scalar_only && vectorisable(t, d.c, {}, {x, dy, dx})) {
     CNN_DISPATCH_DTYPE(t, {
       constexpr int V = 16 / sizeof(T);
@@ -1164,6 +1227,76 @@ void launch_sgd_step(float* p, float* momentum_buffer, const void* g, DType gt, 
       sgd_kernel<G, C><<<blocks_for(n), kThreads, 0, stream>>>(
           p, momentum_buffer, static_cast<const G*>(g), n, a, c, static_cast<C*>(p_copy)));
   CNN_CHECK_LAUNCH();
+}
+
+std::vector<OptGroup> opt_groups(const std::vector<OptTensor>& ts) {
+  std::vector<OptGroup> out;
+  for (DType gt : {DType::F32, DType::F16, DType::BF16}) {
+    OptGroup cur;
+    cur.gt = gt;
+    cur.start.push_back(0);
+    for (size_t k = 0; k < ts.size(); ++k) {
+      if (ts[k].gt != gt || ts[k].n <= 0) continue;
+      if (int(cur.tensors.size()) == kOptTable) {
+        out.push_back(cur);
+        cur.tensors.clear();
+        cur.start.assign(1, 0);
+      }
+      const int64_t want =
+          (ts[k].n + int64_t(kThreads) * kOptPerThread - 1) / (int64_t(kThreads) * kOptPerThread);
+      cur.tensors.push_back(int(k));
+      cur.start.push_back(cur.start.back() + int(std::min<int64_t>(want, kOptMaxBlocks)));
+    }
+    if (!cur.tensors.empty()) out.push_back(cur);
+  }
+  return out;
+}
+
+namespace {
+OptTable opt_table(const std::vector<OptTensor>& ts, const OptGroup& grp) {
+  OptTable t{};
+  t.used = int(grp.tensors.size());
+  for (int b = 0; b < t.used; ++b) {
+    const OptTensor& o = ts[size_t(grp.tensors[size_t(b)])];
+    t.p[b] = o.p, t.m[b] = o.m, t.v[b] = o.v, t.g[b] = o.g, t.copy[b] = o.copy, t.n[b] = o.n;
+  }
+  for (int b = 0; b <= t.used; ++b) t.start[b] = grp.start[size_t(b)];
+  return t;
+}
+}  // namespace
+
+void launch_sgd_steps(const std::vector<OptTensor>& ts, const SgdRef& h, const StepControl& c,
+                      DType copy_t, cudaStream_t stream) {
+  for (const OptTensor& o : ts) {
+    if (h.momentum != 0 && !o.m)
+      throw std::invalid_argument("launch_sgd_steps: momentum needs a momentum buffer");
+  }
+  if (h.momentum != 0 && h.dampening != 0 && !c.step)
+    throw std::invalid_argument("launch_sgd_steps: dampening needs the step count");
+  if (h.nesterov && (h.momentum <= 0 || h.dampening != 0))
+    throw std::invalid_argument("launch_sgd_steps: nesterov needs momentum and zero dampening");
+  const SgdArgs a{float(h.lr), float(h.momentum), float(h.weight_decay), float(1.0 - h.dampening),
+                  h.nesterov};
+  for (const OptGroup& grp : opt_groups(ts)) {
+    const OptTable t = opt_table(ts, grp);
+    CNN_DISPATCH_TWO(grp.gt, copy_t,
+                     sgd_group_kernel<G, C><<<t.start[t.used], kThreads, 0, stream>>>(t, a, c));
+    CNN_CHECK_LAUNCH();
+  }
+}
+
+void launch_adam_steps(const std::vector<OptTensor>& ts, const AdamRef& h, const StepControl& c,
+                       DType copy_t, cudaStream_t stream) {
+  if (!c.step) throw std::invalid_argument("launch_adam_steps: Adam needs the step count");
+  for (const OptTensor& o : ts)
+    if (!o.m || !o.v) throw std::invalid_argument("launch_adam_steps: Adam needs m and v");
+  const AdamArgs a{h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.nan_to_num};
+  for (const OptGroup& grp : opt_groups(ts)) {
+    const OptTable t = opt_table(ts, grp);
+    CNN_DISPATCH_TWO(grp.gt, copy_t,
+                     adam_group_kernel<G, C><<<t.start[t.used], kThreads, 0, stream>>>(t, a, c));
+    CNN_CHECK_LAUNCH();
+  }
 }
 
 void launch_adam_step(float* p, float* m, float* v, const void* g, DType gt, int64_t n,

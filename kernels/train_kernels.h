@@ -153,7 +153,9 @@ void launch_scale_backward(DType t, const void* x, const float* gate, const void
 
 // Packed, 16-byte aligned tensors whose channels the 16-byte pack divides take a vectorised
 // kernel: a thread a pack of channels, dx and the per-image sums in one pass. Its threads, run on
-// the host over host buffers, in the same order (the CPU tests):
+// the host over host buffers (the CPU tests): dx exactly as the device's, the sums in the
+// threads' and lanes' order but the chunks added in turn (the device's finalize adds them as a
+// tree), so those only to rounding:
 void scale_backward_vec_emulate(DType t, const void* x, const float* gate, const void* dy, void* dx,
                                 float* dgate, const Dims& d, bool accumulate);
 
@@ -272,5 +274,58 @@ void launch_sgd_step(float* p, float* momentum_buffer, const void* g, DType gt, 
 void launch_adam_step(float* p, float* m, float* v, const void* g, DType gt, int64_t n,
                       const AdamRef& h, const StepControl& c, void* p_copy, DType copy_t,
                       cudaStream_t stream);
+
+// ---- Grouped optimizer steps (one launch for many tensors) -------------------------------------
+
+// One tensor of a grouped step.
+struct OptTensor {
+  float* p = nullptr;       // fp32 master weights
+  float* m = nullptr;       // SGD's momentum buffer (null without momentum), Adam's m
+  float* v = nullptr;       // Adam's v
+  const void* g = nullptr;  // the gradient, in gt
+  DType gt = DType::F32;
+  int64_t n = 0;
+  void* copy = nullptr;  // the working copy, in the launch's copy_t, or null
+};
+// launch_sgd_step / launch_adam_step over every tensor of `ts` with one launch per gradient type
+// (per kOptTable tensors): each element updated by the same arithmetic as the per-tensor launch,
+// so bit for bit the same. A step's dozens of small tensors (BatchNorm's gamma and beta, biases)
+// otherwise cost a launch each.
+void launch_sgd_steps(const std::vector<OptTensor>& ts, const SgdRef& h, const StepControl& c,
+                      DType copy_t, cudaStream_t stream);
+void launch_adam_steps(const std::vector<OptTensor>& ts, const AdamRef& h, const StepControl& c,
+                       DType copy_t, cudaStream_t stream);
+
+// How the grouped launches split the work (host and device; the CPU tests check it): tensors of
+// one gradient type, kOptTable at most, each given ceil(n / (256 * kOptPerThread)) blocks of 256
+// threads, at most kOptMaxBlocks; `start` holds each tensor's first block and, last, the total.
+constexpr int kOptTable = 48;
+constexpr int kOptPerThread = 4;
+constexpr int kOptMaxBlocks = 1024;
+struct OptGroup {
+  DType gt = DType::F32;
+  std::vector<int> tensors;  // indices into ts
+  std::vector<int> start;
+};
+std::vector<OptGroup> opt_groups(const std::vector<OptTensor>& ts);
+// Block `block` of a launch (starts of `used` tensors) works on tensor `tensor`, elements first,
+// first + stride, ... (a grid-stride loop over the tensor's own blocks).
+struct OptSlot {
+  int tensor;
+  int64_t first, stride;
+};
+__host__ __device__ inline OptSlot opt_slot(const int* start, int used, int block, int thread,
+                                            int threads) {
+  int lo = 0, hi = used - 1;  // the last tensor whose first block is <= block
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (start[mid] <= block)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const int blocks = start[lo + 1] - start[lo];
+  return {lo, int64_t(block - start[lo]) * threads + thread, int64_t(blocks) * threads};
+}
 
 }  // namespace cnnbench

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <stdexcept>
@@ -820,22 +821,39 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   AdamRef ah;
   ah.lr = opt.lr, ah.beta1 = opt.beta1, ah.beta2 = opt.beta2, ah.eps = opt.eps;
   ah.weight_decay = opt.weight_decay;
+  // Every parameter in one launch per gradient type (launch_sgd_steps), the same update bit for
+  // bit as a launch each, which CNNBENCH_OPT_PER_TENSOR=1 restores (for comparison).
+  static const bool per_tensor = env_is_one("CNNBENCH_OPT_PER_TENSOR");
+  std::vector<OptTensor> tensors;
   for (const auto& [name, p] : params_) {
     if (p.grad < 0) continue;
-    float* w = fptr(p.value);
-    float* m = p.momentum >= 0 ? fptr(p.momentum) : nullptr;
-    float* v = p.second >= 0 ? fptr(p.second) : nullptr;
-    const void* gr = arena_.ptr(p.grad);
-    void* copy = p.work >= 0 ? arena_.ptr(p.work) : nullptr;
-    const DType gt = p.grad_t;
-    const int64_t count = p.count;
+    OptTensor o;
+    o.p = fptr(p.value);
+    o.m = p.momentum >= 0 ? fptr(p.momentum) : nullptr;
+    o.v = p.second >= 0 ? fptr(p.second) : nullptr;
+    o.g = arena_.ptr(p.grad);
+    o.gt = p.grad_t;
+    o.n = p.count;
+    o.copy = p.work >= 0 ? arena_.ptr(p.work) : nullptr;
+    if (!per_tensor) {
+      tensors.push_back(o);
+      continue;
+    }
     if (opt.optimizer == Optimizer::Adam)
       optimizer_.push_back([=](cudaStream_t st) {
-        launch_adam_step(w, m, v, gr, gt, count, ah, control, copy, t, st);
+        launch_adam_step(o.p, o.m, o.v, o.g, o.gt, o.n, ah, control, o.copy, t, st);
       });
     else
+      optimizer_.push_back([=](cudaStream_t st) {
+        launch_sgd_step(o.p, o.m, o.g, o.gt, o.n, h, control, o.copy, t, st);
+      });
+  }
+  if (!tensors.empty()) {
+    if (opt.optimizer == Optimizer::Adam)
       optimizer_.push_back(
-          [=](cudaStream_t st) { launch_sgd_step(w, m, gr, gt, count, h, control, copy, t, st); });
+          [=](cudaStream_t st) { launch_adam_steps(tensors, ah, control, t, st); });
+    else
+      optimizer_.push_back([=](cudaStream_t st) { launch_sgd_steps(tensors, h, control, t, st); });
   }
   if (ls) {
     const LossScaleParams lp;

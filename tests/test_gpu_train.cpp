@@ -1115,6 +1115,87 @@ TEST(GpuTrain, AdamMatchesReferenceOverSeveralSteps) {
 
 // ---- Mixed precision ---------------------------------------------------------------------------
 
+// The grouped optimizer steps (launch_sgd_steps, launch_adam_steps) against a launch per tensor:
+// the same weights, momentum / m and v, and working copies, bit for bit, after three steps and a
+// skipped fourth (a found overflow), for 120 tensors of mixed sizes (1 element to 300k; more than
+// one table) and gradient types (fp32, fp16, bf16; the copies in fp16), with a loss scale.
+TEST(GpuTrain, GroupedOptimizerStepsMatchOneLaunchEach) {
+  const unsigned seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937 rng(seed);
+  const int64_t sizes[] = {1, 7, 64, 256, 1000, 4097, 65536, 300001};
+  struct T {
+    std::unique_ptr<DeviceArray<float>> p, m, v, p1, m1, v1;
+    std::unique_ptr<DeviceBuffer> g, copy, copy1;
+    int64_t n;
+    DType gt;
+  };
+  for (bool adam : {false, true}) {
+    std::vector<T> ts;
+    for (int k = 0; k < 120; ++k) {
+      T t;
+      t.n = sizes[size_t(k) % 8];
+      t.gt = k % 3 == 0 ? DType::F32 : k % 3 == 1 ? DType::F16 : DType::BF16;
+      const auto p0 = random_vector(size_t(t.n), rng);
+      const std::vector<float> zero(size_t(t.n), 0.0f);
+      t.p = std::make_unique<DeviceArray<float>>(p0);
+      t.p1 = std::make_unique<DeviceArray<float>>(p0);
+      t.m = std::make_unique<DeviceArray<float>>(zero);
+      t.m1 = std::make_unique<DeviceArray<float>>(zero);
+      t.v = std::make_unique<DeviceArray<float>>(zero);
+      t.v1 = std::make_unique<DeviceArray<float>>(zero);
+      t.g = std::make_unique<DeviceBuffer>(size_t(t.n), t.gt);
+      t.copy = std::make_unique<DeviceBuffer>(size_t(t.n), DType::F16);
+      t.copy1 = std::make_unique<DeviceBuffer>(size_t(t.n), DType::F16);
+      ts.push_back(std::move(t));
+    }
+    DeviceArray<float> scale(std::vector<float>{1024.0f});
+    DeviceArray<int> step(std::vector<int>{0}), found(std::vector<int>{0});
+    StepControl c;
+    c.loss_scale = scale.get();
+    c.step = step.get();
+    c.found_inf = found.get();
+    SgdRef h{0.1, 0.9, 1e-2, 0.0, false};
+    AdamRef ah;
+    ah.weight_decay = 1e-2;
+    std::vector<OptTensor> grouped;
+    for (T& t : ts) {
+      OptTensor o;
+      o.p = t.p->get(), o.m = t.m->get(), o.v = adam ? t.v->get() : nullptr;
+      o.g = t.g->get(), o.gt = t.gt, o.n = t.n, o.copy = t.copy->get();
+      grouped.push_back(o);
+    }
+    for (int k = 0; k < 4; ++k) {
+      found.upload(std::vector<int>{k == 3 ? 1 : 0});  // the fourth step overflowed
+      for (T& t : ts) t.g->upload(make_grad(size_t(t.n), t.gt, 1024.0f, rng).device);
+      launch_step_advance(step.get(), found.get(), nullptr);
+      if (adam)
+        launch_adam_steps(grouped, ah, c, DType::F16, nullptr);
+      else
+        launch_sgd_steps(grouped, h, c, DType::F16, nullptr);
+      for (T& t : ts) {
+        if (adam)
+          launch_adam_step(t.p1->get(), t.m1->get(), t.v1->get(), t.g->get(), t.gt, t.n, ah, c,
+                           t.copy1->get(), DType::F16, nullptr);
+        else
+          launch_sgd_step(t.p1->get(), t.m1->get(), t.g->get(), t.gt, t.n, h, c, t.copy1->get(),
+                          DType::F16, nullptr);
+      }
+    }
+    int wrong = 0;
+    for (T& t : ts) {
+      const bool same =
+          t.p->download() == t.p1->download() && t.m->download() == t.m1->download() &&
+          t.v->download() == t.v1->download() && t.copy->download() == t.copy1->download();
+      wrong += !same;
+      EXPECT_TRUE(same) << (adam ? "adam" : "sgd") << " tensor of " << t.n << " "
+                        << dtype_name(t.gt);
+      if (wrong > 3) break;
+    }
+    EXPECT_EQ(step.download()[0], 3);
+  }
+}
+
 TEST(GpuTrain, CheckFiniteFindsEveryInfAndNan) {
   const unsigned seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));

@@ -433,6 +433,8 @@ TEST(GpuTrainStep, ReluMasksChangeNothing) {
   const Fixture f;
   for (Precision p : {Precision::FP32, Precision::FP16}) {
     GpuContext ctx;
+    // Exact equality after the first step needs weight gradients that sum in a fixed order.
+    ctx.excluded.push_back(kNondeterministic);
     TrainOptions o = f.options(0.02);
     o.precision = p;
     TrainModel bits(ctx, f.g, f.w, o);

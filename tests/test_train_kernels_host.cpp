@@ -77,5 +77,57 @@ TEST(ScaleBackward, VecEmulationRefusesUnpackedChannels) {
                std::invalid_argument);
 }
 
+// The grouped optimizer launches (launch_sgd_steps, launch_adam_steps): tensors split by gradient
+// type, at most kOptTable a launch, empty ones left out; every element of every tensor visited by
+// exactly one thread of one block (opt_slot over each group's starts, 256 threads a block), and a
+// tensor's blocks capped at kOptMaxBlocks.
+TEST(OptGroups, EveryElementOnceAndTensorsByGradientType) {
+  std::mt19937 rng(5);
+  std::vector<OptTensor> ts;
+  const int64_t sizes[] = {1, 64, 255, 256, 257, 1000, 4096, 65536, 2359296, 0, 3, 1 << 20};
+  for (int k = 0; k < 200; ++k) {
+    OptTensor o;
+    o.n = sizes[size_t(k) % (sizeof sizes / sizeof sizes[0])];
+    o.gt = k % 3 == 0 ? DType::F32 : k % 3 == 1 ? DType::F16 : DType::BF16;
+    if (k % 7 == 0) o.n = int64_t(rng() % 5000);
+    ts.push_back(o);
+  }
+  const std::vector<OptGroup> groups = opt_groups(ts);
+  std::vector<std::vector<uint8_t>> seen(ts.size());
+  for (size_t k = 0; k < ts.size(); ++k) seen[k].assign(size_t(ts[k].n), 0);
+  std::vector<int> groups_of(ts.size(), 0);
+  constexpr int kT = 256;
+  for (const OptGroup& g : groups) {
+    const int used = int(g.tensors.size());
+    ASSERT_GT(used, 0);
+    ASSERT_LE(used, kOptTable);
+    ASSERT_EQ(g.start.size(), size_t(used) + 1);
+    for (int b = 0; b < used; ++b) {
+      const OptTensor& o = ts[size_t(g.tensors[size_t(b)])];
+      EXPECT_EQ(o.gt, g.gt);
+      EXPECT_GT(o.n, 0);
+      const int blocks = g.start[size_t(b) + 1] - g.start[size_t(b)];
+      EXPECT_GE(blocks, 1);
+      EXPECT_LE(blocks, kOptMaxBlocks);
+      ++groups_of[size_t(g.tensors[size_t(b)])];
+    }
+    for (int block = 0; block < g.start.back(); ++block)
+      for (int thread = 0; thread < kT; ++thread) {
+        const OptSlot s = opt_slot(g.start.data(), used, block, thread, kT);
+        ASSERT_GE(s.tensor, 0);
+        ASSERT_LT(s.tensor, used);
+        const size_t k = size_t(g.tensors[size_t(s.tensor)]);
+        for (int64_t i = s.first; i < ts[k].n; i += s.stride) ++seen[k][size_t(i)];
+      }
+  }
+  for (size_t k = 0; k < ts.size(); ++k) {
+    EXPECT_EQ(groups_of[k], ts[k].n > 0 ? 1 : 0) << "tensor " << k;
+    int64_t wrong = 0;
+    for (uint8_t v : seen[k]) wrong += v != 1;
+    EXPECT_EQ(wrong, 0) << "tensor " << k << " of " << ts[k].n;
+  }
+  EXPECT_GE(groups.size(), 6u);  // three gradient types, 200 tensors: two tables each
+}
+
 }  // namespace
 }  // namespace cnnbench
