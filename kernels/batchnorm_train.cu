@@ -28,29 +28,17 @@ using namespace ck;
 
 namespace {
 
-// sigmoid(v) = 1 / (1 + 2^(-v log2 e)) from two multi-function-unit instructions, about 10 fewer
-// than expf and an IEEE division (__expf's construction). Relative error: the rounding of
-// v log2 e alone gives up to about 2.3e-7 for |v| < 5 and 9e-7 near |v| = 20, the two
-// approximations a few units in the last place more; far below fp16's and bf16's storage, and
-// inside the fp32 tests' 1e-5. 2^t below the normal range flushes to 0 (sigmoid 1), and 1 / inf
-// is 0 (sigmoid 0), so both tails come out as their limits.
-__device__ __forceinline__ float sigmoid_mufu(float v) {
-  float e, s;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(v * -1.44269504088896341f));
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(s) : "f"(1.0f + e));
-  return s;
-}
-
-// SiLU's sigmoid: sigmoid_mufu (M), or expf and an IEEE division (activate's).
+// SiLU's sigmoid: sigmoid_mufu (M), or expf and an IEEE division (the form before).
 template <bool M>
 __device__ __forceinline__ float silu_sigmoid(float v) {
   return M ? sigmoid_mufu(v) : 1.0f / (1.0f + expf(-v));
 }
 
-// The forward's activation: activate's, but SiLU as v * silu_sigmoid<M>(v).
+// The forward's activation: activate's (SiLU through sigmoid_mufu), or with M false SiLU as
+// v / (1 + expf(-v)), the form before (CNNBENCH_BN_EXACT_SILU=1).
 template <Act A, bool M>
 __device__ __forceinline__ float bn_activate(float v) {
-  if (A == Act::SiLU) return M ? v * sigmoid_mufu(v) : activate(A, v);
+  if (A == Act::SiLU && !M) return v / (1.0f + expf(-v));
   return activate(A, v);
 }
 

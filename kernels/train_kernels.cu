@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "harness/check.h"
+#include "kernels/activation.cuh"
 #include "kernels/channel_kernels.cuh"
 #include "kernels/convert.cuh"
 #include "kernels/train_kernels.h"
@@ -184,7 +185,7 @@ struct ActGrad {  // (saved, dy, old dx)
         d = dy * s * (1.0f - s);
         break;
       case Act::SiLU: {
-        const float sg = 1.0f / (1.0f + expf(-s));
+        const float sg = sigmoid_mufu(s);  // as the forward's (activate)
         d = dy * sg * (1.0f + s * (1.0f - sg));
         break;
       }
