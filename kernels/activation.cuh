@@ -10,9 +10,11 @@ namespace cnnbench {
 // error: the rounding of v log2 e alone gives up to about 2.3e-7 for |v| < 5 and 9e-7 near
 // |v| = 20, the two approximations a few units in the last place more; far below fp16's and
 // bf16's storage, and inside the fp32 tests' 1e-5. 2^t below the normal range flushes to 0
-// (sigmoid 1), and 1 / inf is 0 (sigmoid 0), so both tails come out as their limits. Every
-// device SiLU and sigmoid of the suite's own kernels takes it (the fused BatchNorm kernels' SiLU
-// had made issue-bound with expf: NOTES.md, "Issue 9's training kernels").
+// (sigmoid 1), and 1 / inf is 0 (sigmoid 0), so both tails come out as their limits. activate's
+// SiLU and sigmoid take it on the device (the pointwise, depthwise and stem kernels, the fused
+// BatchNorm kernels, whose SiLU backward expf had made issue-bound: NOTES.md, "Issue 9's training
+// kernels"), and the unfused SiLU backward; the squeeze-excitation and detection kernels keep
+// their own expf.
 __device__ __forceinline__ float sigmoid_mufu(float v) {
   float e, s;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(v * -1.44269504088896341f));

@@ -349,13 +349,13 @@ __global__ void __launch_bounds__(kThreads)
   const int pack = blockIdx.x * vx + col;
   const bool active = pack * V < C;
   const int64_t r0 = int64_t(blockIdx.y) * rows_per, r1 = min(rows, r0 + rows_per);
-  float s0[V], s1[V], mu[V], is[V], kv[V], bv[V], kf[V];
+  float s[2][V], mu[V], is[V], kv[V], bv[V], kf[V];  // s: the sums of d and d * xhat
   // ReLU's mask: read from y, from the forward's bits, or recomputed (stored_positive).
   const bool from_x = A == Act::ReLU && !y && !mask;
 #pragma unroll
   for (int q = 0; q < V; ++q) {
     const int c = active ? pack * V + q : 0;
-    s0[q] = 0.0f, s1[q] = 0.0f;
+    s[0][q] = 0.0f, s[1][q] = 0.0f;
     mu[q] = mean[c], is[q] = invstd[c];
     if (A == Act::SiLU || from_x) kv[q] = gamma ? gamma[c] : 1.0f, bv[q] = beta ? beta[c] : 0.0f;
     kf[q] = from_x ? is[q] * kv[q] : 0.0f;
@@ -374,33 +374,18 @@ __global__ void __launch_bounds__(kThreads)
         const float xhat = (xv[q] - mu[q]) * is[q];
         const float dq = act_grad<A, M>(d[q], A == Act::ReLU ? yv[q] : 0.0f,
                                         A == Act::SiLU ? xhat * kv[q] + bv[q] : 0.0f);
-        s0[q] += dq;
-        s1[q] += dq * xhat;
+        s[0][q] += dq;
+        s[1][q] += dq * xhat;
       }
     }
-  const int me = threadIdx.x;
-#pragma unroll
-  for (int q = 0; q < V; ++q) sh[q * kThreads + me] = s0[q], sh[(V + q) * kThreads + me] = s1[q];
-  for (int h = 1; h < vy; h *= 2) {
-    __syncthreads();
-    if (lane % (2 * h) == 0 && lane + h < vy) {
-      const int o = me + h * vx;
-#pragma unroll
-      for (int q = 0; q < V; ++q) {
-        s0[q] += sh[q * kThreads + o];
-        s1[q] += sh[(V + q) * kThreads + o];
-        sh[q * kThreads + me] = s0[q];
-        sh[(V + q) * kThreads + me] = s1[q];
-      }
-    }
-  }
+  merge_lane_sums<2, V>(s, sh, lane, vx, vy);
   if (lane != 0 || !active) return;
   const int64_t chunks = gridDim.y;
 #pragma unroll
   for (int q = 0; q < V; ++q) {
     const int64_t c = pack * V + q;
-    part[int64_t(blockIdx.y) * C + c] = s0[q];
-    part[(chunks + blockIdx.y) * C + c] = s1[q];
+    part[int64_t(blockIdx.y) * C + c] = s[0][q];
+    part[(chunks + blockIdx.y) * C + c] = s[1][q];
   }
 }
 

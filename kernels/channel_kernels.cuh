@@ -287,6 +287,33 @@ inline int vec_chunks(int64_t rows, int channels, const VecGeom& g, int segments
   return int(std::max<int64_t>(1, std::min<int64_t>({room, want, most})));
 }
 
+// A vectorised reduction block's K sums of V channels per thread (s[k][q]), its row lanes merged
+// pairwise into lane 0's registers (lane l takes lane l + h where l is a multiple of 2h, so any
+// number of lanes works), through sh[(k * V + q) * kThreads + thread]; every thread of the block
+// must call it. A fixed order: the same bits every run.
+template <int K, int V>
+__device__ __forceinline__ void merge_lane_sums(float (&s)[K][V], float* sh, int lane, int vx,
+                                                int vy) {
+  const int me = threadIdx.x;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int q = 0; q < V; ++q) sh[(k * V + q) * kThreads + me] = s[k][q];
+  for (int h = 1; h < vy; h *= 2) {
+    __syncthreads();
+    if (lane % (2 * h) == 0 && lane + h < vy) {
+      const int o = me + h * vx;
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int q = 0; q < V; ++q) {
+          s[k][q] += sh[(k * V + q) * kThreads + o];
+          sh[(k * V + q) * kThreads + me] = s[k][q];
+        }
+    }
+  }
+}
+
 // Whether the vectorised kernels take tensors of `channels` in type t: every stride packed, every
 // pointer given 16-byte aligned, and the 16-byte pack dividing the channels.
 inline bool vectorisable(DType t, int channels, std::initializer_list<int> lds,

@@ -888,9 +888,8 @@ ScaleVecGeom scale_vec_geom(int64_t hw, int C, int N, int V) {
   return s;
 }
 
-// Partial sums to part[image][chunk][c] (channel_sums_finalize's layout for one value): the
-// block's lanes merged pairwise (lane l takes lane l + h where l is a multiple of 2h), as
-// bn_grad_sums_vec does.
+// Partial sums to part[image][chunk][c] (channel_sums_finalize's layout for one value), the
+// block's lanes merged by merge_lane_sums as in bn_grad_sums_vec.
 template <typename T, int V>
 __global__ void __launch_bounds__(kThreads)
     scale_backward_vec(const T* x, const float* gate, const T* dy, T* dx, int64_t hw, int C, int vx,
@@ -901,30 +900,17 @@ __global__ void __launch_bounds__(kThreads)
   const bool active = pack * V < C;
   const int n = blockIdx.z;
   const int64_t r0 = int64_t(blockIdx.y) * rows_per, r1 = min(hw, r0 + rows_per);
-  float s[V];
+  float s[1][V];
 #pragma unroll
-  for (int q = 0; q < V; ++q) s[q] = 0.0f;
+  for (int q = 0; q < V; ++q) s[0][q] = 0.0f;
   if (active)
-    scale_backward_rows<T, V>(x, gate, dy, dx, hw, C, n, pack, r0 + lane, r1, vy, accumulate, s);
-  const int me = threadIdx.x;
-#pragma unroll
-  for (int q = 0; q < V; ++q) sh[q * kThreads + me] = s[q];
-  for (int h = 1; h < vy; h *= 2) {
-    __syncthreads();
-    if (lane % (2 * h) == 0 && lane + h < vy) {
-      const int o = me + h * vx;
-#pragma unroll
-      for (int q = 0; q < V; ++q) {
-        s[q] += sh[q * kThreads + o];
-        sh[q * kThreads + me] = s[q];
-      }
-    }
-  }
+    scale_backward_rows<T, V>(x, gate, dy, dx, hw, C, n, pack, r0 + lane, r1, vy, accumulate, s[0]);
+  merge_lane_sums<1, V>(s, sh, lane, vx, vy);
   if (lane != 0 || !active) return;
   const int64_t chunks = gridDim.y;
 #pragma unroll
   for (int q = 0; q < V; ++q)
-    part[(int64_t(n) * chunks + blockIdx.y) * C + int64_t(pack) * V + q] = s[q];
+    part[(int64_t(n) * chunks + blockIdx.y) * C + int64_t(pack) * V + q] = s[0][q];
 }
 
 }  // namespace

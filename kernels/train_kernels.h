@@ -314,8 +314,8 @@ struct OptSlot {
   int tensor;
   int64_t first, stride;
 };
-__host__ __device__ inline OptSlot opt_slot(const int* start, int used, int block, int thread,
-                                            int threads) {
+__host__ __device__ __forceinline__ OptSlot opt_slot(const int* start, int used, int block,
+                                                     int thread, int threads) {
   int lo = 0, hi = used - 1;  // the last tensor whose first block is <= block
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;

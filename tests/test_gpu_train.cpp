@@ -1117,8 +1117,8 @@ TEST(GpuTrain, AdamMatchesReferenceOverSeveralSteps) {
 
 // The grouped optimizer steps (launch_sgd_steps, launch_adam_steps) against a launch per tensor:
 // the same weights, momentum / m and v, and working copies, bit for bit, after three steps and a
-// skipped fourth (a found overflow), for 120 tensors of mixed sizes (1 element to 300k; more than
-// one table) and gradient types (fp32, fp16, bf16; the copies in fp16), with a loss scale.
+// skipped fourth (a found overflow), for 150 tensors of mixed sizes (1 element to 300k; two tables
+// of each) and gradient types (fp32, fp16, bf16; the copies in fp16), with a loss scale.
 TEST(GpuTrain, GroupedOptimizerStepsMatchOneLaunchEach) {
   const unsigned seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
@@ -1132,7 +1132,7 @@ TEST(GpuTrain, GroupedOptimizerStepsMatchOneLaunchEach) {
   };
   for (bool adam : {false, true}) {
     std::vector<T> ts;
-    for (int k = 0; k < 120; ++k) {
+    for (int k = 0; k < 150; ++k) {  // 50 of each gradient type: two tables each
       T t;
       t.n = sizes[size_t(k) % 8];
       t.gt = k % 3 == 0 ? DType::F32 : k % 3 == 1 ? DType::F16 : DType::BF16;
@@ -1165,6 +1165,9 @@ TEST(GpuTrain, GroupedOptimizerStepsMatchOneLaunchEach) {
       o.g = t.g->get(), o.gt = t.gt, o.n = t.n, o.copy = t.copy->get();
       grouped.push_back(o);
     }
+    ASSERT_EQ(opt_groups(grouped).size(), 6u);
+    std::vector<std::vector<float>> before;
+    for (T& t : ts) before.push_back(t.p->download());
     for (int k = 0; k < 4; ++k) {
       found.upload(std::vector<int>{k == 3 ? 1 : 0});  // the fourth step overflowed
       for (T& t : ts) t.g->upload(make_grad(size_t(t.n), t.gt, 1024.0f, rng).device);
@@ -1182,7 +1185,9 @@ TEST(GpuTrain, GroupedOptimizerStepsMatchOneLaunchEach) {
                           DType::F16, nullptr);
       }
     }
-    int wrong = 0;
+    int wrong = 0, moved = 0;
+    for (size_t k = 0; k < ts.size(); ++k) moved += ts[k].p->download() != before[k];
+    EXPECT_EQ(moved, int(ts.size())) << "tensors the steps changed";
     for (T& t : ts) {
       const bool same =
           t.p->download() == t.p1->download() && t.m->download() == t.m1->download() &&

@@ -4,8 +4,8 @@
 # everything (NOTES.md, "Next device session"), carry .carry.
 # G: their GPU tests: GpuTrain.* (the max-pool backward, the BatchNorm kernels with SiLU on the
 #    multi-function unit and with ReLU masks as bits, the vectorised scale backward, the grouped
-#    optimizer steps against one launch each, bit for bit), GpuKernels.* (every device SiLU and
-#    sigmoid of our own kernels, inference ones included, now takes the same sigmoid) and the steps
+#    optimizer steps against one launch each, bit for bit), GpuKernels.* (activate's SiLU and
+#    sigmoid, inference kernels included, now take the same sigmoid) and the steps
 #    they change (GpuTrainStep.ReluMasksChangeNothing: exactly equal steps with and without the
 #    bits; FusedBatchNormSiluChangesNothing; FusedBatchNormReluChangesNothing).
 #    If G fails, B still runs (the A/B switches select the old kernels), but read its numbers as
@@ -51,7 +51,7 @@ bd() {
   env "${vars[@]}" timeout $(lim 100) $B/cnnbench_train_step --network=$net --precision=fp16 \
     --batch=256 --breakdown=$O/b/$name.json "${flags[@]}" >$O/b/$name.txt 2>&1
   echo "B $name rc=$? ${SECONDS}s"; head -n 1 $O/b/$name.txt
-  grep -E "batchnorm|maxpool|scale |every op" $O/b/$name.txt | head -12
+  grep -E "batchnorm|maxpool|scale |optimizer|every op" $O/b/$name.txt | head -20
 }
 step_B() {  # the two largest predicted effects first, in pairs, should the budget cut the rest
   bd b0 efficientnet_b0
