@@ -492,9 +492,9 @@ void check_relu_mask(const uint8_t* mask, const BnTrainSpec& s, bool vec, const 
 // -----------------------------------------------------------------------------------
 
 size_t channel_reduce_scratch_bytes(int64_t rows, int channels, int segments) {
-  const Chunks ch = reduce_chunks(rows, channels, segments);
+  const int room = reduce_room(rows, channels, segments);
   // The partials, then three coefficients per channel (BatchNorm's backward).
-  return (3 * size_t(ch.count) * size_t(segments) + 3) * size_t(channels) * sizeof(float);
+  return (3 * size_t(room) * size_t(segments) + 3) * size_t(channels) * sizeof(float);
 }
 
 bool bn_relu_masks_available() {
@@ -566,10 +566,9 @@ void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, v
     throw std::invalid_argument("launch_bn_backward: no residual gradient with SiLU");
   const int ld_x = ld_or(s.ld_x, C), ld_y = ld_or(s.ld_y, C), ld_z = ld_or(s.ld_z, C);
   const bool relu = s.act == Act::ReLU;
-  const Chunks ch = reduce_chunks(s.rows, C, 1);
   float* part = static_cast<float*>(scratch);
   // The coefficients follow the largest partials the scratch was sized for.
-  float* coef = part + 3 * size_t(ch.count) * size_t(C);
+  float* coef = part + 3 * size_t(reduce_room(s.rows, C, 1)) * size_t(C);
   const BnGradOut out{dgamma, dbeta, coef, gamma, invstd, C, float(1.0 / double(s.rows))};
   const bool vec = !scalar_bn_forced() && vectorisable(t, C, {ld_x, ld_y, dz ? ld_z : C},
                                                        {x, relu ? y : nullptr, dy, dx, dz});

@@ -69,6 +69,21 @@ inline Chunks reduce_chunks(int64_t rows, int channels, int segments) {
   return c;
 }
 
+// The most chunks a reduction over `segments` groups of `rows` rows may split into, what
+// channel_reduce_scratch_bytes sizes the partials for: the per-element path's (reduce_chunks), or
+// where more, the vectorised path's at its narrowest column tiling (16-byte packs of 8 channels:
+// ceil(channels / 256) tiles), about kTargetBlocks blocks in all. Sized by the per-element path
+// alone (32-channel tiles), a vectorised pass over 256 channels or more got 256 blocks of 256
+// threads, two an SM: one 16-byte load in flight a thread, about 60% of the bandwidth.
+inline int reduce_room(int64_t rows, int channels, int segments) {
+  const int64_t scalar = reduce_chunks(rows, channels, segments).count;
+  const int64_t tiles = std::max<int64_t>(1, (int64_t(channels) / 8 + 31) / 32);
+  const int64_t blocks = tiles * segments;
+  const int64_t want = (kTargetBlocks + blocks - 1) / blocks;
+  return int(std::max<int64_t>(
+      scalar, std::min<int64_t>({want, std::max<int64_t>(1, rows), int64_t(kMaxChunks)})));
+}
+
 inline bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
@@ -277,9 +292,9 @@ inline unsigned vec_row_blocks(int64_t rows, const VecGeom& g) {
 
 // Chunks for a vectorised reduction pass over `segments` groups of `rows` rows: about
 // kTargetBlocks blocks, at least kMinRowsPerThread rows per lane, and never more than
-// reduce_chunks (what the scratch was sized for) allows.
+// reduce_room (what the scratch was sized for) allows.
 inline int vec_chunks(int64_t rows, int channels, const VecGeom& g, int segments = 1) {
-  const int64_t room = reduce_chunks(rows, channels, segments).count;
+  const int64_t room = reduce_room(rows, channels, segments);
   const int64_t blocks = int64_t(g.tiles) * segments;
   const int64_t want = (kTargetBlocks + blocks - 1) / blocks;
   const int64_t most = std::max<int64_t>(

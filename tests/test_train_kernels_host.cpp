@@ -77,6 +77,27 @@ TEST(ScaleBackward, VecEmulationRefusesUnpackedChannels) {
                std::invalid_argument);
 }
 
+// The reductions' scratch holds partials for the vectorised passes' chunking, about 2048 blocks
+// over their column tiles of 256 channels (fp16), at most 1024 chunks: a BatchNorm over 256
+// channels or more had got 256 blocks (two an SM) when the scratch followed the per-element
+// path's 32-channel tiles. ResNet-50's shapes at batch 256.
+TEST(ReduceScratch, RoomForTheVectorisedChunks) {
+  struct Case {
+    int64_t rows;
+    int c, chunks;
+  };
+  const Case cases[] = {{256LL * 56 * 56, 64, 1024},  {256LL * 56 * 56, 256, 1024},
+                        {256LL * 28 * 28, 512, 1024}, {256LL * 14 * 14, 1024, 512},
+                        {256LL * 7 * 7, 2048, 256},   {5, 256, 5}};  // no more chunks than rows
+  for (const Case& k : cases) {
+    const size_t want = (3 * size_t(k.chunks) + 3) * size_t(k.c) * sizeof(float);
+    EXPECT_EQ(channel_reduce_scratch_bytes(k.rows, k.c), want) << k.rows << " x " << k.c;
+  }
+  // Segments (the scale backward: an image each) share the blocks: 5 tiles of 1152 channels by
+  // 256 images want 2 chunks an image.
+  EXPECT_EQ(channel_reduce_scratch_bytes(49, 1152, 256), (3 * size_t(2) * 256 + 3) * 1152 * 4);
+}
+
 // The grouped optimizer launches (launch_sgd_steps, launch_adam_steps): tensors split by gradient
 // type, at most kOptTable a launch, empty ones left out; every element of every tensor visited by
 // exactly one thread of one block (opt_slot over each group's starts, 256 threads a block), and a
