@@ -29,6 +29,10 @@
 #      about 42.5 ms.
 # P: the targets' two training rows (configs/issue9_targets.yaml, autotuned, as call 56) beside
 #    PyTorch's eager AMP step on the same card, and tools/targets_table.py over them.
+# M: memcheck and initcheck over the two training steps these kernels run in (ResNet-50 and
+#    EfficientNet-B0, batch 2, fp16 and fp32: the tails' bits, the scale backward, the grouped
+#    optimizer, the reductions' new chunking), 4 processes at once. Predicted: 0 errors, as in
+#    call 75's matrix.
 # BUDGET (s, default 560) cuts each step. Carry: .carry (bins.txz from tools/carry_pack.sh).
 set -u
 O=${OUT:-/tmp/out}
@@ -72,7 +76,12 @@ step_P() {
   python3 tools/targets_table.py --cnnbench $O/p/ours.json --pytorch-train $O/p/pytorch_train.json \
     --out-md $O/p/targets.md && cat $O/p/targets.md
 }
-for s in ${STEPS:-G B P}; do
+step_M() {
+  NETS="resnet50 efficientnet_b0" MODES=train TOOLS="memcheck initcheck" JOBS=4 \
+    RUN_TIMEOUT=$(lim 120) BUDGET=$(lim 130) bash tools/sanitize_gpu.sh $O/m/san >$O/m/san.log 2>&1
+  echo "M rc=$? ${SECONDS}s"; grep -E "^\| [a-z]" $O/m/san/summary.md | grep -v "^| network"
+}
+for s in ${STEPS:-G B P M}; do
   d=$(echo $s | tr A-Z a-z)
   mkdir -p $O/$d
   ((END - SECONDS > 20)) && step_$s
