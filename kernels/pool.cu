@@ -110,43 +110,41 @@ __global__ void __launch_bounds__(256) pool_vec(const T* x, T* y, Dims in, Dims 
 }
 
 // Global average pooling, vectorised: grid (column tiles, images), a block of vx packs by vy lanes
-// (ck::vec_geom); each lane sums its rows, the lanes add pairwise in a fixed order.
+// (ck::vec_geom); each lane sums its rows, the lanes add pairwise in a fixed order
+// (ck::merge_lane_sums). The grid is small (tiles x images: 256 blocks for EfficientNet's
+// squeeze-excitations at batch 256), so a lane loads kRowBatch of its rows before adding them, in
+// the same order as one at a time: the same sums, several loads in flight instead of one.
+constexpr int kRowBatch = 4;
 template <typename T, int V>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(ck::kThreads)
     global_avgpool_vec(const T* x, T* y, int C, int hw, int vx, int vy) {
-  __shared__ float sh[V * 256];
+  __shared__ float sh[V * ck::kThreads];
   const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
   const int pack = blockIdx.x * vx + col, n = blockIdx.y;
   const bool active = pack * V < C;
   const int packs = C / V;
-  float acc[V];
+  float acc[1][V];
 #pragma unroll
-  for (int c = 0; c < V; ++c) acc[c] = 0.0f;
+  for (int c = 0; c < V; ++c) acc[0][c] = 0.0f;
   if (active)
-    for (int r = lane; r < hw; r += vy) {
-      float v[V];
-      ck::load_pack<T, V>(x, (int64_t(n) * hw + r) * packs + pack, v);
+    for (int r0 = lane; r0 < hw; r0 += kRowBatch * vy) {
+      float v[kRowBatch][V];
 #pragma unroll
-      for (int c = 0; c < V; ++c) acc[c] += v[c];
+      for (int u = 0; u < kRowBatch; ++u)
+        if (r0 + u * vy < hw)
+          ck::load_pack<T, V>(x, (int64_t(n) * hw + r0 + u * vy) * packs + pack, v[u]);
+#pragma unroll
+      for (int u = 0; u < kRowBatch; ++u)
+        if (r0 + u * vy < hw)
+#pragma unroll
+          for (int c = 0; c < V; ++c) acc[0][c] += v[u][c];
     }
-  const int me = threadIdx.x;
-#pragma unroll
-  for (int c = 0; c < V; ++c) sh[c * 256 + me] = acc[c];
-  for (int h = 1; h < vy; h *= 2) {
-    __syncthreads();
-    if (lane % (2 * h) == 0 && lane + h < vy) {
-#pragma unroll
-      for (int c = 0; c < V; ++c) {
-        acc[c] += sh[c * 256 + me + h * vx];
-        sh[c * 256 + me] = acc[c];
-      }
-    }
-  }
+  ck::merge_lane_sums<1, V>(acc, sh, lane, vx, vy);
   if (lane != 0 || !active) return;
   const float inv = 1.0f / float(hw);
 #pragma unroll
-  for (int c = 0; c < V; ++c) acc[c] *= inv;
-  ck::store_pack<T, V>(y, int64_t(n) * packs + pack, acc);
+  for (int c = 0; c < V; ++c) acc[0][c] *= inv;
+  ck::store_pack<T, V>(y, int64_t(n) * packs + pack, acc[0]);
 }
 
 template <typename T>
