@@ -305,7 +305,8 @@ inline int vec_chunks(int64_t rows, int channels, const VecGeom& g, int segments
 // A vectorised reduction block's K sums of V channels per thread (s[k][q]), its row lanes merged
 // pairwise into lane 0's registers (lane l takes lane l + h where l is a multiple of 2h, so any
 // number of lanes works), through sh[(k * V + q) * kThreads + thread]; every thread of the block
-// must call it. A fixed order: the same bits every run.
+// must call it, the block at most kThreads threads (vx * vy, vec_geom's) and sh K * V * kThreads
+// floats. A fixed order: the same bits every run.
 template <int K, int V>
 __device__ __forceinline__ void merge_lane_sums(float (&s)[K][V], float* sh, int lane, int vx,
                                                 int vy) {
