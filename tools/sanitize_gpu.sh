@@ -58,12 +58,19 @@ FILTER=()
 if [ -n "${KERNELS:-}" ]; then
   if has --kernel-name; then FILTER=(--kernel-name "$KERNELS"); else FILTER=(--filter "$KERNELS"); fi
 fi
-# BLOCKING=1: every launch blocking (--force-blocking-launches yes), so the tool tracks one launch
-# at a time. A guess, not yet tried here, at synccheck's "Unable to allocate enough memory ...
+# BLOCKING=1: every launch blocking (--force-blocking-launches, with "yes" only where the tool's
+# help gives the option a value: CUDA 13's takes none, and "yes" made every run exit 255 in call
+# 82), so the tool tracks one launch at a time. A guess, not yet tried here, at synccheck's "Unable to allocate enough memory ...
 # didn't track the launch" (103 to 3,836 launches a run in call 77): cuDF's sanitizer runs took
 # it for the tool running out of memory and added this option, and DeepGEMM's runs use it too.
 tool_opts() {
-  [ "${BLOCKING:-0}" = 1 ] && has --force-blocking-launches && echo -n "--force-blocking-launches yes "
+  if [ "${BLOCKING:-0}" = 1 ] && has --force-blocking-launches; then
+    if grep -qE -- "--force-blocking-launches +<" <<<"$HELP"; then
+      echo -n "--force-blocking-launches yes "
+    else
+      echo -n "--force-blocking-launches "
+    fi
+  fi
   case $1 in
     initcheck) has --check-bulk-copy && echo "--check-bulk-copy yes" ;;
     memcheck) has --check-bulk-copy && echo "--check-bulk-copy yes" ;;
