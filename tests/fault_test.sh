@@ -60,7 +60,7 @@ CNNBENCH_FAULT=illegal_address@alexnet/fp16/graph/2/ run sticky "$SHORT"
 run_and_stop killed KILL
 run resumed "$LONG" --resume="$out/killed.jsonl"
 run_and_stop interrupted INT
-# No seed or cost seed: ../shared/reference is not on the device (call 82 failed here on it).
+# No seed or cost seed: ../shared/reference is not on the device (call 81 failed here on it).
 python3 tools/report.py "$out/killed.jsonl" --out-dir "$out/report" --seed '' --cost-seed '' \
   --no-plots >"$out/report.log" 2>&1 ||
   bad "tools/report.py cannot read the killed run's lines: $(tail -3 "$out/report.log")"
