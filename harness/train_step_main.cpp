@@ -36,7 +36,7 @@ const char* kUsage =
                            [--num_classes=N] [--precision=fp32|tf32] [--optimizer=sgd|adam]
                            [--lr=X] [--momentum=X] [--weight_decay=X] [--engine=heuristic|autotune]
                            [--steps=N] [--reuse_memory=1|0] [--dropout=P] [--pad_channels=1|0]
-                           [--relu_masks=1|0]
+                           [--relu_masks=1|0] [--bn_mask_from_input=1|0]
        cnnbench_train_step --network=NAME --breakdown=FILE --batch=N [--precision=P] [...]
   One training step (or --steps of them on the same batch; the report's loss is the first
   step's): the forward with BatchNorm in training mode, softmax cross-entropy (mean over the
@@ -47,6 +47,8 @@ const char* kUsage =
   --pad_channels=0  the 3-channel stem as it is, not padded with zero channels (tf32, fp16, bf16)
   --relu_masks=0  ResNet's block tails (BatchNorm + add + ReLU) keep no bit mask of the ReLU: the
             backward reads the block's output twice instead (for comparison)
+  --bn_mask_from_input=0  a BatchNorm + ReLU with no residual reads its saved output for ReLU's
+            mask in the backward instead of recomputing it from the input (for comparison)
   --stem=auto|cudnn|cnnbench  the padded stem's forward conv (fp16, bf16): auto races cuDNN's
             against our stem kernel under autotune (kernels/stem.h); cudnn or cnnbench alone
   --dropout=P  every dropout's probability set to P in [0, 1); 0 makes the step deterministic,
@@ -161,6 +163,7 @@ int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path, 
   for (const TrainOp& op : m.plan().ops) masks += op.pass == TrainPass::Forward && op.relu_mask;
   j["relu_masks"] = opt.relu_masks;
   j["relu_mask_tails"] = masks;
+  j["bn_mask_from_input"] = opt.bn_mask_from_input;
   j["pad_channels"] = opt.pad_channels;
   // The kernels' A/B switches set for this run (CNNBENCH_BN_EXACT_SILU=1 and the like).
   nlohmann::ordered_json env = nlohmann::ordered_json::object();
@@ -190,7 +193,7 @@ int run(int argc, char** argv) {
       batch_s = "0", size_s = "0", classes_s = "1000", precision = "fp32", optimizer = "sgd",
       lr_s = "0.1", momentum_s = "0.9", wd_s = "0", engine = "heuristic", steps_s = "1",
       reuse_s = "1", pad_s = "1", stem_s = "auto", dropout_s, breakdown_path, check_s = "0",
-      cost_model, masks_s = "1";
+      cost_model, masks_s = "1", from_input_s = "1";
   for (int i = 1; i < argc; ++i) {
     if (take_flag(i, argc, argv, "help", nullptr)) {
       std::cout << kUsage;
@@ -215,6 +218,7 @@ int run(int argc, char** argv) {
         take_flag(i, argc, argv, "reuse_memory", &reuse_s) ||
         take_flag(i, argc, argv, "pad_channels", &pad_s) ||
         take_flag(i, argc, argv, "relu_masks", &masks_s) ||
+        take_flag(i, argc, argv, "bn_mask_from_input", &from_input_s) ||
         take_flag(i, argc, argv, "stem", &stem_s) ||
         take_flag(i, argc, argv, "dropout", &dropout_s) ||
         take_flag(i, argc, argv, "breakdown", &breakdown_path) ||
@@ -288,6 +292,9 @@ int run(int argc, char** argv) {
     throw UserError("--pad_channels takes 1 or 0, not '" + pad_s + "'");
   opt.pad_channels = pad_s == "1";
   opt.relu_masks = relu_masks;
+  if (from_input_s != "0" && from_input_s != "1")
+    throw UserError("--bn_mask_from_input takes 1 or 0, not '" + from_input_s + "'");
+  opt.bn_mask_from_input = from_input_s == "1";
   opt.stem = parse_stem_choice(stem_s);
   const int steps = int(parse_count(steps_s, "steps"));
   if (steps < 1) throw UserError("--steps must be at least 1");

@@ -51,6 +51,7 @@ execute_process(COMMAND ${TRAIN} --network=resnet50 --batch=256 --precision=fp16
 if(NOT rc EQUAL 0 OR NOT out MATCHES "every op at its roofline: [0-9.]+ us a step, [0-9]+ img/s \\(6\\.2 TFLOP")
   message(FATAL_ERROR "train_step --cost_model: exit ${rc}\n${out}${err}")
 endif()
+expect_failure("train_step bn mask from input" "--bn_mask_from_input takes 1 or 0, not 'yes'" ${TRAIN} --network=resnet50 --breakdown=${CMAKE_CURRENT_BINARY_DIR}/bd.json --batch=2 --bn_mask_from_input=yes)
 expect_failure("train_step relu masks" "--relu_masks takes 1 or 0, not '2'" ${TRAIN} --network=resnet50 --batch=8 --cost_model=900,4300 --relu_masks=2)
 # The ReLU masks in the model: ResNet-50's fp16 step at 256 moves 94.4 GB without, 89.2 with.
 foreach(pair "0:94.4" "1:89.2")
