@@ -27,7 +27,10 @@ TrainOpCost train_op_cost(const Graph& g, const TrainOp& op, int batch, int elem
   const bool residual = op.residual >= 0;
   const bool relu_mask_needs_y =
       op.fused_act >= 0 && g.node(op.fused_act).kind == OpKind::ReLU && residual && !op.relu_mask;
-  const double mask = op.relu_mask ? y / 16 : 0.0;  // relu_mask_bytes: a byte per 16 bytes of y
+  const double mask =  // the ReLU's bits, as the memory plan sizes them
+      op.relu_mask
+          ? double(relu_mask_bytes(int64_t(batch) * g.node(op.fused_act).out.numel(), size_t(elem)))
+          : 0.0;
   auto accumulates = [&]() {
     for (bool a : op.accumulate)
       if (a) return true;
