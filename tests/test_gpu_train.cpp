@@ -504,6 +504,72 @@ TEST(GpuTrain, BatchNormReluMaskBitsAreTheSavedOnes) {
                std::invalid_argument);
 }
 
+// The vectorised backward's rows in flight (set_bn_backward_rows: 2 by default, 1 the form before)
+// change no bit: dx, the residual's gradient, dgamma and dbeta are equal with 1 and with 2, for
+// ReLU with its mask from y, from the forward's bits and from x, SiLU and no activation, written
+// and added, over the packed geometries (an odd row count leaves a thread's second row out), in
+// every storage type. An unsupported count is refused.
+TEST(GpuTrain, BatchNormBackwardRowsInFlightChangeNoBit) {
+  const unsigned seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937 rng(seed);
+  enum Form { None, ReluY, ReluBits, ReluX, Silu };
+  int compared = 0;
+  for (Precision p : kStorage)
+    for (const BnCase& cs : bn_cases(rng))
+      for (Form f : {None, ReluY, ReluBits, ReluX, Silu}) {
+        const DType t = storage_type(p);
+        const int C = cs.d.c, V = 16 / int(dtype_size(t));
+        if (C % V != 0) continue;
+        const int64_t rows = rows_of(cs.d);
+        const bool accumulate = (compared % 2) == 1;
+        const bool residual = f == ReluY || f == ReluBits;
+        std::ostringstream what;
+        what << precision_name(p) << " " << cs.d.str() << " form " << int(f)
+             << (accumulate ? " accumulate" : "");
+        const auto x = bn_input(cs, t, rng);
+        const auto z = rounded(random_vector(size_t(rows) * C, rng), t);
+        const auto gamma = random_vector(C, rng, 0.5, 1.5), beta = random_vector(C, rng, -.5, .5);
+        const auto dy = rounded(random_vector(size_t(rows) * C, rng), t);
+        const auto dx0 = rounded(random_vector(size_t(rows) * C, rng), t);
+        Rows bx(rows, C, t), bz(rows, C, t), by(rows, C, t), bdy(rows, C, t);
+        Rows dx1(rows, C, t), dx2(rows, C, t), dz1(rows, C, t), dz2(rows, C, t);
+        bx.upload(x), bz.upload(z), bdy.upload(dy);
+        for (Rows* r : {&dx1, &dx2, &dz1, &dz2}) r->upload(dx0);
+        DeviceArray<uint8_t> mask(size_t(rows) * C / V);
+        DeviceArray<float> dgamma_in(gamma), dbeta_in(beta), mean(C), invstd(C);
+        DeviceArray<float> dg1(C), db1(C), dg2(C), db2(C);
+        DeviceArray<uint8_t> scratch(channel_reduce_scratch_bytes(rows, C));
+        BnTrainSpec s;
+        s.rows = rows, s.channels = C;
+        s.act = f == None ? Act::None : f == Silu ? Act::SiLU : Act::ReLU;
+        const bool bits = f == ReluBits;
+        launch_bn_forward_train(t, bx.ptr(), residual ? bz.ptr() : nullptr, by.ptr(),
+                                dgamma_in.get(), dbeta_in.get(), mean.get(), invstd.get(), nullptr,
+                                nullptr, s, scratch.get(), nullptr, bits ? mask.get() : nullptr);
+        const void* y = f == ReluY ? by.ptr() : nullptr;
+        const uint8_t* m = bits ? mask.get() : nullptr;
+        const int before = set_bn_backward_rows(1);
+        launch_bn_backward(t, bx.ptr(), y, bdy.ptr(), dx1.ptr(), dgamma_in.get(), dbeta_in.get(),
+                           mean.get(), invstd.get(), dg1.get(), db1.get(), s, accumulate,
+                           residual ? dz1.ptr() : nullptr, accumulate, scratch.get(), nullptr, m);
+        set_bn_backward_rows(2);
+        launch_bn_backward(t, bx.ptr(), y, bdy.ptr(), dx2.ptr(), dgamma_in.get(), dbeta_in.get(),
+                           mean.get(), invstd.get(), dg2.get(), db2.get(), s, accumulate,
+                           residual ? dz2.ptr() : nullptr, accumulate, scratch.get(), nullptr, m);
+        set_bn_backward_rows(before);
+        const std::vector<float> d1 = dx1.download();
+        EXPECT_EQ(dx2.download(), d1) << what.str() << " dx";
+        EXPECT_NE(d1, dx0) << what.str() << ": dx not written";
+        if (residual) EXPECT_EQ(dz2.download(), dz1.download()) << what.str() << " dz";
+        EXPECT_EQ(dg2.download(), dg1.download()) << what.str() << " dgamma";
+        EXPECT_EQ(db2.download(), db1.download()) << what.str() << " dbeta";
+        ++compared;
+      }
+  EXPECT_GT(compared, 20);
+  EXPECT_THROW(set_bn_backward_rows(3), std::invalid_argument);
+}
+
 // A residual gradient with SiLU is refused (SiLU's derivative is taken at bn(x), without z).
 TEST(GpuTrain, BatchNormBackwardRefusesSiluWithResidual) {
   BnTrainSpec s;

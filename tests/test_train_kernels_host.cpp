@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -68,6 +69,43 @@ TEST(ScaleBackward, VecThreadsMatchTheReference) {
         ++cases;
       }
   EXPECT_EQ(cases, 24);
+}
+
+// The BatchNorm backward's ReLU mask from x (stored_positive): a compare against half the storage
+// type's smallest subnormal must say "positive" exactly where rounding to the type and back does,
+// since the forward stored y = relu(v) rounded. Checked at and around each threshold (one ulp of
+// float either side), over the subnormals and normals of every magnitude, and at zeros, negatives,
+// infinities and NaN. A threshold one float ulp off is caught (the values at the threshold).
+TEST(BatchNormMask, StoredPositiveIsTheRoundTrip) {
+  std::vector<float> vs = {0.0f, -0.0f, 1.0f, -1.0f, INFINITY, -INFINITY, NAN, 65504.0f, 1e30f};
+  for (float th : {0x1p-25f, 0x1p-24f, 0x1p-134f, 0x1p-133f, 0x1p-149f})
+    for (float v : {th, std::nextafter(th, 0.0f), std::nextafter(th, 1.0f), th * 1.5f, -th})
+      vs.push_back(v);
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 200000; ++i) {  // every exponent, sign and mantissa
+    const uint32_t b = bits(rng);
+    float v;
+    std::memcpy(&v, &b, sizeof v);
+    vs.push_back(v);
+  }
+  for (int e = -150; e <= 20; ++e) vs.push_back(std::ldexp(1.0f, e));
+  int checked = 0;
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    const std::vector<float> back = from_storage(to_storage(vs, t), t);
+    for (size_t i = 0; i < vs.size(); ++i) {
+      ASSERT_EQ(bn_stored_positive(t, vs[i]), back[i] > 0.0f)
+          << dtype_name(t) << " v=" << vs[i] << " (bits " << std::hexfloat << vs[i] << ")";
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 3 * int(vs.size()));
+  // The thresholds are where they must be: the value at each is not positive, the next one is.
+  EXPECT_FALSE(bn_stored_positive(DType::F16, 0x1p-25f));
+  EXPECT_TRUE(bn_stored_positive(DType::F16, std::nextafter(0x1p-25f, 1.0f)));
+  EXPECT_FALSE(bn_stored_positive(DType::BF16, 0x1p-134f));
+  EXPECT_TRUE(bn_stored_positive(DType::BF16, std::nextafter(0x1p-134f, 1.0f)));
+  EXPECT_TRUE(bn_stored_positive(DType::F32, 0x1p-149f));
 }
 
 TEST(ScaleBackward, VecEmulationRefusesUnpackedChannels) {
