@@ -13,7 +13,6 @@
 // sigmoid_mufu): its derivative had made the fused backward issue-bound, at about half the
 // bandwidth of the ReLU form (issue 9). CNNBENCH_BN_EXACT_SILU=1 takes expf and an IEEE division
 // again (for comparison).
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
@@ -358,13 +357,17 @@ __global__ void bn_backward_dx(const T* x, const T* y, const T* dy, T* dx, T* dz
 enum class MaskFrom { Y, Bits, X };
 
 // Vectorised pass 1: (d, d * xhat) summed per channel and chunk, to part[q][chunk][c]
-// (channel_sums_finalize's layout with one segment). R rows' packs are loaded before any is taken
-// in, then taken in the order of one at a time: the same bits, R times the loads in flight a
-// thread. (The ReLU and SiLU forms hold about 96 registers, so 2 blocks of 256 threads an SM, and
-// with one row in flight they ran at 53 to 62% of the bandwidth where the plain form, at 4 blocks,
-// ran at 85 to 97%: call 81's breakdown.)
-template <typename T, int V, Act A, bool M, int R, MaskFrom S>
-__global__ void __launch_bounds__(kThreads, R)
+// (channel_sums_finalize's layout with one segment).
+// The mask's source S is a template parameter so that each form holds only its own registers:
+// with the three sources chosen at run time in one kernel, the ReLU forms held 92 to 96 registers
+// (2 blocks of 256 an SM) and ran at 31 to 62% of the bandwidth on ResNet-50's shapes, the plain
+// form (56 to 69 registers, 3 to 4 blocks) at 77 to 97% (call 81). Two rows in flight a thread at
+// 2 blocks an SM was slower still (call 86). The terms that depend on the mask are rounded by
+// explicit intrinsics, so that each form computes the same bits from the same mask whatever the
+// compiler contracts in its own instantiation (call 86: the y and bits forms differed in dx's
+// last bits when left to contraction).
+template <typename T, int V, Act A, bool M, MaskFrom S>
+__global__ void __launch_bounds__(kThreads)
     bn_grad_sums_vec(const T* x, const T* y, const uint8_t* mask, const T* dy, const float* mean,
                      const float* invstd, const float* gamma, const float* beta, int64_t rows,
                      int C, int vx, int vy, int64_t rows_per, float* part) {
@@ -376,8 +379,8 @@ __global__ void __launch_bounds__(kThreads, R)
   float s[2][V], mu[V], is[V], kv[V], bv[V], kf[V];  // s: the sums of d and d * xhat
   // ReLU's mask: read from y, from the forward's bits, or recomputed (stored_positive).
   constexpr bool from_x = A == Act::ReLU && S == MaskFrom::X;
-  constexpr bool use_y = A == Act::ReLU && S == MaskFrom::Y,
-                 use_bits = A == Act::ReLU && S == MaskFrom::Bits;
+  constexpr bool use_y = A == Act::ReLU && S == MaskFrom::Y;
+  constexpr bool use_bits = A == Act::ReLU && S == MaskFrom::Bits;
 #pragma unroll
   for (int q = 0; q < V; ++q) {
     const int c = active ? pack * V + q : 0;
@@ -387,31 +390,22 @@ __global__ void __launch_bounds__(kThreads, R)
     kf[q] = from_x ? is[q] * kv[q] : 0.0f;
   }
   if (active)
-    for (int64_t r = r0 + lane; r < r1; r += R * int64_t(vy)) {
-      float d[R][V], xv[R][V], yv[R][V];
-      unsigned bits[R];
+    for (int64_t r = r0 + lane; r < r1; r += vy) {
+      float d[V], xv[V], yv[V];
+      load_pack<T, V>(dy + r * C, pack, d);
+      load_pack<T, V>(x + r * C, pack, xv);
+      if (use_y) load_pack<T, V>(y + r * C, pack, yv);
+      const unsigned bits = use_bits ? mask[r * (C / V) + pack] : 0u;
 #pragma unroll
-      for (int u = 0; u < R; ++u) {
-        const int64_t ru = r + u * int64_t(vy);
-        if (u > 0 && ru >= r1) break;
-        load_pack<T, V>(dy + ru * C, pack, d[u]);
-        load_pack<T, V>(x + ru * C, pack, xv[u]);
-        if (use_y) load_pack<T, V>(y + ru * C, pack, yv[u]);
-        bits[u] = use_bits ? mask[ru * (C / V) + pack] : 0u;
-      }
-#pragma unroll
-      for (int u = 0; u < R; ++u) {
-        if (u > 0 && r + u * int64_t(vy) >= r1) break;
-#pragma unroll
-        for (int q = 0; q < V; ++q) {
-          if (from_x) yv[u][q] = stored_positive<T>(__fmaf_rn(xv[u][q] - mu[q], kf[q], bv[q]));
-          if (use_bits) yv[u][q] = (bits[u] >> q) & 1u ? 1.0f : 0.0f;
-          const float xhat = (xv[u][q] - mu[q]) * is[q];
-          const float dq = act_grad<A, M>(d[u][q], A == Act::ReLU ? yv[u][q] : 0.0f,
-                                          A == Act::SiLU ? xhat * kv[q] + bv[q] : 0.0f);
-          s[0][q] += dq;
-          s[1][q] += dq * xhat;
-        }
+      for (int q = 0; q < V; ++q) {
+        const float xc = __fsub_rn(xv[q], mu[q]);
+        if (from_x) yv[q] = stored_positive<T>(__fmaf_rn(xc, kf[q], bv[q]));
+        if (use_bits) yv[q] = (bits >> q) & 1u ? 1.0f : 0.0f;
+        const float xhat = __fmul_rn(xc, is[q]);
+        const float dq = act_grad<A, M>(d[q], A == Act::ReLU ? yv[q] : 0.0f,
+                                        A == Act::SiLU ? xhat * kv[q] + bv[q] : 0.0f);
+        s[0][q] = __fadd_rn(s[0][q], dq);
+        s[1][q] = __fmaf_rn(dq, xhat, s[1][q]);
       }
     }
   merge_lane_sums<2, V>(s, sh, lane, vx, vy);
@@ -425,11 +419,10 @@ __global__ void __launch_bounds__(kThreads, R)
   }
 }
 
-// Vectorised pass 3: dx (= or +=) coef0 * d + coef1 * (x - mean) + coef2, and dz (= or +=) d.
-// R rows a thread at once (rows r and r + stride, the grid's stride): as pass 1, R times the loads
-// in flight; each element is computed as with one.
-template <typename T, int V, Act A, bool M, int R, MaskFrom S>
-__global__ void __launch_bounds__(kThreads, R)
+// Vectorised pass 3: dx (= or +=) coef0 * d + coef1 * (x - mean) + coef2, and dz (= or +=) d;
+// the mask's source and the rounding as pass 1.
+template <typename T, int V, Act A, bool M, MaskFrom S>
+__global__ void __launch_bounds__(kThreads)
     bn_backward_dx_vec(const T* x, const T* y, const uint8_t* mask, const T* dy, T* dx, T* dz,
                        const float* mean, const float* invstd, const float* gamma,
                        const float* beta, const float* coef, int64_t rows, int C, int vx, int vy,
@@ -439,8 +432,8 @@ __global__ void __launch_bounds__(kThreads, R)
   if (pack * V >= C) return;
   float mu[V], ca[V], cb[V], cc[V], kv[V], bv[V];
   constexpr bool from_x = A == Act::ReLU && S == MaskFrom::X;  // as bn_grad_sums_vec
-  constexpr bool use_y = A == Act::ReLU && S == MaskFrom::Y,
-                 use_bits = A == Act::ReLU && S == MaskFrom::Bits;
+  constexpr bool use_y = A == Act::ReLU && S == MaskFrom::Y;
+  constexpr bool use_bits = A == Act::ReLU && S == MaskFrom::Bits;
 #pragma unroll
   for (int q = 0; q < V; ++q) {
     const int c = pack * V + q;
@@ -451,48 +444,29 @@ __global__ void __launch_bounds__(kThreads, R)
       bv[q] = beta ? beta[c] : 0.0f;
     }
   }
-  const int64_t stride = int64_t(gridDim.y) * vy;
-  for (int64_t r = int64_t(blockIdx.y) * vy + lane; r < rows; r += R * stride) {
-    float d[R][V], xv[R][V], yv[R][V];
-    unsigned bits[R];
+  for (int64_t r = int64_t(blockIdx.y) * vy + lane; r < rows; r += int64_t(gridDim.y) * vy) {
+    float d[V], xv[V], yv[V];
+    load_pack<T, V>(dy + r * C, pack, d);
+    load_pack<T, V>(x + r * C, pack, xv);
+    if (use_y) load_pack<T, V>(y + r * C, pack, yv);
+    const unsigned bits = use_bits ? mask[r * (C / V) + pack] : 0u;
 #pragma unroll
-    for (int u = 0; u < R; ++u) {
-      const int64_t ru = r + u * stride;
-      if (u > 0 && ru >= rows) break;
-      load_pack<T, V>(dy + ru * C, pack, d[u]);
-      load_pack<T, V>(x + ru * C, pack, xv[u]);
-      if (use_y) load_pack<T, V>(y + ru * C, pack, yv[u]);
-      bits[u] = use_bits ? mask[ru * (C / V) + pack] : 0u;
+    for (int q = 0; q < V; ++q) {
+      const float xc = __fsub_rn(xv[q], mu[q]);
+      if (from_x) yv[q] = stored_positive<T>(__fmaf_rn(xc, kv[q], bv[q]));
+      if (use_bits) yv[q] = (bits >> q) & 1u ? 1.0f : 0.0f;
+      d[q] = act_grad<A, M>(d[q], A == Act::ReLU ? yv[q] : 0.0f,
+                            A == Act::SiLU ? xc * kv[q] + bv[q] : 0.0f);
+      xv[q] = __fmaf_rn(ca[q], d[q], __fmaf_rn(cb[q], xc, cc[q]));
     }
-#pragma unroll
-    for (int u = 0; u < R; ++u) {
-      const int64_t ru = r + u * stride;
-      if (u > 0 && ru >= rows) break;
-#pragma unroll
-      for (int q = 0; q < V; ++q) {
-        const float xc = xv[u][q] - mu[q];
-        if (from_x) yv[u][q] = stored_positive<T>(__fmaf_rn(xc, kv[q], bv[q]));
-        if (use_bits) yv[u][q] = (bits[u] >> q) & 1u ? 1.0f : 0.0f;
-        d[u][q] = act_grad<A, M>(d[u][q], A == Act::ReLU ? yv[u][q] : 0.0f,
-                                 A == Act::SiLU ? xc * kv[q] + bv[q] : 0.0f);
-        xv[u][q] = ca[q] * d[u][q] + cb[q] * xc + cc[q];
-      }
-      store_pack_acc<T, V>(dx + ru * C, pack, xv[u], accumulate);
-      if (dz) store_pack_acc<T, V>(dz + ru * C, pack, d[u], accumulate_dz);
-    }
+    store_pack_acc<T, V>(dx + r * C, pack, xv, accumulate);
+    if (dz) store_pack_acc<T, V>(dz + r * C, pack, d, accumulate_dz);
   }
 }
 
 bool scalar_bn_forced() {
   static const bool forced = env_is_one("CNNBENCH_SCALAR_BN");
   return forced;
-}
-
-// Rows in flight a thread in the vectorised backward's ReLU and SiLU forms (set_bn_backward_rows):
-// 2, or 1 under CNNBENCH_BN_BWD_ONE_ROW=1, the form before (for comparison; the same bits).
-std::atomic<int>& bwd_rows() {
-  static std::atomic<int> rows{env_is_one("CNNBENCH_BN_BWD_ONE_ROW") ? 1 : 2};
-  return rows;
 }
 
 bool exact_silu_forced() {
@@ -558,13 +532,6 @@ size_t channel_reduce_scratch_bytes(int64_t rows, int channels, int segments) {
 
 bool bn_relu_masks_available() {
   return !scalar_bn_forced();
-}
-
-int set_bn_backward_rows(int rows) {
-  if (rows != 1 && rows != 2)
-    throw std::invalid_argument("set_bn_backward_rows: rows in flight must be 1 or 2, not " +
-                                std::to_string(rows));
-  return bwd_rows().exchange(rows);
 }
 
 bool bn_stored_positive(DType t, float v) {
@@ -651,15 +618,11 @@ void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, v
       const VecGeom g = vec_geom(C, V);
       const int chunks = vec_chunks(s.rows, C, g);
       const int64_t rows_per = (s.rows + chunks - 1) / chunks;
-      // Rows in flight a thread: 2 (the ReLU and SiLU forms' registers leave 2 blocks an SM),
-      // 1 for the plain form (4 blocks) and under CNNBENCH_BN_BWD_ONE_ROW=1.
-      const bool two = s.act != Act::None && bwd_rows().load() == 2;
       const MaskFrom from = relu_mask ? MaskFrom::Bits : y ? MaskFrom::Y : MaskFrom::X;
       CNN_DISPATCH_BN_ACT(s.act, {
-        auto run = [&](auto rows_in_flight, auto mask_from) {
-          constexpr int R = decltype(rows_in_flight)::value;
+        auto run = [&](auto mask_from) {
           constexpr MaskFrom S = decltype(mask_from)::value;
-          bn_grad_sums_vec<T, V, A, M, R, S><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
+          bn_grad_sums_vec<T, V, A, M, S><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
               static_cast<const T*>(x), static_cast<const T*>(y), relu_mask,
               static_cast<const T*>(dy), mean, invstd, gamma, beta, s.rows, C, g.vx, g.vy, rows_per,
               part);
@@ -668,28 +631,23 @@ void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, v
               <<<dim3(channel_tiles(C), 1, 1), dim3(kTileC, kFinR), 0, stream>>>(part, C, chunks,
                                                                                  out);
           CNN_CHECK_LAUNCH();
-          bn_backward_dx_vec<T, V, A, M, R, S>
+          bn_backward_dx_vec<T, V, A, M, S>
               <<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
                   static_cast<const T*>(x), static_cast<const T*>(y), relu_mask,
                   static_cast<const T*>(dy), static_cast<T*>(dx), static_cast<T*>(dz), mean, invstd,
                   gamma, beta, coef, s.rows, C, g.vx, g.vy, accumulate, accumulate_dz);
           CNN_CHECK_LAUNCH();
         };
-        auto with_rows = [&](auto mask_from) {
-          if (two) {
-            run(std::integral_constant<int, 2>{}, mask_from);
-          } else {
-            run(std::integral_constant<int, 1>{}, mask_from);
-          }
-        };
         // Only ReLU's forms differ by source (the others instantiate MaskFrom::Y alone).
         constexpr bool relu = A == Act::ReLU;
+        constexpr MaskFrom kBits = relu ? MaskFrom::Bits : MaskFrom::Y;
+        constexpr MaskFrom kX = relu ? MaskFrom::X : MaskFrom::Y;
         if (relu && from == MaskFrom::Bits) {
-          with_rows(std::integral_constant < MaskFrom, relu ? MaskFrom::Bits : MaskFrom::Y > {});
+          run(std::integral_constant<MaskFrom, kBits>{});
         } else if (relu && from == MaskFrom::X) {
-          with_rows(std::integral_constant < MaskFrom, relu ? MaskFrom::X : MaskFrom::Y > {});
+          run(std::integral_constant<MaskFrom, kX>{});
         } else {
-          with_rows(std::integral_constant<MaskFrom, MaskFrom::Y>{});
+          run(std::integral_constant<MaskFrom, MaskFrom::Y>{});
         }
       });
     });

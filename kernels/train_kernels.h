@@ -71,11 +71,6 @@ bool bn_relu_masks_available();
 // to t, is positive (a compare against half the type's smallest subnormal; see stored_positive in
 // kernels/batchnorm_train.cu). On the host, for a test against the round trip.
 bool bn_stored_positive(DType t, float v);
-// Rows each thread of the vectorised BatchNorm backward's ReLU and SiLU forms loads before
-// using any (loads in flight; the same bits either way): 2 by default, 1 under
-// CNNBENCH_BN_BWD_ONE_ROW=1 or after set_bn_backward_rows(1), for an A/B. Returns the previous
-// value; invalid_argument for anything but 1 or 2.
-int set_bn_backward_rows(int rows);
 
 // From the saved input x, the batch statistics and dy (the gradient of the forward's output y):
 // d = dy through the activation (ReLU: dy where y > 0, else 0, as relu_backward_ref; with y null

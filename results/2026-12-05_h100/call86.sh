@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Device call 86 (written 2026-12-05 23:40 UTC): issue 9, the BatchNorm backward with two rows in
-# flight a thread, first run on a GPU. Binaries of the commit that adds it; carry .carry.
+# Device call 86 (written 2026-12-05 23:40 UTC; ran 23:43 on an H100) and call 87 (STEPS="G B A"
+# with CALL87=1: the fixed kernels' tests, then the two breakdowns as built, then A): issue 9, the
+# BatchNorm backward with two rows in flight a thread, first run on a GPU. Binaries of the commit
+# that adds it; carry .carry.
 # Why (call 81's breakdown, H100): the fused backward forms ran at 31 to 62% of the bandwidth
 # (ResNet-50: "bwd batchnorm+relu" 6.58 ms, "bwd batchnorm+relu+add" 9.86 ms), the plain form at
 # 77 to 97%. ptxas: the ReLU and SiLU forms hold 92 to 96 registers (2 blocks of 256 an SM), the
@@ -27,7 +29,7 @@ export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudn
 B=build/release
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv,noheader
 step_G() {
-  timeout $(lim 200) ctest --test-dir $B -R '^gpu_(GpuTrain|GpuTrainStep|GpuOps|GpuNetwork|GpuKernels)(_[0-9])?$' \
+  timeout $(lim 200) ctest --test-dir $B -R "^gpu_(${SUITES:-GpuTrain|GpuTrainStep|GpuOps|GpuNetwork|GpuKernels})(_[0-9])?\$" \
     -j3 --output-on-failure >$O/g/ctest.log 2>&1
   echo "G rc=$? ${SECONDS}s"; grep -E "Test +#|tests passed|FAILED|Failure" $O/g/ctest.log | head -30
 }
@@ -41,6 +43,11 @@ bd() {
   grep -E "^  (backward|forward) batchnorm" $O/b/$name.txt | head -8
 }
 step_B() {
+  if [ "${CALL87:-0}" = 1 ]; then  # one row, the mask's source a template: as built
+    bd r50 resnet50
+    bd b0 efficientnet_b0
+    return
+  fi
   bd r50 resnet50
   bd r50_one_row resnet50 CNNBENCH_BN_BWD_ONE_ROW=1
   bd b0 efficientnet_b0
