@@ -121,4 +121,23 @@ SANITIZER="$T/newer-sanitizer" NETS=resnet50 PRECISIONS=fp16 MODES=infer TOOLS=s
   bash "$SRC/tools/sanitize_gpu.sh" "$T/block" >/dev/null 2>&1 || fail "blocking run failed"
 grep -q -- "--tool synccheck --force-blocking-launches yes --num-cuda-barriers 4096 " "$T/block/resnet50_fp16_infer_synccheck.log" ||
   fail "BLOCKING=1 not passed: $(cat "$T/block/resnet50_fp16_infer_synccheck.log")"
+# A target killed under the tool (calls 82 and 85: status 9, no gtest output): the row says so, and
+# the host's memory is sampled while the runs go (host_mem.log and a line under the table).
+cat >"$T/killed-sanitizer" <<'FAKE'
+#!/usr/bin/env bash
+[ "$1" = --help ] && exit 0
+echo "========= Error: process didn't terminate successfully"
+echo "========= Target application returned an error"
+echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+exit 9
+FAKE
+chmod +x "$T/killed-sanitizer"
+SANITIZER="$T/killed-sanitizer" NETS= TOOLS=racecheck TESTS='GpuOps.*' \
+  bash "$SRC/tools/sanitize_gpu.sh" "$T/killed" >/dev/null 2>&1 || fail "killed run failed"
+grep -q "| test_gpu | all | tests | racecheck | 0 | 0 | 9 | [0-9]* | (the target ended with status 9 and no summary of its own) |" \
+  "$T/killed/summary.md" || fail "killed row: $(cat "$T/killed/summary.md")"
+grep -qE "^[0-9]+ s used [0-9]+ available [0-9]+ top_rss_mib [0-9]+$" "$T/killed/host_mem.log" ||
+  fail "host_mem.log: $(cat "$T/killed/host_mem.log")"
+grep -qE "^- host memory while the runs went .*lowest available [0-9]+ MiB, largest process [0-9]+ MiB" \
+  "$T/killed/summary.md" || fail "no host memory line: $(cat "$T/killed/summary.md")"
 echo "sanitize script: ok"

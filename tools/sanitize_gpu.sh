@@ -122,6 +122,11 @@ run_one() {
   first=$(grep -v "Internal Sanitizer Error" "$log" | grep -m1 -E "^=========     at .*|^========= .* in |CUDA error [0-9]+|Race reported between" |
     sed -E 's/^=* *//; s/^Error: Race reported between //' | cut -c1-90)
   [ "$rc" = 124 ] && first="(timed out after ${t} s)"
+  # The tool passes on the target's death by a signal as that number (calls 82 and 85: racecheck's
+  # test_gpu ended with 9 and no gtest output; HOST_MEM below records whether the host ran short).
+  if [ -z "${first:-}" ] && grep -q "didn't terminate successfully" "$log"; then
+    first="(the target ended with status $rc and no summary of its own)"
+  fi
   printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$net" "$p" "$mode" "$tool" "$errors" \
     "$untracked" "$rc" "$((SECONDS - t0))" "${first:-–}" >"$row"
   echo "sanitize_gpu: $net $p $mode $tool: errors $errors ($untracked unchecked launches), exit $rc, $((SECONDS - t0)) s"
@@ -129,10 +134,20 @@ run_one() {
 }
 # run_one in the background, once fewer than JOBS runs are going.
 spawn() {
-  while [ "$(jobs -rp | wc -l)" -ge "${JOBS:-1}" ]; do wait -n; done
+  while [ "$(jobs -rp | grep -vcx "${MEM_PID:-none}")" -ge "${JOBS:-1}" ]; do wait -n; done
   run_one "$@" &
 }
 rm -rf "$OUT/rows" && mkdir -p "$OUT/rows"
+# The host's memory every 5 s while the runs go (used and available MiB, and the largest process's
+# resident MiB), to OUT_DIR/host_mem.log: the tools hold much host memory, and a run killed for it
+# leaves no message of its own.
+(while :; do
+  echo "$SECONDS s $(free -m | awk '/^Mem:/ {print "used", $3, "available", $7}') top_rss_mib" \
+    "$(ps -eo rss= --sort=-rss | head -1 | awk '{print int($1 / 1024)}')"
+  sleep 5
+done) >"$OUT/host_mem.log" 2>&1 &
+MEM_PID=$!
+trap 'kill $MEM_PID 2>/dev/null' EXIT
 i=0
 for net in $NETS; do
   for p in $PRECISIONS; do
@@ -153,7 +168,12 @@ if [ -n "${TESTS:-}" ]; then
     spawn test_gpu all tests "$tool" "$i"
   done
 fi
-wait
+wait_runs() { for p in $(jobs -rp); do [ "$p" != "$MEM_PID" ] && wait "$p"; done; }
+wait_runs
+kill $MEM_PID 2>/dev/null
 cat "$OUT"/rows/* >>"$S" 2>/dev/null
+printf '\n- host memory while the runs went (`host_mem.log`): lowest available %s MiB, largest process %s MiB resident\n' \
+  "$(awk '{print $6}' "$OUT/host_mem.log" | sort -n | head -1)" \
+  "$(awk '{print $8}' "$OUT/host_mem.log" | sort -n | tail -1)" >>"$S"
 rm -rf "$OUT/rows"
 cat "$S"
