@@ -366,8 +366,14 @@ enum class MaskFrom { Y, Bits, X };
 // explicit intrinsics, so that each form computes the same bits from the same mask whatever the
 // compiler contracts in its own instantiation (call 86: the y and bits forms differed in dx's
 // last bits when left to contraction).
-template <typename T, int V, Act A, bool M, MaskFrom S>
-__global__ void __launch_bounds__(kThreads)
+// B, the blocks of 256 threads an SM the registers must leave room for: 3 by default (at most 80
+// registers; ptxas spills nothing in any form but the exact-SiLU comparison one, 8 to 16 bytes),
+// where the SiLU forms and ReLU's from-x form had held 89 to 94 (2 blocks) and the forms at 3 to 4
+// blocks ran at up to 90% of the bandwidth in call 87. 1 (no bound) under
+// CNNBENCH_BN_BWD_FREE_REGS=1, for the A/B. Neither changes a result: the bound moves registers,
+// not arithmetic.
+template <typename T, int V, Act A, bool M, MaskFrom S, int B>
+__global__ void __launch_bounds__(kThreads, B)
     bn_grad_sums_vec(const T* x, const T* y, const uint8_t* mask, const T* dy, const float* mean,
                      const float* invstd, const float* gamma, const float* beta, int64_t rows,
                      int C, int vx, int vy, int64_t rows_per, float* part) {
@@ -421,8 +427,8 @@ __global__ void __launch_bounds__(kThreads)
 
 // Vectorised pass 3: dx (= or +=) coef0 * d + coef1 * (x - mean) + coef2, and dz (= or +=) d;
 // the mask's source and the rounding as pass 1.
-template <typename T, int V, Act A, bool M, MaskFrom S>
-__global__ void __launch_bounds__(kThreads)
+template <typename T, int V, Act A, bool M, MaskFrom S, int B>
+__global__ void __launch_bounds__(kThreads, B)
     bn_backward_dx_vec(const T* x, const T* y, const uint8_t* mask, const T* dy, T* dx, T* dz,
                        const float* mean, const float* invstd, const float* gamma,
                        const float* beta, const float* coef, int64_t rows, int C, int vx, int vy,
@@ -466,6 +472,11 @@ __global__ void __launch_bounds__(kThreads)
 
 bool scalar_bn_forced() {
   static const bool forced = env_is_one("CNNBENCH_SCALAR_BN");
+  return forced;
+}
+
+bool free_regs_forced() {
+  static const bool forced = env_is_one("CNNBENCH_BN_BWD_FREE_REGS");
   return forced;
 }
 
@@ -622,21 +633,29 @@ void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, v
       CNN_DISPATCH_BN_ACT(s.act, {
         auto run = [&](auto mask_from) {
           constexpr MaskFrom S = decltype(mask_from)::value;
-          bn_grad_sums_vec<T, V, A, M, S><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
-              static_cast<const T*>(x), static_cast<const T*>(y), relu_mask,
-              static_cast<const T*>(dy), mean, invstd, gamma, beta, s.rows, C, g.vx, g.vy, rows_per,
-              part);
-          CNN_CHECK_LAUNCH();
-          channel_sums_finalize<2>
-              <<<dim3(channel_tiles(C), 1, 1), dim3(kTileC, kFinR), 0, stream>>>(part, C, chunks,
-                                                                                 out);
-          CNN_CHECK_LAUNCH();
-          bn_backward_dx_vec<T, V, A, M, S>
-              <<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
-                  static_cast<const T*>(x), static_cast<const T*>(y), relu_mask,
-                  static_cast<const T*>(dy), static_cast<T*>(dx), static_cast<T*>(dz), mean, invstd,
-                  gamma, beta, coef, s.rows, C, g.vx, g.vy, accumulate, accumulate_dz);
-          CNN_CHECK_LAUNCH();
+          auto go = [&](auto min_blocks) {
+            constexpr int B = decltype(min_blocks)::value;
+            bn_grad_sums_vec<T, V, A, M, S, B><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
+                static_cast<const T*>(x), static_cast<const T*>(y), relu_mask,
+                static_cast<const T*>(dy), mean, invstd, gamma, beta, s.rows, C, g.vx, g.vy,
+                rows_per, part);
+            CNN_CHECK_LAUNCH();
+            channel_sums_finalize<2>
+                <<<dim3(channel_tiles(C), 1, 1), dim3(kTileC, kFinR), 0, stream>>>(part, C, chunks,
+                                                                                   out);
+            CNN_CHECK_LAUNCH();
+            bn_backward_dx_vec<T, V, A, M, S, B>
+                <<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
+                    static_cast<const T*>(x), static_cast<const T*>(y), relu_mask,
+                    static_cast<const T*>(dy), static_cast<T*>(dx), static_cast<T*>(dz), mean,
+                    invstd, gamma, beta, coef, s.rows, C, g.vx, g.vy, accumulate, accumulate_dz);
+            CNN_CHECK_LAUNCH();
+          };
+          if (free_regs_forced()) {
+            go(std::integral_constant<int, 1>{});
+          } else {
+            go(std::integral_constant<int, 3>{});
+          }
         };
         // Only ReLU's forms differ by source (the others instantiate MaskFrom::Y alone).
         constexpr bool relu = A == Act::ReLU;
