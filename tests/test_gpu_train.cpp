@@ -504,6 +504,93 @@ TEST(GpuTrain, BatchNormReluMaskBitsAreTheSavedOnes) {
                std::invalid_argument);
 }
 
+// ReLU's mask recomputed from x at the rounding thresholds (stored_positive's compare on the
+// device): each channel is constant, so its mean is its value, x - mean is 0 and the forward's
+// pre-activation is beta exactly; the betas sit at half each type's smallest subnormal (2^-25
+// fp16, 2^-134 bf16) and one float ulp either side, and about them. The forward's y must be
+// positive exactly where the host's round trip of beta is (so that the boundary is reached), its
+// bits must agree, and the backward must give the same bits from y, from the bits and from x,
+// written and added. A threshold off by one ulp, or 0, changes dx at one channel.
+TEST(GpuTrain, BatchNormReluMaskFromInputAtTheRoundingThresholds) {
+  std::mt19937 rng(11);
+  int boundary_channels = 0;
+  for (Precision p : kStorage) {
+    const DType t = storage_type(p);
+    const int V = 16 / int(dtype_size(t)), C = 16;
+    const float th = t == DType::F16 ? 0x1p-25f : t == DType::BF16 ? 0x1p-134f : 0x1p-149f;
+    std::vector<float> beta = {th,
+                               std::nextafter(th, 1.0f),
+                               std::nextafter(th, 0.0f),
+                               2 * th,
+                               1.5f * th,
+                               0.5f * th,
+                               0.0f,
+                               -th,
+                               -std::nextafter(th, 1.0f),
+                               3 * th,
+                               std::nextafter(2 * th, 0.0f),
+                               1e-3f,
+                               -1e-3f,
+                               std::nextafter(0.0f, 1.0f),
+                               th,
+                               std::nextafter(th, 1.0f)};
+    std::vector<float> expect_pos(C);
+    const std::vector<float> back = from_storage(to_storage(beta, t), t);
+    for (int c = 0; c < C; ++c) expect_pos[c] = back[c] > 0.0f ? 1.0f : 0.0f;
+    const int64_t rows = 96;
+    std::vector<float> x(size_t(rows) * C);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 0.25f + 0.125f * float(i % C);  // exact in all
+    const auto gamma = std::vector<float>(C, 1.0f);
+    const auto dy = rounded(random_vector(size_t(rows) * C, rng), t);
+    const auto dx0 = rounded(random_vector(size_t(rows) * C, rng), t);
+    for (bool accumulate : {false, true}) {
+      std::ostringstream what;
+      what << precision_name(p) << (accumulate ? " accumulate" : "");
+      Rows bx(rows, C, t), by(rows, C, t), bdy(rows, C, t), dx_y(rows, C, t), dx_b(rows, C, t),
+          dx_x(rows, C, t);
+      bx.upload(x), bdy.upload(dy);
+      for (Rows* r : {&dx_y, &dx_b, &dx_x}) r->upload(dx0);
+      DeviceArray<uint8_t> mask(size_t(rows) * C / V);
+      DeviceArray<float> dgamma_in(gamma), dbeta_in(beta), mean(C), invstd(C);
+      DeviceArray<float> dg_y(C), db_y(C), dg_b(C), db_b(C), dg_x(C), db_x(C);
+      DeviceArray<uint8_t> scratch(channel_reduce_scratch_bytes(rows, C));
+      BnTrainSpec s;
+      s.rows = rows, s.channels = C, s.act = Act::ReLU;
+      launch_bn_forward_train(t, bx.ptr(), nullptr, by.ptr(), dgamma_in.get(), dbeta_in.get(),
+                              mean.get(), invstd.get(), nullptr, nullptr, s, scratch.get(), nullptr,
+                              mask.get());
+      const std::vector<float> y = by.download();
+      const std::vector<uint8_t> bits = mask.download();
+      int wrong_y = 0, wrong_bits = 0;
+      for (size_t i = 0; i < y.size(); ++i) {
+        wrong_y += (y[i] > 0.0f ? 1.0f : 0.0f) != expect_pos[i % C];
+        wrong_bits += bool((bits[i / V] >> (i % V)) & 1) != (y[i] > 0.0f);
+      }
+      ASSERT_EQ(wrong_y, 0) << what.str() << ": y is not relu(beta) rounded (the case misses the "
+                            << "boundary it is for)";
+      EXPECT_EQ(wrong_bits, 0) << what.str() << ": bits unlike y > 0";
+      launch_bn_backward(t, bx.ptr(), by.ptr(), bdy.ptr(), dx_y.ptr(), dgamma_in.get(),
+                         dbeta_in.get(), mean.get(), invstd.get(), dg_y.get(), db_y.get(), s,
+                         accumulate, nullptr, false, scratch.get(), nullptr);
+      launch_bn_backward(t, bx.ptr(), nullptr, bdy.ptr(), dx_b.ptr(), dgamma_in.get(),
+                         dbeta_in.get(), mean.get(), invstd.get(), dg_b.get(), db_b.get(), s,
+                         accumulate, nullptr, false, scratch.get(), nullptr, mask.get());
+      launch_bn_backward(t, bx.ptr(), nullptr, bdy.ptr(), dx_x.ptr(), dgamma_in.get(),
+                         dbeta_in.get(), mean.get(), invstd.get(), dg_x.get(), db_x.get(), s,
+                         accumulate, nullptr, false, scratch.get(), nullptr);
+      const std::vector<float> ref = dx_y.download();
+      EXPECT_EQ(dx_b.download(), ref) << what.str() << " dx from the bits";
+      EXPECT_EQ(dx_x.download(), ref) << what.str() << " dx from x";
+      EXPECT_EQ(db_x.download(), db_y.download()) << what.str() << " dbeta from x";
+      EXPECT_EQ(db_b.download(), db_y.download()) << what.str() << " dbeta from the bits";
+      EXPECT_EQ(dg_x.download(), dg_y.download()) << what.str() << " dgamma from x";
+    }
+    for (int c = 0; c < C; ++c) boundary_channels += expect_pos[c] == 0.0f && beta[c] > 0.0f;
+  }
+  // Positive betas that round to zero were there (the thresholds were met from below).
+  EXPECT_GE(boundary_channels, 6);
+}
+
 // A residual gradient with SiLU is refused (SiLU's derivative is taken at bn(x), without z).
 TEST(GpuTrain, BatchNormBackwardRefusesSiluWithResidual) {
   BnTrainSpec s;

@@ -124,7 +124,9 @@ run_one() {
   [ "$rc" = 124 ] && first="(timed out after ${t} s)"
   # The tool passes on the target's death by a signal as that number (calls 82 and 85: racecheck's
   # test_gpu ended with 9 and no gtest output; HOST_MEM below records whether the host ran short).
-  if [ -z "${first:-}" ] && grep -q "didn't terminate successfully" "$log"; then
+  # Only where the target left no summary of its own: no gtest result line, no error line of ours.
+  if [ -z "${first:-}" ] && grep -q "didn't terminate successfully" "$log" &&
+    ! grep -qE '^\[ +(PASSED|FAILED) +\]|^cnnbench[a-z_]*: ' "$log"; then
     first="(the target ended with status $rc and no summary of its own)"
   fi
   printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$net" "$p" "$mode" "$tool" "$errors" \
@@ -141,13 +143,18 @@ rm -rf "$OUT/rows" && mkdir -p "$OUT/rows"
 # The host's memory every 5 s while the runs go (used and available MiB, and the largest process's
 # resident MiB), to OUT_DIR/host_mem.log: the tools hold much host memory, and a run killed for it
 # leaves no message of its own.
-(while :; do
+# (Needs procps's free and ps; without them nothing is sampled and the summary says so.)
+mem_sample() {
   echo "$SECONDS s $(free -m | awk '/^Mem:/ {print "used", $3, "available", $7}') top_rss_mib" \
     "$(ps -eo rss= --sort=-rss | head -1 | awk '{print int($1 / 1024)}')"
-  sleep 5
-done) >"$OUT/host_mem.log" 2>&1 &
-MEM_PID=$!
-trap 'kill $MEM_PID 2>/dev/null' EXIT
+}
+MEM_PID=none
+if command -v free >/dev/null && command -v ps >/dev/null; then
+  mem_sample >"$OUT/host_mem.log" 2>&1  # the first sample before any run: never an empty log
+  (while sleep 5; do mem_sample; done) >>"$OUT/host_mem.log" 2>&1 &
+  MEM_PID=$!
+  trap 'kill $MEM_PID 2>/dev/null' EXIT
+fi
 i=0
 for net in $NETS; do
   for p in $PRECISIONS; do
@@ -170,10 +177,15 @@ if [ -n "${TESTS:-}" ]; then
 fi
 wait_runs() { for p in $(jobs -rp); do [ "$p" != "$MEM_PID" ] && wait "$p"; done; }
 wait_runs
-kill $MEM_PID 2>/dev/null
 cat "$OUT"/rows/* >>"$S" 2>/dev/null
-printf '\n- host memory while the runs went (`host_mem.log`): lowest available %s MiB, largest process %s MiB resident\n' \
-  "$(awk '{print $6}' "$OUT/host_mem.log" | sort -n | head -1)" \
-  "$(awk '{print $8}' "$OUT/host_mem.log" | sort -n | tail -1)" >>"$S"
+if [ "$MEM_PID" != none ]; then
+  kill $MEM_PID 2>/dev/null
+  mem_sample >>"$OUT/host_mem.log" 2>&1
+  printf '\n- host memory while the runs went (`host_mem.log`): lowest available %s MiB, largest process %s MiB resident\n' \
+    "$(awk '{print $6}' "$OUT/host_mem.log" | sort -n | head -1)" \
+    "$(awk '{print $8}' "$OUT/host_mem.log" | sort -n | tail -1)" >>"$S"
+else
+  printf '\n- host memory: not sampled (no free or ps here)\n' >>"$S"
+fi
 rm -rf "$OUT/rows"
 cat "$S"

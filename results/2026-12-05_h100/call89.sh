@@ -3,7 +3,9 @@
 # kernels bounded to 80 registers (3 blocks of 256 an SM; `__launch_bounds__(256, 3)`), never run
 # on a GPU. Binaries of the commit that adds it; carry .carry. About 6 minutes.
 # G: GpuTrain and GpuTrainStep (the BatchNorm kernels against their references, the mask sources
-#    bit for bit, the steps with and without bits and fusion).
+#    bit for bit, the new BatchNormReluMaskFromInputAtTheRoundingThresholds on the device's
+#    compare, the steps with and without bits and fusion), then GpuTrain.BatchNorm* again with
+#    CNNBENCH_BN_BWD_FREE_REGS=1.
 # B: the fp16 step at 256 by launch kind (heuristic engines), A/B in the same call:
 #    CNNBENCH_BN_BWD_FREE_REGS=1 is the form calls 87 ran (no register bound).
 #    Predicted: EfficientNet-B0's "backward batchnorm+silu" (94 and 80 registers, 2 and 3 blocks)
@@ -21,6 +23,10 @@ mkdir -p $O/g $O/b
 timeout $(lim 150) ctest --test-dir $B -R '^gpu_(GpuTrain|GpuTrainStep)(_[0-9])?$' -j3 \
   --output-on-failure >$O/g/ctest.log 2>&1
 echo "G rc=$? ${SECONDS}s"; grep -E "Test +#|tests passed|FAILED|Failure" $O/g/ctest.log | head -20
+# The unbounded form's results too (the bound must change no bit; the tests compare the forms).
+CNNBENCH_BN_BWD_FREE_REGS=1 timeout $(lim 60) $B/tests/test_gpu --gtest_filter='GpuTrain.BatchNorm*' \
+  --gtest_brief=1 >$O/g/free_regs.log 2>&1
+echo "G free regs rc=$? ${SECONDS}s"; tail -3 $O/g/free_regs.log
 for run in "r50 resnet50" "r50_free_regs resnet50 CNNBENCH_BN_BWD_FREE_REGS=1" \
   "b0 efficientnet_b0" "b0_free_regs efficientnet_b0 CNNBENCH_BN_BWD_FREE_REGS=1"; do
   read -r name net env <<<"$run"
