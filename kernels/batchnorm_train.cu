@@ -365,7 +365,9 @@ enum class MaskFrom { Y, Bits, X };
 // 2 blocks an SM was slower still (call 86). The terms that depend on the mask are rounded by
 // explicit intrinsics, so that each form computes the same bits from the same mask whatever the
 // compiler contracts in its own instantiation (call 86: the y and bits forms differed in dx's
-// last bits when left to contraction).
+// last bits when left to contraction). SiLU's derivative is taken at the forward's own
+// pre-activation, __fmaf_rn(x - mean, invstd * gamma, beta) (bn_apply_vec's), in both passes:
+// pass 1 had taken it at (x - mean) * invstd * gamma + beta, a last bit away from pass 3's.
 // B, the blocks of 256 threads an SM the registers must leave room for: 3 by default (at most 80
 // registers; ptxas spills nothing in any form but the exact-SiLU comparison one, 8 to 16 bytes),
 // where the SiLU forms and ReLU's from-x form had held 89 to 94 (2 blocks) and the forms at 3 to 4
@@ -393,7 +395,7 @@ __global__ void __launch_bounds__(kThreads, B)
     s[0][q] = 0.0f, s[1][q] = 0.0f;
     mu[q] = mean[c], is[q] = invstd[c];
     if (A == Act::SiLU || from_x) kv[q] = gamma ? gamma[c] : 1.0f, bv[q] = beta ? beta[c] : 0.0f;
-    kf[q] = from_x ? is[q] * kv[q] : 0.0f;
+    kf[q] = from_x || A == Act::SiLU ? is[q] * kv[q] : 0.0f;  // invstd * gamma, as the forward's
   }
   if (active)
     for (int64_t r = r0 + lane; r < r1; r += vy) {
@@ -409,7 +411,7 @@ __global__ void __launch_bounds__(kThreads, B)
         if (use_bits) yv[q] = (bits >> q) & 1u ? 1.0f : 0.0f;
         const float xhat = __fmul_rn(xc, is[q]);
         const float dq = act_grad<A, M>(d[q], A == Act::ReLU ? yv[q] : 0.0f,
-                                        A == Act::SiLU ? xhat * kv[q] + bv[q] : 0.0f);
+                                        A == Act::SiLU ? __fmaf_rn(xc, kf[q], bv[q]) : 0.0f);
         s[0][q] = __fadd_rn(s[0][q], dq);
         s[1][q] = __fmaf_rn(dq, xhat, s[1][q]);
       }
@@ -462,7 +464,7 @@ __global__ void __launch_bounds__(kThreads, B)
       if (from_x) yv[q] = stored_positive<T>(__fmaf_rn(xc, kv[q], bv[q]));
       if (use_bits) yv[q] = (bits >> q) & 1u ? 1.0f : 0.0f;
       d[q] = act_grad<A, M>(d[q], A == Act::ReLU ? yv[q] : 0.0f,
-                            A == Act::SiLU ? xc * kv[q] + bv[q] : 0.0f);
+                            A == Act::SiLU ? __fmaf_rn(xc, kv[q], bv[q]) : 0.0f);
       xv[q] = __fmaf_rn(ca[q], d[q], __fmaf_rn(cb[q], xc, cc[q]));
     }
     store_pack_acc<T, V>(dx + r * C, pack, xv, accumulate);
