@@ -36,5 +36,10 @@ for run in "r50 resnet50" "r50_free_regs resnet50 CNNBENCH_BN_BWD_FREE_REGS=1" \
   echo "B $name rc=$? ${SECONDS}s"; head -n 1 $O/b/$name.txt
   grep -E "^  (backward|forward) batchnorm" $O/b/$name.txt | head -6
 done
+for n in r50 b0; do  # the unbounded form is the baseline
+  [ -f $O/b/${n}_free_regs.json ] && [ -f $O/b/$n.json ] &&
+    python3 tools/compare_breakdowns.py $O/b/${n}_free_regs.json $O/b/$n.json --by-stage \
+      --out-md $O/b/${n}_ab.md | grep -E "batchnorm|step"
+done
 (cd $O && tar czf call89.tgz --remove-files g b)
 echo "end ${SECONDS}s"
