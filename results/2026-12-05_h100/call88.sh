@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device call 88 (written 2026-12-06 00:30 UTC, not yet run): what call 85 left of issue 10's
-# sanitizer matrix, at most 5 tool processes at once (call 85's 9 ran the card out of memory for
+# sanitizer matrix, at most 6 tool processes at once (call 85's 9 ran the card out of memory for
 # cudaStreamCreate, as call 77's 12 had). Binaries of 298e469 or later; carry .carry.
 # S: synccheck with blocking launches, inference, the runs call 85 could not start (Inception-v3,
 #    ResNet-50, ResNet-152, EfficientNet-B0, fp16 and fp32) and Inception-BN fp32 again (152
@@ -13,6 +13,8 @@
 #    kernels' hazards again in GpuTrainBackward.
 # M: StyleGAN-XL (fp16, fp32) and StyleGAN3-T fp32 under memcheck, initcheck and synccheck
 #    (call 85: StyleGAN3-T fp16 0/0/0; fp32 memcheck and initcheck over 200 s at 9 at once).
+# D: racecheck on PyTorch's own strided conv backward (race_dgrad.py), 1 process more: whether
+#    call 85's hazards in cuDNN's sm90_xmma_dgrad_*_strided kernels come without cnnbench.
 # Y: YOLOR-CSP-X at --input_size=640 (its training size): initcheck fp32 and fp16, synccheck fp32
 #    (call 85 at 1280: memcheck fp32 0 in 477 s; initcheck over 510 s; synccheck left 612 of
 #    cuDNN's fp32 launches unchecked).
@@ -44,8 +46,16 @@ done) &
   RUN_TIMEOUT=300 BUDGET=$T bash tools/sanitize_gpu.sh $O/m/sgxl >$O/m/sgxl.log 2>&1
  NETS=stylegan3_t PRECISIONS=fp32 MODES=infer TOOLS="memcheck initcheck synccheck" BLOCKING=1 JOBS=2 \
   RUN_TIMEOUT=$((T - SECONDS - 5)) BUDGET=$((T - SECONDS)) bash tools/sanitize_gpu.sh $O/m/sg3 >$O/m/sg3.log 2>&1) &
+# cuDNN's strided dgrad hazards (call 85) outside cnnbench: PyTorch's own conv backward under
+# racecheck (race_dgrad.py). Predicted: the same kernels, the same kind of hazard.
+PYTHON=python3; [ -x /opt/torch/.venv/bin/python3 ] && PYTHON=/opt/torch/.venv/bin/python3
+CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+(timeout 240 $CS --tool racecheck --print-limit 20 $PYTHON results/2026-12-05_h100/race_dgrad.py \
+  >$O/r/race_dgrad_torch.log 2>&1; echo "race_dgrad rc=$?" >>$O/r/race_dgrad_torch.log) &
 wait
 echo "all done ${SECONDS}s"
+grep -E "RACECHECK SUMMARY|race_dgrad rc|checksum" $O/r/race_dgrad_torch.log | head -16
+grep -h "Race reported" $O/r/race_dgrad_torch.log | sed -E 's/\+0x[0-9a-f]+//' | sort | uniq -c | head -6
 for f in $(find $O -name summary.md | sort); do
   echo "## ${f#$O/}"
   grep -E "^\| [a-z]|^- host memory" $f | grep -v "^| network"
