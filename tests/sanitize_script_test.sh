@@ -123,17 +123,24 @@ grep -q -- "--tool synccheck --force-blocking-launches yes --num-cuda-barriers 4
   fail "BLOCKING=1 not passed: $(cat "$T/block/resnet50_fp16_infer_synccheck.log")"
 # A target killed under the tool (calls 82 and 85: status 9, no gtest output): the row says so, and
 # the host's memory is sampled while the runs go (host_mem.log and a line under the table).
-cat >"$T/killed-sanitizer" <<'FAKE'
-#!/usr/bin/env bash
-[ "$1" = --help ] && exit 0
-echo "========= Error: process didn't terminate successfully"
-echo "========= Target application returned an error"
-echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
-exit 9
-FAKE
-chmod +x "$T/killed-sanitizer"
-SANITIZER="$T/killed-sanitizer" NETS= TOOLS=racecheck TESTS='GpuOps.*' \
-  bash "$SRC/tools/sanitize_gpu.sh" "$T/killed" >/dev/null 2>&1 || fail "killed run failed"
+# race_stand_in NAME STATUS LINE...: racecheck over TESTS='GpuOps.*' with a stand-in that prints
+# the lines and exits with STATUS; the summary lands in $T/NAME.
+race_stand_in() {
+  local name=$1 status=$2 line
+  shift 2
+  {
+    echo '#!/usr/bin/env bash'
+    echo '[ "$1" = --help ] && exit 0'
+    for line in "$@"; do printf 'echo %q\n' "$line"; done
+    echo "exit $status"
+  } >"$T/$name-sanitizer"
+  chmod +x "$T/$name-sanitizer"
+  SANITIZER="$T/$name-sanitizer" NETS= TOOLS=racecheck TESTS='GpuOps.*' \
+    bash "$SRC/tools/sanitize_gpu.sh" "$T/$name" >/dev/null 2>&1 || fail "$name run failed"
+}
+race_stand_in killed 9 "========= Error: process didn't terminate successfully" \
+  "========= Target application returned an error" \
+  "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
 grep -q "| test_gpu | all | tests | racecheck | 0 | 0 | 9 | [0-9]* | (the target ended with status 9 and no summary of its own) |" \
   "$T/killed/summary.md" || fail "killed row: $(cat "$T/killed/summary.md")"
 if command -v free >/dev/null && command -v ps >/dev/null; then
@@ -145,17 +152,9 @@ else
   grep -q "^- host memory: not sampled" "$T/killed/summary.md" || fail "no 'not sampled' line"
 fi
 # A target that failed with a summary of its own (a gtest failure) is not labelled as killed.
-cat >"$T/failed-sanitizer" <<'FAKE'
-#!/usr/bin/env bash
-[ "$1" = --help ] && exit 0
-echo "[  FAILED  ] GpuOps.FusedConvMatchesReference"
-echo "========= Error: process didn't terminate successfully"
-echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
-exit 1
-FAKE
-chmod +x "$T/failed-sanitizer"
-SANITIZER="$T/failed-sanitizer" NETS= TOOLS=racecheck TESTS='GpuOps.*' \
-  bash "$SRC/tools/sanitize_gpu.sh" "$T/failed" >/dev/null 2>&1 || fail "failed run failed"
+race_stand_in failed 1 "[  FAILED  ] GpuOps.FusedConvMatchesReference" \
+  "========= Error: process didn't terminate successfully" \
+  "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
 grep -q "| test_gpu | all | tests | racecheck | 0 | 0 | 1 | [0-9]* | – |" "$T/failed/summary.md" ||
   fail "gtest failure row: $(cat "$T/failed/summary.md")"
 echo "sanitize script: ok"
