@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 
@@ -283,22 +284,50 @@ inline VecGeom vec_geom(int channels, int V) {
   return g;
 }
 
-// Row blocks for a grid-stride pass over `rows`: about kMaxBlocks blocks in all.
+// An A/B knob's integer: environment variable `name` if it holds an integer in [lo, hi], else
+// `fallback` (a test hook: anything else leaves the default).
+inline int env_int_in(const char* name, int fallback, int lo, int hi) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return fallback;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  return *end == '\0' && v >= lo && v <= hi ? int(v) : fallback;
+}
+
+// Rows a lane takes at least in the vectorised passes (issue 9's A/B of 2026-12-06): at small
+// tensors (ResNet-50's layer3 and layer4 at batch 256: 12,544 to 50,176 rows) a grid-stride pass
+// at kMaxBlocks gives a lane 1 to 3 rows, for which it loads 3 to 6 floats of per-channel
+// constants a channel, and a reduction's blocks 4 rows a lane before their shared-memory merge.
+// CNNBENCH_VEC_APPLY_ROWS (the apply and dx passes, default 1) and CNNBENCH_VEC_SUM_ROWS (the
+// partial-sum passes, default kMinRowsPerThread) raise them, to measure what fewer, fuller blocks
+// gain; neither changes an apply's result, and a sum's only by its chunking (still a fixed order).
+inline int vec_apply_rows() {
+  static const int n = env_int_in("CNNBENCH_VEC_APPLY_ROWS", 1, 1, 1024);
+  return n;
+}
+inline int vec_sum_rows() {
+  static const int n = env_int_in("CNNBENCH_VEC_SUM_ROWS", kMinRowsPerThread, 1, 1024);
+  return n;
+}
+
+// Row blocks for a grid-stride pass over `rows`: about kMaxBlocks blocks in all, at least
+// vec_apply_rows() rows a lane.
 inline unsigned vec_row_blocks(int64_t rows, const VecGeom& g) {
-  const int64_t want = (rows + g.vy - 1) / g.vy;
+  const int64_t per = int64_t(g.vy) * vec_apply_rows();
+  const int64_t want = (rows + per - 1) / per;
   const int64_t most = std::max<int64_t>(1, kMaxBlocks / g.tiles);
   return unsigned(std::max<int64_t>(1, std::min<int64_t>({want, most, 65535})));
 }
 
 // Chunks for a vectorised reduction pass over `segments` groups of `rows` rows: about
-// kTargetBlocks blocks, at least kMinRowsPerThread rows per lane, and never more than
-// reduce_room (what the scratch was sized for) allows.
+// kTargetBlocks blocks, at least vec_sum_rows() (kMinRowsPerThread) rows per lane, and never more
+// than reduce_room (what the scratch was sized for) allows.
 inline int vec_chunks(int64_t rows, int channels, const VecGeom& g, int segments = 1) {
   const int64_t room = reduce_room(rows, channels, segments);
   const int64_t blocks = int64_t(g.tiles) * segments;
   const int64_t want = (kTargetBlocks + blocks - 1) / blocks;
-  const int64_t most = std::max<int64_t>(
-      1, (rows + int64_t(g.vy) * kMinRowsPerThread - 1) / (int64_t(g.vy) * kMinRowsPerThread));
+  const int64_t per = int64_t(g.vy) * vec_sum_rows();
+  const int64_t most = std::max<int64_t>(1, (rows + per - 1) / per);
   return int(std::max<int64_t>(1, std::min<int64_t>({room, want, most})));
 }
 
