@@ -15,7 +15,7 @@
 #    layer4 (12,544 rows) the dx pass gives a lane one row, for 48 floats of constants; the sums
 #    4 rows before a shared-memory merge. First GpuTrain.BatchNorm* under the knobs (a sum's
 #    chunking changes its rounding, within the tests' tolerances), then the fp16 step at 256 by
-#    launch kind at (4, 8) and (8, 16), against call 89's r50 (same binaries). Predicted: layer3's
+#    launch kind at the defaults (1, 4), then at (4, 8) and (8, 16). Predicted: layer3's
 #    and layer4's BatchNorm stages from 1.3-1.7 to 2 TB/s or more, about 1 ms off the step at
 #    (4, 8); bn1 and layer1 unchanged (they already take 47 rows a lane).
 set -u
@@ -37,7 +37,7 @@ step_A() {
   CNNBENCH_VEC_APPLY_ROWS=8 CNNBENCH_VEC_SUM_ROWS=16 timeout $(lim 60) $B/tests/test_gpu \
     --gtest_filter='GpuTrain.BatchNorm*' --gtest_brief=1 >$O/a/tests.log 2>&1
   echo "A tests rc=$? ${SECONDS}s"; tail -3 $O/a/tests.log
-  for run in "r50_a4_s8 4 8" "r50_a8_s16 8 16"; do
+  for run in "r50_base 1 4" "r50_a4_s8 4 8" "r50_a8_s16 8 16"; do  # 1 4: the defaults
     read -r name ar sr <<<"$run"
     ((END - SECONDS < 40)) && break
     CNNBENCH_VEC_APPLY_ROWS=$ar CNNBENCH_VEC_SUM_ROWS=$sr timeout $(lim 100) $B/cnnbench_train_step \
