@@ -329,7 +329,7 @@ __global__ void __launch_bounds__(kThreads)
 // 1,220 us on ResNet-50's stem pool at 256 on an H100, 25% of its bound).
 #define CNN_HD __host__ __device__ __forceinline__
 
-template <typename T, int V>
+template <typename T, int V, int R>
 CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const Dims& in,
                                            const Dims& out, int64_t i, bool accumulate) {
   const int packs = in.c / V;
@@ -344,12 +344,13 @@ CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const
   // Each window's first maximum per channel: its value, and its place in the window (0..8) a byte
   // each, four to a word (0xff: none yet), so that the positions take V registers, not 4V.
   constexpr int kWords = (V + 3) / 4;
-  float best[4][V];
+  // Their values as stored (exact: a maximum is one of the inputs), V halves in V / 2 registers.
+  Pack<T, V> best[4];
   uint32_t at[4][kWords];
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
 #pragma unroll
-    for (int c = 0; c < V; ++c) best[k][c] = 0.0f;
+    for (int c = 0; c < V; ++c) store_f(best[k].v, c, 0.0f);
 #pragma unroll
     for (int w = 0; w < kWords; ++w) at[k][w] = 0xffffffffu;
   }
@@ -357,24 +358,36 @@ CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const
   for (int r = 0; r < 5; ++r) {
     const int ih = h0 + r;
     if (ih < 0 || ih >= in.h) continue;
-    for (int q = 0; q < 5; ++q) {
-      const int iw = w0 + q;
-      if (iw < 0 || iw >= in.w) continue;
-      float v[V];
-      load_pack<T, V>(x, (image + int64_t(ih) * in.w + iw) * packs + pk, v);
+      // R of the row's packs read before any is taken in: with R = 5 five loads in flight a thread,
+      // where one at a time (R = 1) each waited out its latency before the next was issued. Raw,
+      // converted where compared.
+#pragma unroll 1
+    for (int q0 = 0; q0 < 5; q0 += R) {
+      Pack<T, V> row[R];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int lr = r - 2 * (k >> 1), lq = q - 2 * (k & 1);
-        if (lr < 0 || lr > 2 || lq < 0 || lq > 2) continue;
-          // Row-major over the region is row-major over each window: the first maximum in scan
-          // order, strictly greater replacing, as maxpool_backward_ref.
+      for (int u = 0; u < R; ++u) {
+        const int iw = w0 + q0 + u;
+        if (q0 + u < 5 && iw >= 0 && iw < in.w)
+          row[u] = read_pack<T, V>(x, (image + int64_t(ih) * in.w + iw) * packs + pk);
+      }
 #pragma unroll
-        for (int c = 0; c < V; ++c)
-          if (place(k, c) == 0xff || v[c] > best[k][c]) {
-            const int sh = 8 * (c & 3);
-            best[k][c] = v[c];
-            at[k][c >> 2] = (at[k][c >> 2] & ~(0xffu << sh)) | (uint32_t(lr * 3 + lq) << sh);
-          }
+      for (int u = 0; u < R; ++u) {
+        const int q = q0 + u, iw = w0 + q;
+        if (q >= 5 || iw < 0 || iw >= in.w) continue;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const int lr = r - 2 * (k >> 1), lq = q - 2 * (k & 1);
+          if (lr < 0 || lr > 2 || lq < 0 || lq > 2) continue;
+            // Row-major over the region is row-major over each window: the first maximum in scan
+            // order, strictly greater replacing, as maxpool_backward_ref.
+#pragma unroll
+          for (int c = 0; c < V; ++c)
+            if (place(k, c) == 0xff || load_f(row[u].v, c) > load_f(best[k].v, c)) {
+              const int sh = 8 * (c & 3);
+              best[k].v[c] = row[u].v[c];
+              at[k][c >> 2] = (at[k][c >> 2] & ~(0xffu << sh)) | (uint32_t(lr * 3 + lq) << sh);
+            }
+        }
       }
     }
   }
@@ -411,13 +424,13 @@ CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const
   }
 }
 
-template <typename T, int V>
+template <typename T, int V, int R>
 __global__ void __launch_bounds__(kThreads)
     maxpool_k3s2p1_backward(const T* x, const T* dy, T* dx, Dims in, Dims out, bool accumulate) {
   const int64_t total = int64_t(out.n) * out.h * out.w * (in.c / V);
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride)
-    maxpool_k3s2p1_backward_thread<T, V>(x, dy, dx, in, out, i, accumulate);
+    maxpool_k3s2p1_backward_thread<T, V, R>(x, dy, dx, in, out, i, accumulate);
 }
 
 #undef CNN_HD
@@ -780,7 +793,7 @@ bool is_k3s2p1(const PoolSpec& s) {
 }  // namespace
 
 void maxpool_k3s2p1_backward_emulate(DType t, const void* x, const void* dy, void* dx,
-                                     const PoolSpec& s, bool accumulate) {
+                                     const PoolSpec& s, bool accumulate, bool one_load) {
   if (!is_k3s2p1(s))
     throw std::invalid_argument("maxpool_k3s2p1_backward_emulate: not a k3 s2 p1 pool");
   CNN_DISPATCH_DTYPE(t, {
@@ -789,9 +802,14 @@ void maxpool_k3s2p1_backward_emulate(DType t, const void* x, const void* dy, voi
       throw std::invalid_argument(
           "maxpool_k3s2p1_backward_emulate: channels not packs of 16 bytes");
     const int64_t total = int64_t(s.y.n) * s.y.h * s.y.w * (s.x.c / V);
-    for (int64_t i = 0; i < total; ++i)
-      maxpool_k3s2p1_backward_thread<T, V>(static_cast<const T*>(x), static_cast<const T*>(dy),
-                                           static_cast<T*>(dx), s.x, s.y, i, accumulate);
+    for (int64_t i = 0; i < total; ++i) {
+      if (one_load)
+        maxpool_k3s2p1_backward_thread<T, V, 1>(static_cast<const T*>(x), static_cast<const T*>(dy),
+                                                static_cast<T*>(dx), s.x, s.y, i, accumulate);
+      else
+        maxpool_k3s2p1_backward_thread<T, V, 5>(static_cast<const T*>(x), static_cast<const T*>(dy),
+                                                static_cast<T*>(dx), s.x, s.y, i, accumulate);
+    }
   });
 }
 
@@ -801,12 +819,21 @@ void launch_maxpool_backward(DType t, const void* x, const void* dy, void* dx, c
   if (vectorisable(t, s.x.c, {ld_or(s.ld_x, s.x.c), ld_or(s.ld_y, s.y.c)}, {x, dy, dx})) {
     // CNNBENCH_MAXPOOL_GATHER=1: the general kernel here too, for an A/B on the device.
     static const bool gather_only = env_is_one("CNNBENCH_MAXPOOL_GATHER");
+    // CNNBENCH_MAXPOOL_ONE_LOAD=1: the stem pool's input read a pack at a time (the form before
+    // 2026-12-06), for the A/B of the row's five loads in flight.
+    static const bool one_load = env_is_one("CNNBENCH_MAXPOOL_ONE_LOAD");
     if (is_k3s2p1(s) && !gather_only) {
       CNN_DISPATCH_DTYPE(t, {
         constexpr int V = 16 / sizeof(T);
-        maxpool_k3s2p1_backward<T, V><<<blocks_for(s.y.numel() / V), kThreads, 0, stream>>>(
-            static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), s.x, s.y,
-            accumulate);
+        const unsigned blocks = blocks_for(s.y.numel() / V);
+        if (one_load)
+          maxpool_k3s2p1_backward<T, V, 1>
+              <<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(dy),
+                                                static_cast<T*>(dx), s.x, s.y, accumulate);
+        else
+          maxpool_k3s2p1_backward<T, V, 5>
+              <<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(dy),
+                                                static_cast<T*>(dx), s.x, s.y, accumulate);
       });
       CNN_CHECK_LAUNCH();
       return;

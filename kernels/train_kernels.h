@@ -134,9 +134,10 @@ void launch_bias_backward(DType t, const void* dy, int ld_dy, float* db, int64_t
 // their own: a thread per output window, each input read once (train_kernels.cu).
 void launch_maxpool_backward(DType t, const void* x, const void* dy, void* dx, const PoolSpec& s,
                              bool accumulate, cudaStream_t stream);
-// That kernel's threads, run on the host over host buffers (the CPU tests).
+// That kernel's threads, run on the host over host buffers (the CPU tests); one_load: the form
+// that reads its input a pack at a time (CNNBENCH_MAXPOOL_ONE_LOAD=1), not a row of five.
 void maxpool_k3s2p1_backward_emulate(DType t, const void* x, const void* dy, void* dx,
-                                     const PoolSpec& s, bool accumulate);
+                                     const PoolSpec& s, bool accumulate, bool one_load = false);
 // Each window's gradient spread evenly over its in-bounds inputs, divided by kernel^2 when
 // s.count_include_pad, else by the in-bounds count (avgpool_backward_ref).
 void launch_avgpool_backward(DType t, const void* dy, void* dx, const PoolSpec& s, bool accumulate,

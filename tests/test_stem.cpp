@@ -209,11 +209,13 @@ namespace {
 
 // maxpool_k3s2p1_backward's ownership (a thread per output window owns a 2x2 block of inputs and
 // judges the four windows holding them) against the reference's routing to each window's first
-// maximum: odd and even sizes, ties (values from {-1, 0, 1}), accumulate, fp32 and fp16.
+// maximum: odd and even sizes, ties (values from {-1, 0, 1}), accumulate, fp32, fp16 and bf16;
+// the form that reads a row's five packs at once and the one that reads a pack at a time
+// (CNNBENCH_MAXPOOL_ONE_LOAD=1) bit for bit.
 TEST(StemPool, K3S2P1BackwardThreadsMatchTheReference) {
   std::mt19937 rng(11);
   int cases = 0;
-  for (DType t : {DType::F32, DType::F16})
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
     for (int hw : {1, 2, 5, 8, 9})
       for (bool ties : {false, true})
         for (bool accumulate : {false, true}) {
@@ -231,7 +233,11 @@ TEST(StemPool, K3S2P1BackwardThreadsMatchTheReference) {
           PoolSpec s;
           s.x = g.x, s.y = g.y, s.kernel = 3, s.stride = 2, s.pad = 1;
           if (!accumulate) std::fill(dxs.begin(), dxs.end(), uint8_t(0xFF));  // must be overwritten
+          std::vector<uint8_t> dxs1 = dxs;
           maxpool_k3s2p1_backward_emulate(t, xs.data(), dys.data(), dxs.data(), s, accumulate);
+          maxpool_k3s2p1_backward_emulate(t, xs.data(), dys.data(), dxs1.data(), s, accumulate,
+                                          /*one_load=*/true);
+          EXPECT_EQ(dxs, dxs1) << "the two forms differ: " << dtype_name(t) << " " << d.str();
           const RefVec ref =
               maxpool_backward_ref(RefVec(x.begin(), x.end()), RefVec(dy.begin(), dy.end()), g);
           const std::vector<float> got = from_storage(dxs, t);
@@ -240,13 +246,15 @@ TEST(StemPool, K3S2P1BackwardThreadsMatchTheReference) {
             const double want = ref[i] + (accumulate ? dx0[i] : 0.0);
             worst = std::max(worst, std::abs(got[i] - want) / (1.0 + std::abs(want)));
           }
-          // fp32: sums of up to 4 gradients in float; fp16: one rounding of the stored sum.
-          EXPECT_LT(worst, t == DType::F32 ? 1e-6 : 2e-3)
+          // fp32: sums of up to 4 gradients in float; fp16, bf16: one rounding of the stored sum.
+          EXPECT_LT(worst, t == DType::F32   ? 1e-6
+                           : t == DType::F16 ? 2e-3
+                                             : 4e-3)
               << dtype_name(t) << " " << d.str() << (ties ? " ties" : "")
               << (accumulate ? " acc" : "");
           ++cases;
         }
-  EXPECT_EQ(cases, 40);
+  EXPECT_EQ(cases, 60);
 }
 
 TEST(StemPool, K3S2P1BackwardRefusesOtherPools) {

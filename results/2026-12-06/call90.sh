@@ -5,6 +5,12 @@
 # at 2.3 to 2.7. A breakdown times ops (3 kernels each: partial sums, finalize, apply or dx), so
 # it cannot say whether the finalize kernels (8 blocks for 256 channels, each merging up to 1,024
 # chunks' partials) or the passes themselves lose it.
+#    The r50_a4_s8 run also sets CNNBENCH_MAXPOOL_ONE_LOAD=1: the stem pool's backward reading its
+#    input a pack at a time (the form before 2026-12-06 02:10 UTC), against the default's row of
+#    five packs at once (its own kernel, so the BatchNorm lines and its line do not mix).
+#    Predicted: "backward maxpool" about 900 us a pack at a time (call 87's 1,220 us form had 103
+#    registers; this one 64), 500 to 600 us with the row's five loads in flight (80 registers,
+#    still 3 blocks an SM in fp16), where its traffic bound is about 310 us.
 # N: ncu over one fp16 step at 256 (cnnbench_train_step --breakdown's first launches), every
 #    kernel whose name has bn_ or channel_sums_finalize: duration, DRAM bytes, grid, registers,
 #    achieved occupancy. No cache flush and no clock lock: the kernels as the step runs them.
@@ -37,13 +43,13 @@ step_A() {
   CNNBENCH_VEC_APPLY_ROWS=8 CNNBENCH_VEC_SUM_ROWS=16 timeout $(lim 60) $B/tests/test_gpu \
     --gtest_filter='GpuTrain.BatchNorm*' --gtest_brief=1 >$O/a/tests.log 2>&1
   echo "A tests rc=$? ${SECONDS}s"; tail -3 $O/a/tests.log
-  for run in "r50_base 1 4" "r50_a4_s8 4 8" "r50_a8_s16 8 16"; do  # 1 4: the defaults
-    read -r name ar sr <<<"$run"
+  for run in "r50_base 1 4 0" "r50_a4_s8 4 8 1" "r50_a8_s16 8 16 0"; do  # 1 4: the defaults
+    read -r name ar sr one <<<"$run"
     ((END - SECONDS < 40)) && break
-    CNNBENCH_VEC_APPLY_ROWS=$ar CNNBENCH_VEC_SUM_ROWS=$sr timeout $(lim 100) $B/cnnbench_train_step \
+    CNNBENCH_MAXPOOL_ONE_LOAD=$one CNNBENCH_VEC_APPLY_ROWS=$ar CNNBENCH_VEC_SUM_ROWS=$sr timeout $(lim 100) $B/cnnbench_train_step \
       --network=resnet50 --precision=fp16 --batch=256 --breakdown=$O/a/$name.json >$O/a/$name.txt 2>&1
     echo "A $name rc=$? ${SECONDS}s"; head -n 1 $O/a/$name.txt
-    grep -E "^  (backward|forward) batchnorm" $O/a/$name.txt | head -8
+    grep -E "^  (backward|forward) (batchnorm|maxpool)" $O/a/$name.txt | head -10
   done
 }
 for s in ${STEPS:-A N}; do
