@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -285,13 +286,17 @@ inline VecGeom vec_geom(int channels, int V) {
 }
 
 // An A/B knob's integer: environment variable `name` if it holds an integer in [lo, hi], else
-// `fallback` (a test hook: anything else leaves the default).
+// `fallback` (a test hook: anything else leaves the default, with one line on stderr).
 inline int env_int_in(const char* name, int fallback, int lo, int hi) {
   const char* e = std::getenv(name);
   if (!e || !*e) return fallback;
   char* end = nullptr;
   const long v = std::strtol(e, &end, 10);
-  return *end == '\0' && v >= lo && v <= hi ? int(v) : fallback;
+  if (*end == '\0' && v >= lo && v <= hi) return int(v);
+  // Said once, so that an A/B with a mistyped value does not pass for "no change".
+  std::fprintf(stderr, "cnnbench: %s=%s ignored (an integer from %d to %d), %d used\n", name, e, lo,
+               hi, fallback);
+  return fallback;
 }
 
 // Rows a lane takes at least in the vectorised passes (issue 9's A/B of 2026-12-06): at small

@@ -325,13 +325,29 @@ __global__ void __launch_bounds__(kThreads)
 // windows' gradients in maxpool_backward_vec's order (by oh, then ow), so the two kernels agree
 // bit for bit. Host and device (maxpool_k3s2p1_backward_emulate runs it on the host).
 // Registers: the windows' first-maximum places packed a byte each and the gradients loaded where
-// taken take it from 103 to 70 (3 blocks of 256 an SM instead of 2; call 87 timed the 103 form at
-// 1,220 us on ResNet-50's stem pool at 256 on an H100, 25% of its bound).
+// taken took it from 103 to 70 (3 blocks of 256 an SM instead of 2; call 87 timed the 103 form at
+// 1,220 us on ResNet-50's stem pool at 256 on an H100, 25% of its bound). R, the input packs read
+// before any is compared: 5 (a row, five loads in flight; 80 registers in fp16 and bf16, 68 in
+// fp32: still 3 blocks) or 1 (a pack at a time, the loop kept rolled: 64 and 60;
+// CNNBENCH_MAXPOOL_ONE_LOAD=1, for the A/B). The same bits either way.
 #define CNN_HD __host__ __device__ __forceinline__
+
+// a > b on stored values, without converting them: exactly the compare of their float values
+// (each converts exactly), NaN false either way. bf16's conversions had held 118 registers.
+CNN_HD bool stored_gt(float a, float b) {
+  return a > b;
+}
+CNN_HD bool stored_gt(__half a, __half b) {
+  return __hgt(a, b);
+}
+CNN_HD bool stored_gt(__nv_bfloat16 a, __nv_bfloat16 b) {
+  return __hgt(a, b);
+}
 
 template <typename T, int V, int R>
 CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const Dims& in,
                                            const Dims& out, int64_t i, bool accumulate) {
+  static_assert(R >= 1 && R <= 5, "R: 1 to 5 input packs at once");
   const int packs = in.c / V;
   const int pk = int(i % packs);
   const int64_t win = i / packs;
@@ -344,7 +360,8 @@ CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const
   // Each window's first maximum per channel: its value, and its place in the window (0..8) a byte
   // each, four to a word (0xff: none yet), so that the positions take V registers, not 4V.
   constexpr int kWords = (V + 3) / 4;
-  // Their values as stored (exact: a maximum is one of the inputs), V halves in V / 2 registers.
+  // Their values as stored (exact: a maximum is one of the inputs; fp16 and bf16 two a register),
+  // compared as stored (stored_gt).
   Pack<T, V> best[4];
   uint32_t at[4][kWords];
 #pragma unroll
@@ -382,7 +399,7 @@ CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const
             // order, strictly greater replacing, as maxpool_backward_ref.
 #pragma unroll
           for (int c = 0; c < V; ++c)
-            if (place(k, c) == 0xff || load_f(row[u].v, c) > load_f(best[k].v, c)) {
+            if (place(k, c) == 0xff || stored_gt(row[u].v[c], best[k].v[c])) {
               const int sh = 8 * (c & 3);
               best[k].v[c] = row[u].v[c];
               at[k][c >> 2] = (at[k][c >> 2] & ~(0xffu << sh)) | (uint32_t(lr * 3 + lq) << sh);
@@ -819,8 +836,8 @@ void launch_maxpool_backward(DType t, const void* x, const void* dy, void* dx, c
   if (vectorisable(t, s.x.c, {ld_or(s.ld_x, s.x.c), ld_or(s.ld_y, s.y.c)}, {x, dy, dx})) {
     // CNNBENCH_MAXPOOL_GATHER=1: the general kernel here too, for an A/B on the device.
     static const bool gather_only = env_is_one("CNNBENCH_MAXPOOL_GATHER");
-    // CNNBENCH_MAXPOOL_ONE_LOAD=1: the stem pool's input read a pack at a time (the form before
-    // 2026-12-06), for the A/B of the row's five loads in flight.
+    // CNNBENCH_MAXPOOL_ONE_LOAD=1: the stem pool's input read a pack at a time (R = 1; as before
+    // 2026-12-06 in that, though not in its registers), for the A/B of the row's five loads.
     static const bool one_load = env_is_one("CNNBENCH_MAXPOOL_ONE_LOAD");
     if (is_k3s2p1(s) && !gather_only) {
       CNN_DISPATCH_DTYPE(t, {

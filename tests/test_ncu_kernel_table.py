@@ -68,7 +68,26 @@ class NcuKernelTableTest(unittest.TestCase):
         self.assertEqual(sums[1:4], ["2", "50.0", "25.00"])
         self.assertEqual(sums[4:6], ["75.0", "0.1"])  # MB read, written (100 kB)
         self.assertEqual(sums[6], f"{(75e6 + 0.1e6) / 50e3:,.0f}")  # GB/s from bytes and time
-        self.assertIn("| all | 3 | 1,050.0 |", out)
+        self.assertIn("| all | 3 | 1,050.0 | | 77.0 | 0.1 | 73 | | |", out)
+
+    def test_time_units_and_unknown_bytes(self):
+        # ncu's base units: nanoseconds and bytes. A kernel whose bytes are n/a shows "-", and so
+        # does the total's GB/s (its time would otherwise dilute the others' bytes).
+        units = UNITS.replace("usecond", "nsecond").replace("Mbyte", "byte").replace("Kbyte", "byte")
+        path = self.write("\n".join([HEADER, units, row(1, SUMS, 64, "2000000", "1000000", "2,000"),
+                                     row(2, FIN, 8, "n/a", "0", "500")]))
+        rc, out, err = self.run_tool(path)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| bn_grad_sums_vec | 1 | 2.0 | 2.00 | 2.0 | 1.0 | 1,500 |", out)
+        self.assertIn("| channel_sums_finalize | 1 | 0.5 | 0.50 | - | - | - |", out)
+        self.assertIn("| all | 2 | 2.5 | | - | - | - | | |", out)
+        path = self.write("\n".join([HEADER, units.replace("nsecond", "msecond"),
+                                     row(1, SUMS, 64, "3000000", "0", "0.001")]))
+        rc, out, _ = self.run_tool(path, "--out-md", os.path.join(self.dir, "t.md"))
+        self.assertEqual(rc, 0)
+        self.assertIn("| all | 1 | 1.0 | | 3.0 | 0.0 | 3,000 | | |", out)  # 3 MB in 1 us
+        with open(os.path.join(self.dir, "t.md")) as f:
+            self.assertIn("| bn_grad_sums_vec | 1 | 1.0 |", f.read())
 
     def test_by_grid_splits_a_kernels_shapes(self):
         path = self.write("\n".join([HEADER, UNITS, row(1, SUMS, 1024, "50", "0", "30"),

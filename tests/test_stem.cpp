@@ -209,7 +209,8 @@ namespace {
 
 // maxpool_k3s2p1_backward's ownership (a thread per output window owns a 2x2 block of inputs and
 // judges the four windows holding them) against the reference's routing to each window's first
-// maximum: odd and even sizes, ties (values from {-1, 0, 1}), accumulate, fp32, fp16 and bf16;
+// maximum: odd and even sizes, ties (values from {-1, 0, 1}), ±0, ±inf and NaN, accumulate, fp32,
+// fp16 and bf16;
 // the form that reads a row's five packs at once and the one that reads a pack at a time
 // (CNNBENCH_MAXPOOL_ONE_LOAD=1) bit for bit.
 TEST(StemPool, K3S2P1BackwardThreadsMatchTheReference) {
@@ -217,14 +218,18 @@ TEST(StemPool, K3S2P1BackwardThreadsMatchTheReference) {
   int cases = 0;
   for (DType t : {DType::F32, DType::F16, DType::BF16})
     for (int hw : {1, 2, 5, 8, 9})
-      for (bool ties : {false, true})
+      for (int values : {0, 1, 2})  // uniform; ties from {-1, 0, 1}; with ±0, ±inf and NaN
         for (bool accumulate : {false, true}) {
           const int C = t == DType::F32 ? 8 : 16;
           const Dims d{2, C, hw, hw + 1};
           const PoolGeom g = pool_geom(d, 3, 2, 1);
           std::uniform_real_distribution<float> u(-2, 2);
           std::vector<float> x(size_t(d.numel())), dy(size_t(g.y.numel())), dx0(size_t(d.numel()));
-          for (float& v : x) v = ties ? std::round(u(rng) / 2) : u(rng);
+          const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN};
+          for (float& v : x) {
+            v = values == 1 ? std::round(u(rng) / 2) : u(rng);
+            if (values == 2 && rng() % 3 == 0) v = specials[rng() % 5];
+          }
           for (float& v : dy) v = u(rng);
           for (float& v : dx0) v = u(rng);
           std::vector<uint8_t> xs = to_storage(x, t), dys = to_storage(dy, t),
@@ -250,11 +255,11 @@ TEST(StemPool, K3S2P1BackwardThreadsMatchTheReference) {
           EXPECT_LT(worst, t == DType::F32   ? 1e-6
                            : t == DType::F16 ? 2e-3
                                              : 4e-3)
-              << dtype_name(t) << " " << d.str() << (ties ? " ties" : "")
+              << dtype_name(t) << " " << d.str() << " values " << values
               << (accumulate ? " acc" : "");
           ++cases;
         }
-  EXPECT_EQ(cases, 60);
+  EXPECT_EQ(cases, 90);
 }
 
 TEST(StemPool, K3S2P1BackwardRefusesOtherPools) {

@@ -3,7 +3,7 @@
 
     python3 tools/ncu_kernel_table.py NCU.csv [--by-grid] [--out-md FILE]
 
-NCU.csv is what `ncu --csv --page raw --metrics gpu__time_duration.sum,dram__bytes_read.sum,
+NCU.csv is what `LC_ALL=C ncu --csv --page raw --print-units base --metrics gpu__time_duration.sum,dram__bytes_read.sum,
 dram__bytes_write.sum[,launch__grid_size,launch__registers_per_thread,
 sm__warps_active.avg.pct_of_peak_sustained_active] APP` printed to stdout: the application's own
 output and ncu's ==PROF== lines may come before and between its rows; the table starts at the
@@ -136,12 +136,14 @@ def table(rows, by_grid):
     head = ["kernel"] + (["grid"] if by_grid else []) + [
         "launches", "us", "us each", "MB read", "MB written", "GB/s", "registers", "occupancy %"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    total = {"n": 0, "us": 0.0, "read": 0.0, "write": 0.0}
+    # The total's bytes and GB/s only where every launch's bytes are known ("-" otherwise).
+    total = {"n": 0, "us": 0.0, "read": 0.0, "write": 0.0, "bytes": True}
     for key, g in sorted(groups.items(), key=lambda kv: -kv[1]["us"]):
         total["n"] += g["n"]
         total["us"] += g["us"]
         total["read"] += g["read"]
         total["write"] += g["write"]
+        total["bytes"] = total["bytes"] and g["bytes"]
         gbs = (g["read"] + g["write"]) / (g["us"] * 1e3) if g["bytes"] and g["us"] > 0 else None
         regs = "/".join(str(x) for x in sorted(g["regs"])) or "-"
         occ = f"{sum(g['occ']) / len(g['occ']):.0f}" if g["occ"] else "-"
@@ -150,9 +152,12 @@ def table(rows, by_grid):
                              f"{g['write'] / 1e6:,.1f}" if g["bytes"] else "-",
                              f"{gbs:,.0f}" if gbs is not None else "-", regs, occ]
         lines.append("| " + " | ".join(cells) + " |")
-    gbs = (total["read"] + total["write"]) / (total["us"] * 1e3) if total["us"] > 0 else 0.0
-    lines.append("| all" + (" | " if by_grid else "") + f" | {total['n']} | {total['us']:,.1f} | "
-                 f"| {total['read'] / 1e6:,.1f} | {total['write'] / 1e6:,.1f} | {gbs:,.0f} | | |")
+    known = total["bytes"] and total["us"] > 0
+    cells = [f"{total['read'] / 1e6:,.1f}", f"{total['write'] / 1e6:,.1f}",
+             f"{(total['read'] + total['write']) / (total['us'] * 1e3):,.0f}"] if known else \
+        ["-", "-", "-"]
+    lines.append("| all" + (" | " if by_grid else "") + f" | {total['n']} | {total['us']:,.1f} | | "
+                 + " | ".join(cells) + " | | |")
     return "\n".join(lines)
 
 

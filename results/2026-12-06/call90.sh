@@ -32,7 +32,7 @@ export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudn
 B=build/release
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 step_N() {
-  timeout $(lim 180) $NCU --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active \
+  LC_ALL=C timeout $(lim 180) $NCU --print-units base --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active \
     --cache-control none --clock-control none -k "regex:bn_|channel_sums_finalize" -c 340 --csv \
     --page raw $B/cnnbench_train_step --network=resnet50 --precision=fp16 --batch=256 \
     --breakdown=$O/n/r50.json >$O/n/ncu.csv 2>$O/n/ncu.err
