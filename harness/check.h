@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 
 #include <stdexcept>
@@ -18,6 +19,21 @@ namespace cnnbench {
 inline bool env_is_one(const char* name) {
   const char* e = std::getenv(name);
   return e && std::string(e) == "1";
+}
+
+// An A/B knob's integer: environment variable `name` if it holds an integer in [lo, hi], else
+// `fallback` (a test hook: anything else leaves the default, with one line on stderr).
+inline int env_int_in(const char* name, int fallback, int lo, int hi) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return fallback;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  if (*end == '\0' && v >= lo && v <= hi) return int(v);
+  // Said (the knobs read once, into a static), so that a mistyped value in an A/B does not pass
+  // for "no change".
+  std::fprintf(stderr, "cnnbench: %s=%s ignored (an integer from %d to %d), %d used\n", name, e, lo,
+               hi, fallback);
+  return fallback;
 }
 
 // A problem with what the user gave us: one sentence that names the bad value.

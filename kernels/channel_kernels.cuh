@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 
@@ -283,20 +281,6 @@ inline VecGeom vec_geom(int channels, int V) {
   g.vx = (packs + g.tiles - 1) / g.tiles;
   g.vy = kThreads / g.vx;
   return g;
-}
-
-// An A/B knob's integer: environment variable `name` if it holds an integer in [lo, hi], else
-// `fallback` (a test hook: anything else leaves the default, with one line on stderr).
-inline int env_int_in(const char* name, int fallback, int lo, int hi) {
-  const char* e = std::getenv(name);
-  if (!e || !*e) return fallback;
-  char* end = nullptr;
-  const long v = std::strtol(e, &end, 10);
-  if (*end == '\0' && v >= lo && v <= hi) return int(v);
-  // Said once, so that an A/B with a mistyped value does not pass for "no change".
-  std::fprintf(stderr, "cnnbench: %s=%s ignored (an integer from %d to %d), %d used\n", name, e, lo,
-               hi, fallback);
-  return fallback;
 }
 
 // Rows a lane takes at least in the vectorised passes (issue 9's A/B of 2026-12-06): at small

@@ -372,12 +372,11 @@ CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const
     for (int w = 0; w < kWords; ++w) at[k][w] = 0xffffffffu;
   }
   const auto place = [&](int k, int c) { return int((at[k][c >> 2] >> (8 * (c & 3))) & 0xffu); };
+  // R of a row's packs are read before any is taken in: with R = 5 five loads in flight a thread,
+  // where one at a time (R = 1) each waited out its latency before the next was issued.
   for (int r = 0; r < 5; ++r) {
     const int ih = h0 + r;
     if (ih < 0 || ih >= in.h) continue;
-      // R of the row's packs read before any is taken in: with R = 5 five loads in flight a thread,
-      // where one at a time (R = 1) each waited out its latency before the next was issued. Raw,
-      // converted where compared.
 #pragma unroll 1
     for (int q0 = 0; q0 < 5; q0 += R) {
       Pack<T, V> row[R];
@@ -393,10 +392,10 @@ CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const
         if (q >= 5 || iw < 0 || iw >= in.w) continue;
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
+          // Row-major over the region is row-major over each window: the first maximum in scan
+          // order, strictly greater replacing, as maxpool_backward_ref.
           const int lr = r - 2 * (k >> 1), lq = q - 2 * (k & 1);
           if (lr < 0 || lr > 2 || lq < 0 || lq > 2) continue;
-            // Row-major over the region is row-major over each window: the first maximum in scan
-            // order, strictly greater replacing, as maxpool_backward_ref.
 #pragma unroll
           for (int c = 0; c < V; ++c)
             if (place(k, c) == 0xff || stored_gt(row[u].v[c], best[k].v[c])) {
@@ -803,6 +802,16 @@ void launch_bias_backward(DType t, const void* dy, int ld_dy, float* db, int64_t
 namespace {
 // The pool maxpool_k3s2p1_backward takes: kernel 3, stride 2, pad 1, and the output size that
 // gives (floor mode), so that the owners' 2x2 blocks cover the input exactly.
+// Calls f with the stem pool kernel's R as a std::integral_constant: 1 (a pack at a time) or 5
+// (a row of five).
+template <typename F>
+void with_row_loads(bool one_load, F&& f) {
+  if (one_load)
+    f(std::integral_constant<int, 1>{});
+  else
+    f(std::integral_constant<int, 5>{});
+}
+
 bool is_k3s2p1(const PoolSpec& s) {
   return s.kernel == 3 && s.stride == 2 && s.pad == 1 && s.y.h == (s.x.h - 1) / 2 + 1 &&
          s.y.w == (s.x.w - 1) / 2 + 1 && s.y.n == s.x.n && s.y.c == s.x.c;
@@ -819,14 +828,12 @@ void maxpool_k3s2p1_backward_emulate(DType t, const void* x, const void* dy, voi
       throw std::invalid_argument(
           "maxpool_k3s2p1_backward_emulate: channels not packs of 16 bytes");
     const int64_t total = int64_t(s.y.n) * s.y.h * s.y.w * (s.x.c / V);
-    for (int64_t i = 0; i < total; ++i) {
-      if (one_load)
-        maxpool_k3s2p1_backward_thread<T, V, 1>(static_cast<const T*>(x), static_cast<const T*>(dy),
-                                                static_cast<T*>(dx), s.x, s.y, i, accumulate);
-      else
-        maxpool_k3s2p1_backward_thread<T, V, 5>(static_cast<const T*>(x), static_cast<const T*>(dy),
-                                                static_cast<T*>(dx), s.x, s.y, i, accumulate);
-    }
+    with_row_loads(one_load, [&](auto loads) {
+      for (int64_t i = 0; i < total; ++i)
+        maxpool_k3s2p1_backward_thread<T, V, decltype(loads)::value>(
+            static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), s.x, s.y, i,
+            accumulate);
+    });
   });
 }
 
@@ -842,15 +849,12 @@ void launch_maxpool_backward(DType t, const void* x, const void* dy, void* dx, c
     if (is_k3s2p1(s) && !gather_only) {
       CNN_DISPATCH_DTYPE(t, {
         constexpr int V = 16 / sizeof(T);
-        const unsigned blocks = blocks_for(s.y.numel() / V);
-        if (one_load)
-          maxpool_k3s2p1_backward<T, V, 1>
-              <<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(dy),
-                                                static_cast<T*>(dx), s.x, s.y, accumulate);
-        else
-          maxpool_k3s2p1_backward<T, V, 5>
-              <<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(dy),
-                                                static_cast<T*>(dx), s.x, s.y, accumulate);
+        with_row_loads(one_load, [&](auto loads) {
+          maxpool_k3s2p1_backward<T, V, decltype(loads)::value>
+              <<<blocks_for(s.y.numel() / V), kThreads, 0, stream>>>(
+                  static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), s.x,
+                  s.y, accumulate);
+        });
       });
       CNN_CHECK_LAUNCH();
       return;

@@ -19,7 +19,6 @@ column or a unit it does not know exits 2 with one line naming the problem.
 import argparse
 import csv
 import io
-import re
 import sys
 
 TIME = "gpu__time_duration.sum"
