@@ -121,6 +121,45 @@ SANITIZER="$T/newer-sanitizer" NETS=resnet50 PRECISIONS=fp16 MODES=infer TOOLS=s
   bash "$SRC/tools/sanitize_gpu.sh" "$T/block" >/dev/null 2>&1 || fail "blocking run failed"
 grep -q -- "--tool synccheck --force-blocking-launches yes --num-cuda-barriers 4096 " "$T/block/resnet50_fp16_infer_synccheck.log" ||
   fail "BLOCKING=1 not passed: $(cat "$T/block/resnet50_fp16_infer_synccheck.log")"
+# The barrier ladder (calls 93 to 99): a run whose log reports a cuda::barrier overflow runs again
+# at the next count, the earlier log kept; a run that overflows at every count says it is
+# incomplete; tools without the option run once. The stand-in overflows below $OVER_BELOW barriers.
+cat >"$T/barrier-sanitizer" <<'FAKE'
+#!/usr/bin/env bash
+[ "$1" = --help ] && { echo "  --num-cuda-barriers <n>"; exit 0; }
+echo "args: $*"
+n=0
+prev=
+for a in "$@"; do [ "$prev" = --num-cuda-barriers ] && n=$a; prev=$a; done
+if [ "$n" -gt 0 ] && [ "$n" -lt "$OVER_BELOW" ]; then
+  echo "========= Warning: Detected overflow of tracked cuda::barrier structures. Results might be incorrect. Try using --num-cuda-barriers to fix the issue"
+  echo "cnnbench_infer: CUDA error 719 (cudaErrorLaunchFailure: unspecified launch failure) in cudaDeviceSynchronize()"
+  echo "========= ERROR SUMMARY: 1 error"
+  exit 1
+fi
+echo "========= ERROR SUMMARY: 0 errors"
+FAKE
+chmod +x "$T/barrier-sanitizer"
+OVER_BELOW=16384 SANITIZER="$T/barrier-sanitizer" NETS=resnet50 PRECISIONS=fp16 MODES=infer TOOLS="synccheck memcheck" \
+  bash "$SRC/tools/sanitize_gpu.sh" "$T/ladder" >/dev/null 2>&1 || fail "ladder run failed"
+grep -q "| resnet50 | fp16 | infer | synccheck | 0 | 0 | 0 | [0-9]* | – (barriers 4096 16384) |" "$T/ladder/summary.md" ||
+  fail "ladder row: $(cat "$T/ladder/summary.md")"
+grep -q -- "--num-cuda-barriers 16384 " "$T/ladder/resnet50_fp16_infer_synccheck.log" || fail "not rerun at 16384"
+grep -q "Detected overflow" "$T/ladder/resnet50_fp16_infer_synccheck.barriers4096.log" || fail "the 4096 log was not kept"
+[ "$(ls "$T/ladder" | grep -c barriers)" -eq 1 ] || fail "more than one earlier log: $(ls "$T/ladder")"
+grep -q "| resnet50 | fp16 | infer | memcheck | 0 | 0 | 0 | [0-9]* | – |" "$T/ladder/summary.md" ||
+  fail "memcheck row: $(cat "$T/ladder/summary.md")"
+grep -q -- "- synccheck: \`--num-cuda-barriers 4096\` (again with 16384 32768 while" "$T/ladder/summary.md" ||
+  fail "summary without the ladder: $(cat "$T/ladder/summary.md")"
+OVER_BELOW=1000000 SANITIZER="$T/barrier-sanitizer" NETS=resnet50 PRECISIONS=fp16 MODES=infer TOOLS=synccheck \
+  SYNC_BARRIERS="1024 2048" bash "$SRC/tools/sanitize_gpu.sh" "$T/over" >/dev/null 2>&1 || fail "overflow run failed"
+grep -q "| resnet50 | fp16 | infer | synccheck | 1 | 0 | 1 | [0-9]* | .*CUDA error 719.* (cuda::barrier overflow at 2048: incomplete; barriers 1024 2048) |" \
+  "$T/over/summary.md" || fail "overflow row: $(cat "$T/over/summary.md")"
+err=$(SYNC_BARRIERS="4096 lots" SANITIZER="$T/barrier-sanitizer" NETS=resnet50 TOOLS=synccheck \
+  bash "$SRC/tools/sanitize_gpu.sh" "$T/badb" 2>&1 >/dev/null)
+rc=$?
+[ $rc -eq 2 ] || fail "bad SYNC_BARRIERS: exit $rc, expected 2"
+[[ "$err" == *"SYNC_BARRIERS must be positive whole numbers, got 'lots'"* ]] || fail "bad SYNC_BARRIERS: '$err'"
 # A target killed under the tool (calls 82 and 85: status 9, no gtest output): the row says so, and
 # the host's memory is sampled while the runs go (host_mem.log and a line under the table).
 # race_stand_in NAME STATUS LINE...: racecheck over TESTS='GpuOps.*' with a stand-in that prints

@@ -44,10 +44,16 @@ read -r -a EXTRA <<<"${EXTRA_ARGS:-}"
 #   with --check-bulk-copy yes. (initcheck's 50,156 reports on ResNet-50 in calls 60 to 68 were not
 #   that: they were the maxpool output read by layer1's convs while autotuned at build, before it
 #   was ever written; the arena is zeroed at allocation since, and call 69 found 0.)
-# - synccheck and racecheck track cuda::barrier objects, 4,096 by default here (SYNC_BARRIERS):
-#   with 4,096 synccheck warned of an overflow and a cuDNN kernel then failed (error 719, call 60);
-#   with 16,384 and 65,536 the tool ran out of its own memory and left 174 and 391 launches
-#   unchecked (calls 68, 69). The summary counts those "Internal Sanitizer Error" launches apart.
+# - synccheck and racecheck track cuda::barrier objects (--num-cuda-barriers). No one count suits
+#   every run (calls 93 to 99, results/2026-12-06_h100): with 4,096 ResNet-50's and
+#   EfficientNet-B0's fp16 inference overflowed ("Detected overflow of tracked cuda::barrier
+#   structures"), after which a cuDNN launch failed (error 719) or every engine of a shape did;
+#   with 16,384 ResNet-50 fp16 ran clean, but ResNet-50 fp32 and Inception-v3 ran the tool out of
+#   its own memory and left 124 to 1,148 launches unchecked, which they did not at 4,096.
+#   SYNC_BARRIERS is therefore a ladder (default "4096 16384 32768"): a run starts at the first
+#   count and, where its log reports the overflow, runs again at the next; the earlier log is kept
+#   beside it (.barriersN.log) and the row names the counts tried. The summary counts the tool's
+#   "Internal Sanitizer Error" launches (unchecked) apart from findings.
 HELP=$("$CS" --help 2>&1)
 has() { grep -q -- "$1" <<<"$HELP"; }
 # KERNELS: check only the kernels this filter names (e.g. kns=cnnbench: ours, all in namespace
@@ -74,12 +80,27 @@ tool_opts() {
   case $1 in
     initcheck) has --check-bulk-copy && echo "--check-bulk-copy yes" ;;
     memcheck) has --check-bulk-copy && echo "--check-bulk-copy yes" ;;
-    synccheck | racecheck) has --num-cuda-barriers && echo "--num-cuda-barriers ${SYNC_BARRIERS:-4096}" ;;
+    synccheck | racecheck) has --num-cuda-barriers && echo "--num-cuda-barriers ${2:-${BARRIERS[0]}}" ;;
   esac
 }
+read -r -a BARRIERS <<<"${SYNC_BARRIERS:-4096 16384 32768}"
+for b in "${BARRIERS[@]}"; do
+  [[ $b =~ ^[1-9][0-9]*$ ]] || { echo "sanitize_gpu: SYNC_BARRIERS must be positive whole numbers, got '$b'" >&2; exit 2; }
+done
+# The counts a synccheck or racecheck run may take: the ladder where the tool has the option.
+barrier_ladder() {
+  case $1 in synccheck | racecheck) has --num-cuda-barriers && echo "${BARRIERS[*]}" && return ;; esac
+  echo 0
+}
+OVERFLOW="Detected overflow of tracked cuda::barrier"
 S="$OUT/summary.md"
 {
-  for tool in $TOOLS; do echo "- $tool: \`$(tool_opts "$tool")\`"; done
+  for tool in $TOOLS; do
+    ladder=($(barrier_ladder "$tool"))
+    more=""
+    ((${#ladder[@]} > 1)) && more=" (again with ${ladder[*]:1} while the tool reports a cuda::barrier overflow)"
+    echo "- $tool: \`$(tool_opts "$tool")\`$more"
+  done
   [ ${#EXTRA[@]} -gt 0 ] && echo "- every run with \`${EXTRA[*]}\`"
   [ ${#FILTER[@]} -gt 0 ] && echo "- only the kernels \`${FILTER[*]}\` names are checked"
   echo
@@ -109,9 +130,20 @@ run_one() {
   fi
   # racecheck and synccheck look at shared memory and barriers only; memcheck and
   # initcheck at global memory. --check-device-heap no: none of our kernels mallocs.
-  read -r -a extra <<<"$(tool_opts "$tool")"
-  timeout "$t" "$CS" --tool "$tool" "${extra[@]}" "${FILTER[@]}" --print-limit 20 "${cmd[@]}" >"$log" 2>&1
-  rc=$?
+  local b last tried=() ladder=($(barrier_ladder "$tool"))
+  for b in "${ladder[@]}"; do
+    if [ -n "${last:-}" ]; then  # the last count overflowed: keep its log, try the next
+      t=$((t < END - SECONDS ? t : END - SECONDS))
+      ((t < 15)) && { tried+=("($b not run: BUDGET spent)"); break; }
+      mv "$log" "${log%.log}.barriers$last.log"
+    fi
+    read -r -a extra <<<"$(tool_opts "$tool" "$b")"
+    timeout "$t" "$CS" --tool "$tool" "${extra[@]}" "${FILTER[@]}" --print-limit 20 "${cmd[@]}" >"$log" 2>&1
+    rc=$?
+    last=$b
+    tried+=("$b")
+    grep -q "$OVERFLOW" "$log" || break
+  done
   errors=$(grep -oE "ERROR SUMMARY: [0-9]+" "$log" | tail -1 | grep -oE "[0-9]+$")
   # racecheck ends with "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)" instead.
   [ -z "$errors" ] && errors=$(grep -oE "RACECHECK SUMMARY: .*\(([0-9]+) errors" "$log" | tail -1 | grep -oE "[0-9]+ errors" | grep -oE "[0-9]+")
@@ -122,6 +154,14 @@ run_one() {
   first=$(grep -v "Internal Sanitizer Error" "$log" | grep -m1 -E "^=========     at .*|^========= .* in |CUDA error [0-9]+|Race reported between" |
     sed -E 's/^=* *//; s/^Error: Race reported between //' | cut -c1-90)
   [ "$rc" = 124 ] && first="(timed out after ${t} s)"
+  # Where the counts were climbed, or the last one still overflowed, the row says so: such a run
+  # checked less than it seems (the tool's warning: "Results might be incorrect").
+  local note=""
+  ((${#tried[@]} > 1)) && note="barriers ${tried[*]}"
+  if grep -q "$OVERFLOW" "$log"; then
+    note="cuda::barrier overflow at $last: incomplete${note:+; $note}"
+  fi
+  [ -n "$note" ] && first="${first:-–} ($note)"
   # The tool passes on the target's death by a signal as that number (calls 82 and 85: racecheck's
   # test_gpu ended with 9 and no gtest output; HOST_MEM below records whether the host ran short).
   # Only where the target left no summary of its own: no gtest result line, no error line of ours.
