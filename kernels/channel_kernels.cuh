@@ -283,19 +283,23 @@ inline VecGeom vec_geom(int channels, int V) {
   return g;
 }
 
-// Rows a lane takes at least in the vectorised passes (issue 9's A/B of 2026-12-06): at small
-// tensors (ResNet-50's layer3 and layer4 at batch 256: 12,544 to 50,176 rows) a grid-stride pass
-// at kMaxBlocks gives a lane 1 to 3 rows, for which it loads 3 to 6 floats of per-channel
-// constants a channel, and a reduction's blocks 4 rows a lane before their shared-memory merge.
-// CNNBENCH_VEC_APPLY_ROWS (the apply and dx passes, default 1) and CNNBENCH_VEC_SUM_ROWS (the
-// partial-sum passes, default kMinRowsPerThread) raise them, to measure what fewer, fuller blocks
-// gain; neither changes an apply's result, and a sum's only by its chunking (still a fixed order).
+// The rows a lane takes at least in the vectorised passes: kVecApplyRows in the apply and dx
+// passes, kVecSumRows in the partial-sum passes. Fewer, fuller blocks at the small tensors: at
+// ResNet-50's layer3 and layer4 shapes at batch 256 (12,544 to 50,176 rows) a grid of kMaxBlocks
+// gave a lane 1 to 3 rows, for which it loaded 3 to 6 floats of constants a channel, and the
+// sums took 4 rows a lane into up to 1,024 chunks. Call 95 (H100, ResNet-50
+// fp16 training at 256, results/2026-12-06_h100): (1, 4) 41,055.7 us a step, (4, 8) 40,836.1,
+// (8, 16) 40,248.7; layer3's and layer4's BatchNorm stages gave the 0.81 ms, bn1's and layer1's
+// moved under 2 us. CNNBENCH_VEC_APPLY_ROWS and CNNBENCH_VEC_SUM_ROWS override them for an A/B;
+// neither changes an apply's result, and a sum's only by its chunking (still a fixed order).
+constexpr int kVecApplyRows = 8;
+constexpr int kVecSumRows = 16;
 inline int vec_apply_rows() {
-  static const int n = env_int_in("CNNBENCH_VEC_APPLY_ROWS", 1, 1, 1024);
+  static const int n = env_int_in("CNNBENCH_VEC_APPLY_ROWS", kVecApplyRows, 1, 1024);
   return n;
 }
 inline int vec_sum_rows() {
-  static const int n = env_int_in("CNNBENCH_VEC_SUM_ROWS", kMinRowsPerThread, 1, 1024);
+  static const int n = env_int_in("CNNBENCH_VEC_SUM_ROWS", kVecSumRows, 1, 1024);
   return n;
 }
 
@@ -309,7 +313,7 @@ inline unsigned vec_row_blocks(int64_t rows, const VecGeom& g) {
 }
 
 // Chunks for a vectorised reduction pass over `segments` groups of `rows` rows: about
-// kTargetBlocks blocks, at least vec_sum_rows() (kMinRowsPerThread) rows per lane, and never more
+// kTargetBlocks blocks, at least vec_sum_rows() (kVecSumRows) rows per lane, and never more
 // than reduce_room (what the scratch was sized for) allows.
 inline int vec_chunks(int64_t rows, int channels, const VecGeom& g, int segments = 1) {
   const int64_t room = reduce_room(rows, channels, segments);
