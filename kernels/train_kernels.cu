@@ -327,21 +327,45 @@ __global__ void __launch_bounds__(kThreads)
 // Registers: the windows' first-maximum places packed a byte each and the gradients loaded where
 // taken took it from 103 to 70 (3 blocks of 256 an SM instead of 2; call 87 timed the 103 form at
 // 1,220 us on ResNet-50's stem pool at 256 on an H100, 25% of its bound). R, the input packs read
-// before any is compared: 5 (a row, five loads in flight; 80 registers in fp16 and bf16, 68 in
-// fp32: still 3 blocks) or 1 (a pack at a time, the loop kept rolled: 64 and 60;
-// CNNBENCH_MAXPOOL_ONE_LOAD=1, for the A/B). The same bits either way.
+// before any is compared: 5 (a row, five loads in flight) or 1 (a pack at a time, the loop kept
+// rolled; CNNBENCH_MAXPOOL_ONE_LOAD=1, for the A/B). The same bits either way. Call 95 timed the
+// per-channel form at 893 us (R = 5) and 1,066 us (R = 1). The form below, a word of channels at a
+// time with the places a nibble a window: 80 registers in fp16 and bf16 and 72 in fp32 at R = 5
+// (3 blocks of 256 an SM), 64 and 51 at R = 1; not yet timed.
 #define CNN_HD __host__ __device__ __forceinline__
 
-// a > b on stored values, without converting them: exactly the compare of their float values
-// (each converts exactly), NaN false either way. bf16's conversions had held 118 registers.
-CNN_HD bool stored_gt(float a, float b) {
-  return a > b;
+// A pack's 16 bytes as four 32-bit words (memcpy: the same on host and device, and free there).
+template <typename T, int V>
+CNN_HD void pack_words(const Pack<T, V>& p, uint32_t (&w)[4]) {
+  static_assert(sizeof(p) == sizeof(w), "a pack is 16 bytes");
+  memcpy(w, &p, sizeof w);
 }
-CNN_HD bool stored_gt(__half a, __half b) {
-  return __hgt(a, b);
+// a > b lane by lane on two words of stored values, without converting them: a lane's bits all
+// set where it holds, clear elsewhere (NaN false either way, -0 not above +0), exactly the compare
+// of their float values (each converts exactly). T: the stored type (two lanes of fp16 or bf16).
+template <typename T>
+CNN_HD uint32_t gt_mask(uint32_t a, uint32_t b);
+template <>
+CNN_HD uint32_t gt_mask<float>(uint32_t a, uint32_t b) {
+  float fa, fb;
+  memcpy(&fa, &a, 4), memcpy(&fb, &b, 4);
+  return fa > fb ? 0xffffffffu : 0u;
 }
-CNN_HD bool stored_gt(__nv_bfloat16 a, __nv_bfloat16 b) {
-  return __hgt(a, b);
+template <>
+CNN_HD uint32_t gt_mask<__half>(uint32_t a, uint32_t b) {
+  __half2 ha, hb;
+  memcpy(&ha, &a, 4), memcpy(&hb, &b, 4);
+  return __hgt2_mask(ha, hb);
+}
+template <>
+CNN_HD uint32_t gt_mask<__nv_bfloat16>(uint32_t a, uint32_t b) {
+  __nv_bfloat162 ha, hb;
+  memcpy(&ha, &a, 4), memcpy(&hb, &b, 4);
+  return __hgt2_mask(ha, hb);
+}
+// a's bits where m is set, b's elsewhere.
+CNN_HD uint32_t bit_select(uint32_t m, uint32_t a, uint32_t b) {
+  return (a & m) | (b & ~m);
 }
 
 template <typename T, int V, int R>
@@ -357,21 +381,24 @@ CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const
   const int64_t image = int64_t(n) * in.h * in.w;
   const int h0 = 2 * oh - 1, w0 = 2 * ow - 1;  // the 5x5 region's corner; window (da, db) at
                                                // (h0 + 2da, w0 + 2db)
-  // Each window's first maximum per channel: its value, and its place in the window (0..8) a byte
-  // each, four to a word (0xff: none yet), so that the positions take V registers, not 4V.
-  constexpr int kWords = (V + 3) / 4;
-  // Their values as stored (exact: a maximum is one of the inputs; fp16 and bf16 two a register),
-  // compared as stored (stored_gt).
-  Pack<T, V> best[4];
-  uint32_t at[4][kWords];
+  // Each window's first maximum per channel, as the pack's four 32-bit words: the values as
+  // stored (exact: a maximum is one of the inputs), and their places in the windows (0..8), a
+  // nibble a window, in the same lanes (a 16-bit lane a channel in fp16 and bf16, a word in fp32).
+  // A pack is taken in a word at a time: one compare gives the lanes' masks (gt_mask: __hgt2_mask
+  // for two 16-bit channels), and selects of bits (bit_select: a LOP3) take the value and the
+  // place where the mask is set, where the earlier form extracted, compared and replaced each
+  // channel's byte-packed place apart (call 95: 893 us on ResNet-50's stem at 256, an H100, at
+  // 35% of its traffic bound; by instruction count it was issue-bound). A window's first valid
+  // pixel takes every lane (first[k]): the places are the same across channels until then.
+  constexpr int kLanes = sizeof(T) == 2 ? 2 : 1;  // channels a word
+  static_assert(sizeof(T) * V == 16 && kLanes * 4 == V, "a pack is four words of V / 4 channels");
+  constexpr uint32_t kPlaceMul = kLanes == 2 ? 0x00010001u : 1u;  // a place in every lane
+  uint32_t best[4][4], at[4] = {0, 0, 0, 0};  // at[w]: window k's places in nibble k of a lane
+  bool first[4] = {true, true, true, true};
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
+  for (int k = 0; k < 4; ++k)
 #pragma unroll
-    for (int c = 0; c < V; ++c) store_f(best[k].v, c, 0.0f);
-#pragma unroll
-    for (int w = 0; w < kWords; ++w) at[k][w] = 0xffffffffu;
-  }
-  const auto place = [&](int k, int c) { return int((at[k][c >> 2] >> (8 * (c & 3))) & 0xffu); };
+    for (int w = 0; w < 4; ++w) best[k][w] = 0;
   // R of a row's packs are read before any is taken in: with R = 5 five loads in flight a thread,
   // where one at a time (R = 1) each waited out its latency before the next was issued.
   for (int r = 0; r < 5; ++r) {
@@ -390,23 +417,32 @@ CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const
       for (int u = 0; u < R; ++u) {
         const int q = q0 + u, iw = w0 + q;
         if (q >= 5 || iw < 0 || iw >= in.w) continue;
+        uint32_t xw[4];
+        pack_words(row[u], xw);
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
           // Row-major over the region is row-major over each window: the first maximum in scan
           // order, strictly greater replacing, as maxpool_backward_ref.
           const int lr = r - 2 * (k >> 1), lq = q - 2 * (k & 1);
           if (lr < 0 || lr > 2 || lq < 0 || lq > 2) continue;
+          const uint32_t place = (uint32_t(lr * 3 + lq) * kPlaceMul) << (4 * k);
+          constexpr uint32_t kNibbles = 0xfu * kPlaceMul;
 #pragma unroll
-          for (int c = 0; c < V; ++c)
-            if (place(k, c) == 0xff || stored_gt(row[u].v[c], best[k].v[c])) {
-              const int sh = 8 * (c & 3);
-              best[k].v[c] = row[u].v[c];
-              at[k][c >> 2] = (at[k][c >> 2] & ~(0xffu << sh)) | (uint32_t(lr * 3 + lq) << sh);
-            }
+          for (int w = 0; w < 4; ++w) {
+            const uint32_t m = first[k] ? 0xffffffffu : gt_mask<T>(xw[w], best[k][w]);
+            best[k][w] = bit_select(m, xw[w], best[k][w]);
+            at[w] = bit_select(m & (kNibbles << (4 * k)), place, at[w]);
+          }
+          first[k] = false;
         }
       }
     }
   }
+  // Channel c's place in window k (each window here has had a valid pixel: its own centre).
+  const auto place = [&](int k, int c) {
+    return kLanes == 2 ? int((at[c >> 1] >> (16 * (c & 1) + 4 * k)) & 0xfu)
+                       : int((at[c] >> (4 * k)) & 0xfu);
+  };
   // The windows' gradients are loaded where an owned pixel takes one (from L1 after the first),
   // not held for all four windows: 32 registers fewer (103 had left room for 2 blocks an SM).
   for (int a = 0; a < 2; ++a) {
