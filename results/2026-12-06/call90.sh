@@ -33,7 +33,7 @@ B=build/release
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 step_N() {
   LC_ALL=C timeout $(lim 180) $NCU --print-units base --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active \
-    --cache-control none --clock-control none -k "regex:bn_|channel_sums_finalize" -c 340 --csv \
+    --cache-control none --clock-control none -k "regex:${KREGEX:-bn_|channel_sums_finalize|maxpool}" -c 345 --csv \
     --page raw $B/cnnbench_train_step --network=resnet50 --precision=fp16 --batch=256 \
     --breakdown=$O/n/r50.json >$O/n/ncu.csv 2>$O/n/ncu.err
   echo "N rc=$? ${SECONDS}s"; grep -c '"bn_\|channel_sums' $O/n/ncu.csv; tail -3 $O/n/ncu.err
@@ -43,7 +43,11 @@ step_A() {
   CNNBENCH_VEC_APPLY_ROWS=8 CNNBENCH_VEC_SUM_ROWS=16 timeout $(lim 60) $B/tests/test_gpu \
     --gtest_filter='GpuTrain.BatchNorm*' --gtest_brief=1 >$O/a/tests.log 2>&1
   echo "A tests rc=$? ${SECONDS}s"; tail -3 $O/a/tests.log
-  for run in "r50_base 1 4 0" "r50_a4_s8 4 8 1" "r50_a8_s16 8 16 0"; do  # 1 4: the defaults
+  # RUNS (call 100 on): "name apply_rows sum_rows one_load; ..."; call 95 ran the default below,
+  # when (1, 4) were the defaults.
+  local runs
+  IFS=';' read -r -a runs <<<"${RUNS:-r50_base 1 4 0; r50_a4_s8 4 8 1; r50_a8_s16 8 16 0}"
+  for run in "${runs[@]}"; do
     read -r name ar sr one <<<"$run"
     ((END - SECONDS < 40)) && break
     CNNBENCH_MAXPOOL_ONE_LOAD=$one CNNBENCH_VEC_APPLY_ROWS=$ar CNNBENCH_VEC_SUM_ROWS=$sr timeout $(lim 100) $B/cnnbench_train_step \
