@@ -388,8 +388,8 @@ CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const
   // for two 16-bit channels), and selects of bits (bit_select: a LOP3) take the value and the
   // place where the mask is set, where the earlier form extracted, compared and replaced each
   // channel's byte-packed place apart (call 95: 893 us on ResNet-50's stem at 256, an H100, at
-  // 35% of its traffic bound; by instruction count it was issue-bound). A window's first valid
-  // pixel takes every lane (first[k]): the places are the same across channels until then.
+  // 35% of its traffic bound; by its instruction count it looked issue-bound). A window's first
+  // valid pixel takes every lane (first[k]): the places are the same across channels until then.
   constexpr int kLanes = sizeof(T) == 2 ? 2 : 1;  // channels a word
   static_assert(sizeof(T) * V == 16 && kLanes * 4 == V, "a pack is four words of V / 4 channels");
   constexpr uint32_t kPlaceMul = kLanes == 2 ? 0x00010001u : 1u;  // a place in every lane
