@@ -284,14 +284,15 @@ inline VecGeom vec_geom(int channels, int V) {
 }
 
 // The rows a lane takes at least in the vectorised passes: kVecApplyRows in the apply and dx
-// passes, kVecSumRows in the partial-sum passes. Fewer, fuller blocks at the small tensors: at
+// passes, kVecSumRows in the partial-sum passes (BatchNorm's, and the squeeze-excitation scale's
+// backward sums, which call 95 did not time). Fewer, fuller blocks at the small tensors: at
 // ResNet-50's layer3 and layer4 shapes at batch 256 (12,544 to 50,176 rows) a grid of kMaxBlocks
-// gave a lane 1 to 3 rows, for which it loaded 3 to 6 floats of constants a channel, and the
-// sums took 4 rows a lane into up to 1,024 chunks. Call 95 (H100, ResNet-50
-// fp16 training at 256, results/2026-12-06_h100): (1, 4) 41,055.7 us a step, (4, 8) 40,836.1,
-// (8, 16) 40,248.7; layer3's and layer4's BatchNorm stages gave the 0.81 ms, bn1's and layer1's
-// moved under 2 us. CNNBENCH_VEC_APPLY_ROWS and CNNBENCH_VEC_SUM_ROWS override them for an A/B;
-// neither changes an apply's result, and a sum's only by its chunking (still a fixed order).
+// gave a lane of the 256- and 512-channel stages 1 to 3 rows, for which it loaded 3 to 6 floats
+// of constants a channel, and the sums took 4 rows a lane into up to 1,024 chunks. Call 95 (H100,
+// ResNet-50 fp16 training at 256, results/2026-12-06_h100): (1, 4) 41,055.7 us a step, (4, 8)
+// 40,836.1, (8, 16) 40,248.7; layer3's and layer4's BatchNorm stages gave the 0.81 ms, bn1's and
+// layer1's moved under 2 us. CNNBENCH_VEC_APPLY_ROWS and CNNBENCH_VEC_SUM_ROWS override them for an
+// A/B; neither changes an apply's result, and a sum's only by its chunking (still a fixed order).
 constexpr int kVecApplyRows = 8;
 constexpr int kVecSumRows = 16;
 inline int vec_apply_rows() {

@@ -342,7 +342,9 @@ CNN_HD void pack_words(const Pack<T, V>& p, uint32_t (&w)[4]) {
 }
 // a > b lane by lane on two words of stored values, without converting them: a lane's bits all
 // set where it holds, clear elsewhere (NaN false either way, -0 not above +0), exactly the compare
-// of their float values (each converts exactly). T: the stored type (two lanes of fp16 or bf16).
+// of their float values (each converts exactly). T: the stored type (a word is one fp32 lane, or
+// two of fp16 or bf16, the lower channel in the low half). The 16-bit pairs are built from their
+// raw bits (__half2 and __nv_bfloat162 are not trivially copyable, so no memcpy into them).
 template <typename T>
 CNN_HD uint32_t gt_mask(uint32_t a, uint32_t b);
 template <>
@@ -351,17 +353,20 @@ CNN_HD uint32_t gt_mask<float>(uint32_t a, uint32_t b) {
   memcpy(&fa, &a, 4), memcpy(&fb, &b, 4);
   return fa > fb ? 0xffffffffu : 0u;
 }
+template <typename Raw>
+CNN_HD Raw raw_pair(uint32_t w) {
+  Raw r;
+  r.x = static_cast<unsigned short>(w & 0xffffu), r.y = static_cast<unsigned short>(w >> 16);
+  return r;
+}
 template <>
 CNN_HD uint32_t gt_mask<__half>(uint32_t a, uint32_t b) {
-  __half2 ha, hb;
-  memcpy(&ha, &a, 4), memcpy(&hb, &b, 4);
-  return __hgt2_mask(ha, hb);
+  return __hgt2_mask(__half2(raw_pair<__half2_raw>(a)), __half2(raw_pair<__half2_raw>(b)));
 }
 template <>
 CNN_HD uint32_t gt_mask<__nv_bfloat16>(uint32_t a, uint32_t b) {
-  __nv_bfloat162 ha, hb;
-  memcpy(&ha, &a, 4), memcpy(&hb, &b, 4);
-  return __hgt2_mask(ha, hb);
+  return __hgt2_mask(__nv_bfloat162(raw_pair<__nv_bfloat162_raw>(a)),
+                     __nv_bfloat162(raw_pair<__nv_bfloat162_raw>(b)));
 }
 // a's bits where m is set, b's elsewhere.
 CNN_HD uint32_t bit_select(uint32_t m, uint32_t a, uint32_t b) {
@@ -425,13 +430,13 @@ CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const
           // order, strictly greater replacing, as maxpool_backward_ref.
           const int lr = r - 2 * (k >> 1), lq = q - 2 * (k & 1);
           if (lr < 0 || lr > 2 || lq < 0 || lq > 2) continue;
-          const uint32_t place = (uint32_t(lr * 3 + lq) * kPlaceMul) << (4 * k);
+          const uint32_t here = (uint32_t(lr * 3 + lq) * kPlaceMul) << (4 * k);
           constexpr uint32_t kNibbles = 0xfu * kPlaceMul;
 #pragma unroll
           for (int w = 0; w < 4; ++w) {
             const uint32_t m = first[k] ? 0xffffffffu : gt_mask<T>(xw[w], best[k][w]);
             best[k][w] = bit_select(m, xw[w], best[k][w]);
-            at[w] = bit_select(m & (kNibbles << (4 * k)), place, at[w]);
+            at[w] = bit_select(m & (kNibbles << (4 * k)), here, at[w]);
           }
           first[k] = false;
         }

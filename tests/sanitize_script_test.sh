@@ -155,6 +155,24 @@ OVER_BELOW=1000000 SANITIZER="$T/barrier-sanitizer" NETS=resnet50 PRECISIONS=fp1
   SYNC_BARRIERS="1024 2048" bash "$SRC/tools/sanitize_gpu.sh" "$T/over" >/dev/null 2>&1 || fail "overflow run failed"
 grep -q "| resnet50 | fp16 | infer | synccheck | 1 | 0 | 1 | [0-9]* | .*CUDA error 719.* (cuda::barrier overflow at 2048: incomplete; barriers 1024 2048) |" \
   "$T/over/summary.md" || fail "overflow row: $(cat "$T/over/summary.md")"
+# A run that timed out does not climb: more barriers will not finish it.
+cat >"$T/slow-sanitizer" <<'FAKE'
+#!/usr/bin/env bash
+[ "$1" = --help ] && { echo "  --num-cuda-barriers <n>"; exit 0; }
+echo "args: $*"
+echo "========= Warning: Detected overflow of tracked cuda::barrier structures. Results might be incorrect."
+sleep 30
+FAKE
+chmod +x "$T/slow-sanitizer"
+SANITIZER="$T/slow-sanitizer" NETS=resnet50 PRECISIONS=fp16 MODES=infer TOOLS=synccheck RUN_TIMEOUT=15 \
+  bash "$SRC/tools/sanitize_gpu.sh" "$T/slow" >/dev/null 2>&1 || fail "slow run failed"
+grep -q "| resnet50 | fp16 | infer | synccheck | ? | 0 | 124 | 1[5-9] | (timed out after 15 s) (cuda::barrier overflow at 4096: incomplete) |" \
+  "$T/slow/summary.md" || fail "timed-out row: $(cat "$T/slow/summary.md")"
+ls "$T/slow" | grep -q barriers && fail "a timed-out run climbed the ladder: $(ls "$T/slow")"
+err=$(SYNC_BARRIERS=" " SANITIZER="$T/barrier-sanitizer" NETS=resnet50 TOOLS=synccheck \
+  bash "$SRC/tools/sanitize_gpu.sh" "$T/emptyb" 2>&1 >/dev/null)
+rc=$?
+[ $rc -eq 2 ] && [[ "$err" == *"SYNC_BARRIERS is empty"* ]] || fail "blank SYNC_BARRIERS: exit $rc, '$err'"
 err=$(SYNC_BARRIERS="4096 lots" SANITIZER="$T/barrier-sanitizer" NETS=resnet50 TOOLS=synccheck \
   bash "$SRC/tools/sanitize_gpu.sh" "$T/badb" 2>&1 >/dev/null)
 rc=$?

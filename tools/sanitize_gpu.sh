@@ -84,6 +84,7 @@ tool_opts() {
   esac
 }
 read -r -a BARRIERS <<<"${SYNC_BARRIERS:-4096 16384 32768}"
+((${#BARRIERS[@]} > 0)) || { echo "sanitize_gpu: SYNC_BARRIERS is empty (give one count or more, e.g. '4096 16384')" >&2; exit 2; }
 for b in "${BARRIERS[@]}"; do
   [[ $b =~ ^[1-9][0-9]*$ ]] || { echo "sanitize_gpu: SYNC_BARRIERS must be positive whole numbers, got '$b'" >&2; exit 2; }
 done
@@ -131,6 +132,7 @@ run_one() {
   # racecheck and synccheck look at shared memory and barriers only; memcheck and
   # initcheck at global memory. --check-device-heap no: none of our kernels mallocs.
   local b last tried=() ladder=($(barrier_ladder "$tool"))
+  rm -f "${log%.log}".barriers*.log  # an earlier run's, into the same OUT_DIR
   for b in "${ladder[@]}"; do
     if [ -n "${last:-}" ]; then  # the last count overflowed: keep its log, try the next
       t=$((t < END - SECONDS ? t : END - SECONDS))
@@ -142,6 +144,7 @@ run_one() {
     rc=$?
     last=$b
     tried+=("$b")
+    [ "$rc" = 124 ] && break  # more barriers will not finish a run that ran out of time
     grep -q "$OVERFLOW" "$log" || break
   done
   errors=$(grep -oE "ERROR SUMMARY: [0-9]+" "$log" | tail -1 | grep -oE "[0-9]+$")
@@ -158,7 +161,7 @@ run_one() {
   # checked less than it seems (the tool's warning: "Results might be incorrect").
   local note=""
   ((${#tried[@]} > 1)) && note="barriers ${tried[*]}"
-  if grep -q "$OVERFLOW" "$log"; then
+  if [ "$last" != 0 ] && grep -q "$OVERFLOW" "$log"; then
     note="cuda::barrier overflow at $last: incomplete${note:+; $note}"
   fi
   [ -n "$note" ] && first="${first:-–} ($note)"
