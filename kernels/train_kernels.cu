@@ -843,6 +843,11 @@ void launch_bias_backward(DType t, const void* dy, int ld_dy, float* db, int64_t
 namespace {
 // The pool maxpool_k3s2p1_backward takes: kernel 3, stride 2, pad 1, and the output size that
 // gives (floor mode), so that the owners' 2x2 blocks cover the input exactly.
+bool is_k3s2p1(const PoolSpec& s) {
+  return s.kernel == 3 && s.stride == 2 && s.pad == 1 && s.y.h == (s.x.h - 1) / 2 + 1 &&
+         s.y.w == (s.x.w - 1) / 2 + 1 && s.y.n == s.x.n && s.y.c == s.x.c;
+}
+
 // Calls f with the stem pool kernel's R as a std::integral_constant: 1 (a pack at a time) or 5
 // (a row of five).
 template <typename F>
@@ -851,11 +856,6 @@ void with_row_loads(bool one_load, F&& f) {
     f(std::integral_constant<int, 1>{});
   else
     f(std::integral_constant<int, 5>{});
-}
-
-bool is_k3s2p1(const PoolSpec& s) {
-  return s.kernel == 3 && s.stride == 2 && s.pad == 1 && s.y.h == (s.x.h - 1) / 2 + 1 &&
-         s.y.w == (s.x.w - 1) / 2 + 1 && s.y.n == s.x.n && s.y.c == s.x.c;
 }
 }  // namespace
 
