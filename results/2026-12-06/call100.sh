@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device call 100 (written 2026-12-06 04:25 UTC): the first call of the next session, about 420 s.
-# Carry .carry (bins.txz built at 56ab2bf, 04:35 UTC). Never run yet.
+# Carry .carry (bins.txz built at c89e58d). Never run yet.
 # On an H200: G, then call80.sh's P (the two training targets beside PyTorch's eager AMP step; the
 #    ResNet-50 target, 8,000 img/s, is the H200's: the cost model puts it near 8,600 at the H100's
 #    pace of call 96, whose step was 40.28 ms).
