@@ -1,8 +1,11 @@
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "harness/check.h"
@@ -490,6 +493,170 @@ __global__ void __launch_bounds__(kThreads)
     maxpool_k3s2p1_backward_thread<T, V, R>(x, dy, dx, in, out, i, accumulate);
 }
 
+// ---- The stem pool with its places kept (training) ----------------------------------------------
+// The forward of ResNet's stem pool writes, beside y, each window's first-maximum place per channel
+// (0..8, row-major in the 3x3 window; a byte a channel, [window][channel] as y's elements), and
+// the backward reads those places instead of x: PyTorch's max_pool2d_with_indices in spirit. The
+// backward then streams dy, the places and dx (at ResNet-50's 256: 103 + 51 + 411 MB, against
+// x's 411 MB read in 5x5 regions and dx's 411 MB; call 101's ncu timed that form at 958 us and 985
+// GB/s, its reads 6.25 an input pixel through L1 and L2). The places are the reference's (the
+// first maximum in scan order, strictly greater replacing, compared as stored; NaN never
+// replaces); y is pool_vec's (fmaxf from -FLT_MAX), bit for bit, so the forward's output does not
+// change. Host and device, like the backward above.
+// A pack's places as one word: 8 bytes for V = 8 (fp16, bf16), 4 for V = 4 (fp32); pack j's at
+// byte j * V, so the word's alignment is its size.
+template <int V>
+using PlaceWord = std::conditional_t<V == 8, unsigned long long, uint32_t>;
+template <int V>
+CNN_HD void store_places(uint8_t* p, int64_t j, PlaceWord<V> w) {
+  static_assert(sizeof(PlaceWord<V>) == V, "a byte a channel");
+#ifdef __CUDA_ARCH__
+  reinterpret_cast<PlaceWord<V>*>(p)[j] = w;
+#else
+  memcpy(p + j * V, &w, V);  // little-endian: channel c's byte at c, as on the device
+#endif
+}
+template <int V>
+CNN_HD PlaceWord<V> load_places(const uint8_t* p, int64_t j) {
+#ifdef __CUDA_ARCH__
+  return reinterpret_cast<const PlaceWord<V>*>(p)[j];
+#else
+  PlaceWord<V> w;
+  memcpy(&w, p + j * V, V);
+  return w;
+#endif
+}
+
+template <typename T, int V>
+CNN_HD void maxpool_k3s2p1_forward_places_thread(const T* x, T* y, uint8_t* places, const Dims& in,
+                                                 const Dims& out, int64_t i) {
+  const int packs = in.c / V;
+  const int pk = int(i % packs);
+  const int64_t win = i / packs;
+  const int ow = int(win % out.w);
+  const int64_t nh = win / out.w;
+  const int oh = int(nh % out.h), n = int(nh / out.h);
+  const int64_t image = int64_t(n) * in.h * in.w;
+  const int h0 = 2 * oh - 1, w0 = 2 * ow - 1;
+  constexpr int kLanes = sizeof(T) == 2 ? 2 : 1;  // channels a word
+  static_assert(sizeof(T) * V == 16 && kLanes * 4 == V, "a pack is four words of V / 4 channels");
+  constexpr uint32_t kPlaceMul = kLanes == 2 ? 0x00010001u : 1u;  // a place in every lane
+  uint32_t best[4] = {0, 0, 0, 0}, at[4] = {0, 0, 0, 0};
+  float acc[V];
+#pragma unroll
+  for (int c = 0; c < V; ++c) acc[c] = -FLT_MAX;
+  bool first = true;
+#pragma unroll
+  for (int r = 0; r < 3; ++r) {
+    const int ih = h0 + r;
+    if (ih < 0 || ih >= in.h) continue;
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      const int iw = w0 + q;
+      if (iw < 0 || iw >= in.w) continue;
+      const Pack<T, V> p = read_pack<T, V>(x, (image + int64_t(ih) * in.w + iw) * packs + pk);
+#pragma unroll
+      for (int c = 0; c < V; ++c) acc[c] = fmaxf(acc[c], load_f(p.v, c));
+      uint32_t xw[4];
+      pack_words(p, xw);
+      const uint32_t here = uint32_t(r * 3 + q) * kPlaceMul;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const uint32_t m = first ? 0xffffffffu : gt_mask<T>(xw[w], best[w]);
+        best[w] = bit_select(m, xw[w], best[w]);
+        at[w] = bit_select(m, here, at[w]);
+      }
+      first = false;
+    }
+  }
+  store_pack<T, V>(y, i, acc);
+  // The places a byte a channel, channel c at byte c of the pack's V (8 in fp16 and bf16, 4 in
+  // fp32): one 8- or 4-byte store.
+  PlaceWord<V> word = 0;
+#pragma unroll
+  for (int c = 0; c < V; ++c) {
+    const uint32_t p = kLanes == 2 ? (at[c >> 1] >> (16 * (c & 1))) & 0xfu : at[c] & 0xfu;
+    word |= PlaceWord<V>(p) << (8 * c);
+  }
+  store_places<V>(places, i, word);
+}
+
+// The backward from the places: a thread per output window (oh, ow) and channel pack owns the
+// input pixels (2oh + a, 2ow + b), as maxpool_k3s2p1_backward does, and gathers its windows'
+// gradients in the same order (by oh, then ow), so the two agree bit for bit.
+template <typename T, int V>
+CNN_HD void maxpool_k3s2p1_backward_places_thread(const uint8_t* places, const T* dy, T* dx,
+                                                  const Dims& in, const Dims& out, int64_t i,
+                                                  bool accumulate) {
+  const int packs = in.c / V;
+  const int pk = int(i % packs);
+  const int64_t win = i / packs;
+  const int ow = int(win % out.w);
+  const int64_t nh = win / out.w;
+  const int oh = int(nh % out.h), n = int(nh / out.h);
+  const int64_t image = int64_t(n) * in.h * in.w;
+  // The four windows' places (a window past the edge: none; 0xff never matches a pixel's 0..8).
+  PlaceWord<V> pl[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int wh = oh + (k >> 1), ww = ow + (k & 1);
+    pl[k] = wh < out.h && ww < out.w
+                ? load_places<V>(
+                      places, (int64_t(n) * out.h + wh) * out.w * packs + int64_t(ww) * packs + pk)
+                : ~PlaceWord<V>(0);
+  }
+  const auto place = [&](int k, int c) { return uint32_t(pl[k] >> (8 * c)) & 0xffu; };
+  for (int a = 0; a < 2; ++a) {
+    const int ih = 2 * oh + a;
+    if (ih >= in.h) continue;
+    for (int b = 0; b < 2; ++b) {
+      const int iw = 2 * ow + b;
+      if (iw >= in.w) continue;
+      float acc[V];
+#pragma unroll
+      for (int c = 0; c < V; ++c) acc[c] = 0.0f;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {  // (oh, ow), (oh, ow + 1), (oh + 1, ow), (oh + 1, ow + 1)
+        // The pixel's place in window k, whose corner is (2 (oh + da) - 1, 2 (ow + db) - 1): row
+        // a + 1 - 2da, column b + 1 - 2db, each 0..2 or the pixel is not in it.
+        const int lr = a + 1 - 2 * (k >> 1), lq = b + 1 - 2 * (k & 1);
+        if (lr < 0 || lq < 0) continue;
+        const uint32_t mine = uint32_t(lr * 3 + lq);
+        bool takes = false;
+#pragma unroll
+        for (int c = 0; c < V; ++c) takes |= place(k, c) == mine;
+        if (!takes) continue;
+        const int wh = oh + (k >> 1), ww = ow + (k & 1);
+        float g[V];
+        load_pack<T, V>(dy, ((int64_t(n) * out.h + wh) * out.w + ww) * packs + pk, g);
+#pragma unroll
+        for (int c = 0; c < V; ++c)
+          if (place(k, c) == mine) acc[c] += g[c];
+      }
+      store_pack_acc<T, V>(dx, (image + int64_t(ih) * in.w + iw) * packs + pk, acc, accumulate);
+    }
+  }
+}
+
+template <typename T, int V>
+__global__ void __launch_bounds__(kThreads)
+    maxpool_k3s2p1_forward_places(const T* x, T* y, uint8_t* places, Dims in, Dims out) {
+  const int64_t total = int64_t(out.n) * out.h * out.w * (in.c / V);
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride)
+    maxpool_k3s2p1_forward_places_thread<T, V>(x, y, places, in, out, i);
+}
+
+template <typename T, int V>
+__global__ void __launch_bounds__(kThreads)
+    maxpool_k3s2p1_backward_places(const uint8_t* places, const T* dy, T* dx, Dims in, Dims out,
+                                   bool accumulate) {
+  const int64_t total = int64_t(out.n) * out.h * out.w * (in.c / V);
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride)
+    maxpool_k3s2p1_backward_places_thread<T, V>(places, dy, dx, in, out, i, accumulate);
+}
+
 #undef CNN_HD
 
 // Global average pooling's backward, vectorised: dx[row, c] (= or +=) dy[image, c] / hw.
@@ -914,6 +1081,82 @@ void launch_maxpool_backward(DType t, const void* x, const void* dy, void* dx, c
              static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), s.x, s.y,
              s.kernel, s.stride, s.pad, s.count_include_pad, ld_or(s.ld_x, s.x.c),
              ld_or(s.ld_y, s.y.c), accumulate));
+  CNN_CHECK_LAUNCH();
+}
+
+bool maxpool_places_apply(DType t, const PoolSpec& s) {
+  const int V = 16 / int(dtype_size(t));
+  return is_k3s2p1(s) && s.x.c % V == 0 && ld_or(s.ld_x, s.x.c) == s.x.c &&
+         ld_or(s.ld_y, s.y.c) == s.y.c;
+}
+
+size_t maxpool_places_bytes(const PoolSpec& s) {
+  return size_t(s.y.numel());
+}
+
+namespace {
+void check_places_spec(DType t, const PoolSpec& s, const char* who) {
+  if (!maxpool_places_apply(t, s))
+    throw std::invalid_argument(std::string(who) +
+                                ": not a k3 s2 p1 pool over dense packs of 16 bytes");
+}
+}  // namespace
+
+void maxpool_k3s2p1_forward_places_emulate(DType t, const void* x, void* y, uint8_t* places,
+                                           const PoolSpec& s) {
+  check_places_spec(t, s, "maxpool_k3s2p1_forward_places_emulate");
+  CNN_DISPATCH_DTYPE(t, {
+    constexpr int V = 16 / sizeof(T);
+    const int64_t total = s.y.numel() / V;
+    for (int64_t i = 0; i < total; ++i)
+      maxpool_k3s2p1_forward_places_thread<T, V>(static_cast<const T*>(x), static_cast<T*>(y),
+                                                 places, s.x, s.y, i);
+  });
+}
+
+void maxpool_k3s2p1_backward_places_emulate(DType t, const uint8_t* places, const void* dy,
+                                            void* dx, const PoolSpec& s, bool accumulate) {
+  check_places_spec(t, s, "maxpool_k3s2p1_backward_places_emulate");
+  CNN_DISPATCH_DTYPE(t, {
+    constexpr int V = 16 / sizeof(T);
+    const int64_t total = s.y.numel() / V;
+    for (int64_t i = 0; i < total; ++i)
+      maxpool_k3s2p1_backward_places_thread<T, V>(places, static_cast<const T*>(dy),
+                                                  static_cast<T*>(dx), s.x, s.y, i, accumulate);
+  });
+}
+
+namespace {
+void check_aligned(std::initializer_list<const void*> ptrs, const char* who) {
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+      throw std::invalid_argument(std::string(who) + ": a buffer not 16-byte aligned");
+}
+}  // namespace
+
+void launch_maxpool_forward_places(DType t, const void* x, void* y, uint8_t* places,
+                                   const PoolSpec& s, cudaStream_t stream) {
+  check_places_spec(t, s, "launch_maxpool_forward_places");
+  check_aligned({x, y, places}, "launch_maxpool_forward_places");
+  if (s.y.numel() <= 0) return;
+  CNN_DISPATCH_DTYPE(t, {
+    constexpr int V = 16 / sizeof(T);
+    maxpool_k3s2p1_forward_places<T, V><<<blocks_for(s.y.numel() / V), kThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<T*>(y), places, s.x, s.y);
+  });
+  CNN_CHECK_LAUNCH();
+}
+
+void launch_maxpool_backward_places(DType t, const uint8_t* places, const void* dy, void* dx,
+                                    const PoolSpec& s, bool accumulate, cudaStream_t stream) {
+  check_places_spec(t, s, "launch_maxpool_backward_places");
+  check_aligned({places, dy, dx}, "launch_maxpool_backward_places");
+  if (s.y.numel() <= 0) return;
+  CNN_DISPATCH_DTYPE(t, {
+    constexpr int V = 16 / sizeof(T);
+    maxpool_k3s2p1_backward_places<T, V><<<blocks_for(s.y.numel() / V), kThreads, 0, stream>>>(
+        places, static_cast<const T*>(dy), static_cast<T*>(dx), s.x, s.y, accumulate);
+  });
   CNN_CHECK_LAUNCH();
 }
 

@@ -138,6 +138,23 @@ void launch_maxpool_backward(DType t, const void* x, const void* dy, void* dx, c
 // that reads its input a pack at a time (CNNBENCH_MAXPOOL_ONE_LOAD=1), not a row of five.
 void maxpool_k3s2p1_backward_emulate(DType t, const void* x, const void* dy, void* dx,
                                      const PoolSpec& s, bool accumulate, bool one_load = false);
+// The stem pool with its places kept, for training: the forward writes y (launch_maxpool's, bit
+// for bit) and each window's first-maximum place per channel (0..8, a byte each,
+// maxpool_places_bytes); the backward routes dy by those places, without x, to the same bits as
+// launch_maxpool_backward. Only where maxpool_places_apply: kernel 3, stride 2, pad 1 (floor mode),
+// channels in packs of 16 bytes, dense rows (ld 0 or the channel count); buffers 16-byte aligned
+// (std::invalid_argument otherwise). CNNBENCH_MAXPOOL_PLACES=0 turns the training step's use off.
+bool maxpool_places_apply(DType t, const PoolSpec& s);
+size_t maxpool_places_bytes(const PoolSpec& s);
+void launch_maxpool_forward_places(DType t, const void* x, void* y, uint8_t* places,
+                                   const PoolSpec& s, cudaStream_t stream);
+void launch_maxpool_backward_places(DType t, const uint8_t* places, const void* dy, void* dx,
+                                    const PoolSpec& s, bool accumulate, cudaStream_t stream);
+// Their threads on the host (the CPU tests).
+void maxpool_k3s2p1_forward_places_emulate(DType t, const void* x, void* y, uint8_t* places,
+                                           const PoolSpec& s);
+void maxpool_k3s2p1_backward_places_emulate(DType t, const uint8_t* places, const void* dy,
+                                            void* dx, const PoolSpec& s, bool accumulate);
 // Each window's gradient spread evenly over its in-bounds inputs, divided by kernel^2 when
 // s.count_include_pad, else by the in-bounds count (avgpool_backward_ref).
 void launch_avgpool_backward(DType t, const void* dy, void* dx, const PoolSpec& s, bool accumulate,

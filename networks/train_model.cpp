@@ -103,7 +103,8 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   // not overlap; with opt.reuse_memory off each gets its own buffer for the whole run.
   std::vector<int> value(nodes.size(), -1), grad(nodes.size(), -1), mean(nodes.size(), -1),
       invstd(nodes.size(), -1), zero_bias(nodes.size(), -1), gate32(nodes.size(), -1),
-      dgate32(nodes.size(), -1), mask(nodes.size(), -1), relu_mask(nodes.size(), -1);
+      dgate32(nodes.size(), -1), mask(nodes.size(), -1), relu_mask(nodes.size(), -1),
+      places(nodes.size(), -1);
   std::vector<uint64_t> dropout_offset(nodes.size(), 0);  // each dropout's elements in the stream
   uint64_t dropout_elements = 0;
   bool reuse = opt.reuse_memory;
@@ -146,6 +147,9 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     return arena_.add_activation(bytes, it->second.first, it->second.last);
   };
   size_t reduce_scratch = 0;
+  // CNNBENCH_MAXPOOL_PLACES=0: the stem pool's backward reads its input again (as before
+  // 2026-12-06) instead of the places its forward kept, for the A/B on the device.
+  static const bool use_places = env_int_in("CNNBENCH_MAXPOOL_PLACES", 1, 0, 1) == 1;
   // Stems padded to tensor-core widths (TrainOptions::pad_channels), by conv node: the padded
   // input, weights and weight gradient buffers.
   struct Padded {
@@ -255,6 +259,15 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
       dgate32[id] = arena_.add_weights(size_t(N) * d.c * sizeof(float));
       reduce_scratch =
           std::max(reduce_scratch, channel_reduce_scratch_bytes(int64_t(d.h) * d.w, d.c, N));
+    } else if (n.kind == OpKind::MaxPool && use_places) {
+      // The stem pool's first-maximum places (a byte an output element), written by the forward
+      // and read by the backward instead of the pool's input: persistent, a fifth of y's fp16
+      // bytes beside the activations (51 MB for ResNet-50 at 256).
+      PoolSpec ps;
+      ps.x = dims(n.inputs[0]), ps.y = d;
+      ps.kernel = n.kernel, ps.stride = n.stride, ps.pad = n.pad;
+      if (maxpool_places_apply(t, ps))
+        places[id] = arena_.add_weights(std::max<size_t>(maxpool_places_bytes(ps), 16));
     } else if (n.kind == OpKind::Dropout) {
       mask[id] = transient(int(id), TrainBufferKind::DropoutMask, size_t(d.numel()));
       dropout_offset[id] = dropout_elements;
@@ -497,7 +510,11 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
         case OpKind::AdaptiveAvgPool: {  // to 1x1 (checked above): the global mean
           const PoolSpec s = pool_spec(id);
           const void* in = vptr(x);
-          if (n.kind == OpKind::MaxPool)
+          uint8_t* const pl =
+              places[id] >= 0 ? static_cast<uint8_t*>(arena_.ptr(places[id])) : nullptr;
+          if (n.kind == OpKind::MaxPool && pl)
+            add([=](cudaStream_t st) { launch_maxpool_forward_places(t, in, y, pl, s, st); });
+          else if (n.kind == OpKind::MaxPool)
             add([=](cudaStream_t st) { launch_maxpool(t, in, y, s, st); });
           else if (n.kind == OpKind::AvgPool)
             add([=](cudaStream_t st) { launch_avgpool(t, in, y, s, st); });
@@ -735,7 +752,13 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           const void* in = vptr(x);
           void* dx = dx_of(0);
           const bool acc = acc_of(0);
-          if (n.kind == OpKind::MaxPool)
+          const uint8_t* const pl =
+              places[id] >= 0 ? static_cast<const uint8_t*>(arena_.ptr(places[id])) : nullptr;
+          if (n.kind == OpKind::MaxPool && pl)
+            add([=](cudaStream_t st) {
+              launch_maxpool_backward_places(t, pl, dy, dx, s, acc, st);
+            });
+          else if (n.kind == OpKind::MaxPool)
             add([=](cudaStream_t st) { launch_maxpool_backward(t, in, dy, dx, s, acc, st); });
           else if (n.kind == OpKind::AvgPool)
             add([=](cudaStream_t st) { launch_avgpool_backward(t, dy, dx, s, acc, st); });

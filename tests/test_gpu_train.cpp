@@ -825,6 +825,66 @@ TEST(GpuTrain, MaxPoolBackwardRoutesToTheFirstMaximum) {
         }
 }
 
+// The stem pool's training form (launch_maxpool_forward_places, launch_maxpool_backward_places):
+// y bit for bit launch_maxpool's, the places the host threads' (maxpool_k3s2p1_forward_places_
+// emulate), and dx from the places bit for bit launch_maxpool_backward's from x, with ties, ±0,
+// ±inf and NaN, odd and even sizes, accumulate.
+TEST(GpuTrain, MaxPoolPlacesGiveTheBackwardFromXBitForBit) {
+  const unsigned seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937 rng(seed);
+  int checked = 0;
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (int hw : {9, 16, 17})
+      for (int values : {0, 1, 2})  // uniform; ties from {-1, 0, 1}; with ±0, ±inf and NaN
+        for (bool accumulate : {false, true}) {
+          const int C = t == DType::F32 ? 12 : 24;
+          const Dims d{3, C, hw, hw + 3};
+          const PoolGeom g = pool_geom(d, 3, 2, 1);
+          PoolSpec s = spec_of(g);
+          ASSERT_TRUE(maxpool_places_apply(t, s));
+          std::uniform_real_distribution<float> u(-2, 2);
+          std::vector<float> x(size_t(d.numel())), dy(size_t(g.y.numel())), dx0(size_t(d.numel()));
+          const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN};
+          for (float& v : x) {
+            v = values == 1 ? std::round(u(rng) / 2) : u(rng);
+            if (values == 2 && rng() % 3 == 0) v = specials[rng() % 5];
+          }
+          for (float& v : dy) v = u(rng);
+          for (float& v : dx0) v = u(rng);
+          const std::vector<uint8_t> xs = to_storage(x, t), dys = to_storage(dy, t),
+                                     dx0s = to_storage(dx0, t);
+          std::ostringstream what;
+          what << dtype_name(t) << " " << d.str() << " values " << values
+               << (accumulate ? " accumulate" : "");
+          DeviceArray<uint8_t> bx(xs), bdy(dys), by(size_t(g.y.numel()) * dtype_size(t)),
+              by_ref(size_t(g.y.numel()) * dtype_size(t)), bpl(maxpool_places_bytes(s)), bdx(dx0s),
+              bdx_ref(dx0s);
+          launch_maxpool_forward_places(t, bx.get(), by.get(), bpl.get(), s, nullptr);
+          launch_maxpool(t, bx.get(), by_ref.get(), s, nullptr);
+          EXPECT_EQ(by.download(), by_ref.download()) << what.str() << ": y";
+          std::vector<uint8_t> ys(size_t(g.y.numel()) * dtype_size(t)), pl(bpl.size());
+          maxpool_k3s2p1_forward_places_emulate(t, xs.data(), ys.data(), pl.data(), s);
+          EXPECT_EQ(bpl.download(), pl) << what.str() << ": places";
+          if (!accumulate) {  // dx must be overwritten
+            bdx.upload(std::vector<uint8_t>(dx0s.size(), 0xFF));
+            bdx_ref.upload(std::vector<uint8_t>(dx0s.size(), 0xFF));
+          }
+          launch_maxpool_backward_places(t, bpl.get(), bdy.get(), bdx.get(), s, accumulate,
+                                         nullptr);
+          launch_maxpool_backward(t, bx.get(), bdy.get(), bdx_ref.get(), s, accumulate, nullptr);
+          const std::vector<uint8_t> got = bdx.download();
+          EXPECT_EQ(got, bdx_ref.download()) << what.str() << ": dx";
+          // And the reference's routing (maxpool_backward_ref), to fp16's rounding.
+          RefVec ref =
+              maxpool_backward_ref(to_ref(from_storage(xs, t)), to_ref(from_storage(dys, t)), g);
+          if (accumulate) ref = add(ref, from_storage(dx0s, t));
+          EXPECT_LT(rel_l2(from_storage(got, t), ref), t == DType::F32 ? 1e-6 : 4e-3) << what.str();
+          ++checked;
+        }
+  EXPECT_EQ(checked, 54);
+}
+
 TEST(GpuTrain, AvgPoolBackwardMatchesReference) {
   const unsigned seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -260,6 +261,96 @@ TEST(StemPool, K3S2P1BackwardThreadsMatchTheReference) {
           ++cases;
         }
   EXPECT_EQ(cases, 90);
+}
+
+// The training form that keeps each window's places (maxpool_k3s2p1_forward_places): its y is
+// launch_maxpool's (fmaxf from -FLT_MAX), and the backward from its places gives the
+// bits of maxpool_k3s2p1_backward (which reads x), over the cases above.
+TEST(StemPool, K3S2P1PlacesGiveTheSameBits) {
+  std::mt19937 rng(12);
+  int cases = 0, taken = 0;
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (int hw : {1, 2, 5, 8, 9})
+      for (int values : {0, 1, 2})  // uniform; ties from {-1, 0, 1}; with ±0, ±inf and NaN
+        for (bool accumulate : {false, true}) {
+          const int C = t == DType::F32 ? 8 : 16;
+          const Dims d{2, C, hw + 1, hw};
+          const PoolGeom g = pool_geom(d, 3, 2, 1);
+          std::uniform_real_distribution<float> u(-2, 2);
+          std::vector<float> x(size_t(d.numel())), dy(size_t(g.y.numel())), dx0(size_t(d.numel()));
+          const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN};
+          for (float& v : x) {
+            v = values == 1 ? std::round(u(rng) / 2) : u(rng);
+            if (values == 2 && rng() % 3 == 0) v = specials[rng() % 5];
+          }
+          for (float& v : dy) v = u(rng);
+          for (float& v : dx0) v = u(rng);
+          const std::vector<uint8_t> xs = to_storage(x, t), dys = to_storage(dy, t);
+          x = from_storage(xs, t);
+          PoolSpec s;
+          s.x = g.x, s.y = g.y, s.kernel = 3, s.stride = 2, s.pad = 1;
+          ASSERT_TRUE(maxpool_places_apply(t, s));
+          ASSERT_EQ(maxpool_places_bytes(s), size_t(g.y.numel()));
+          // y: fmaxf over the window's valid inputs from -FLT_MAX, as pool_vec.
+          std::vector<float> want_y(size_t(g.y.numel()));
+          for (int n = 0; n < d.n; ++n)
+            for (int oh = 0; oh < g.y.h; ++oh)
+              for (int ow = 0; ow < g.y.w; ++ow)
+                for (int c = 0; c < C; ++c) {
+                  float m = -FLT_MAX;
+                  for (int r = 0; r < 3; ++r)
+                    for (int q = 0; q < 3; ++q) {
+                      const int ih = 2 * oh - 1 + r, iw = 2 * ow - 1 + q;
+                      if (ih < 0 || ih >= d.h || iw < 0 || iw >= d.w) continue;
+                      m = fmaxf(m, x[((size_t(n) * d.h + ih) * d.w + iw) * C + c]);
+                    }
+                  want_y[((size_t(n) * g.y.h + oh) * g.y.w + ow) * C + c] = m;
+                }
+          std::vector<uint8_t> ys(want_y.size() * dtype_size(t), 0xEE),
+              places(maxpool_places_bytes(s), 0xEE);
+          maxpool_k3s2p1_forward_places_emulate(t, xs.data(), ys.data(), places.data(), s);
+          // The same values (a zero's sign aside: fmaxf(-0, +0) may return either, and the host
+          // library's and this test's may differ; on the device y is pool_vec's own fmaxf).
+          const std::vector<float> got_y = from_storage(ys, t),
+                                   want_ys = from_storage(to_storage(want_y, t), t);
+          int differ = 0;
+          for (size_t i = 0; i < got_y.size(); ++i)
+            differ += !(got_y[i] == want_ys[i] || (std::isnan(got_y[i]) && std::isnan(want_ys[i])));
+          EXPECT_EQ(differ, 0) << dtype_name(t) << " " << d.str() << " values " << values;
+          for (uint8_t p : places) EXPECT_LE(p, 8) << "a place outside the window";
+          std::vector<uint8_t> dx_x = to_storage(dx0, t);
+          if (!accumulate) std::fill(dx_x.begin(), dx_x.end(), uint8_t(0xFF));  // overwritten
+          std::vector<uint8_t> dx_places = dx_x;
+          maxpool_k3s2p1_backward_emulate(t, xs.data(), dys.data(), dx_x.data(), s, accumulate);
+          maxpool_k3s2p1_backward_places_emulate(t, places.data(), dys.data(), dx_places.data(), s,
+                                                 accumulate);
+          EXPECT_EQ(dx_places, dx_x)
+              << "from the places against from x: " << dtype_name(t) << " " << d.str() << " values "
+              << values << (accumulate ? " acc" : "");
+          for (float v : from_storage(dx_places, t)) taken += v != 0.0f;
+          ++cases;
+        }
+  EXPECT_EQ(cases, 90);
+  EXPECT_GT(taken, 0);
+}
+
+TEST(StemPool, K3S2P1PlacesRefuseWhatTheyCannotServe) {
+  std::vector<float> b(4096);
+  std::vector<uint8_t> pl(4096);
+  PoolSpec s;
+  s.x = {1, 8, 8, 8}, s.y = {1, 8, 4, 4}, s.kernel = 2, s.stride = 2, s.pad = 0;  // not k3 s2 p1
+  EXPECT_FALSE(maxpool_places_apply(DType::F32, s));
+  EXPECT_THROW(maxpool_k3s2p1_forward_places_emulate(DType::F32, b.data(), b.data(), pl.data(), s),
+               std::invalid_argument);
+  s.kernel = 3, s.pad = 1;
+  EXPECT_TRUE(maxpool_places_apply(DType::F32, s));
+  s.ld_x = 12;  // rows wider than the channels
+  EXPECT_FALSE(maxpool_places_apply(DType::F32, s));
+  EXPECT_THROW(
+      maxpool_k3s2p1_backward_places_emulate(DType::F32, pl.data(), b.data(), b.data(), s, false),
+      std::invalid_argument);
+  s.ld_x = 0, s.x.c = s.y.c = 12;  // 12 fp16 channels: not packs of 8
+  EXPECT_FALSE(maxpool_places_apply(DType::F16, s));
 }
 
 TEST(StemPool, K3S2P1BackwardRefusesOtherPools) {
