@@ -181,26 +181,29 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Pass 2. Grid (channel tiles), block (kTileC, kFinR): lane ty merges chunks ty, ty + kFinR, ...
+// Pass 2. Grid (fin_tiles(C, TC)), block (TC, R = kFinThreads / TC): lane ty merges chunks ty,
+// ty + R, ...
 // then the lanes merge pairwise; mean, invstd and the running statistics.
+template <int TC>
 __global__ void __launch_bounds__(kFinThreads)
     bn_stats_finalize(const float* part, int C, int chunks, int64_t rows, float eps, float momentum,
                       float keep, float* mean_out, float* invstd_out, float* running_mean,
                       float* running_var) {
-  __shared__ float sn[kFinR][kTileC], sm[kFinR][kTileC], s2[kFinR][kTileC];
+  constexpr int R = kFinThreads / TC;  // lanes a channel
+  __shared__ float sn[R][TC], sm[R][TC], s2[R][TC];
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const int c = blockIdx.x * kTileC + tx;
+  const int c = blockIdx.x * TC + tx;
   const int64_t plane = int64_t(chunks) * C;
   float n = 0.0f, mean = 0.0f, m2 = 0.0f;
   // kFinBatch chunks' partials loaded before they are merged, in the same order as one at a
   // time: one memory latency a batch instead of one a chunk (a missing chunk reads as count 0,
   // which welford_merge skips, as it skips an empty chunk).
   if (c < C)
-    for (int k0 = ty; k0 < chunks; k0 += kFinBatch * kFinR) {
+    for (int k0 = ty; k0 < chunks; k0 += kFinBatch * R) {
       float pn[kFinBatch], pm[kFinBatch], p2[kFinBatch];
 #pragma unroll
       for (int u = 0; u < kFinBatch; ++u) {
-        const int k = k0 + u * kFinR;
+        const int k = k0 + u * R;
         const int64_t at = int64_t(k) * C + c;
         pn[u] = k < chunks ? part[at] : 0.0f;
         pm[u] = k < chunks ? part[plane + at] : 0.0f;
@@ -211,7 +214,7 @@ __global__ void __launch_bounds__(kFinThreads)
     }
   sn[ty][tx] = n, sm[ty][tx] = mean, s2[ty][tx] = m2;
   __syncthreads();
-  for (int h = kFinR / 2; h > 0; h /= 2) {
+  for (int h = R / 2; h > 0; h /= 2) {
     if (ty < h) {
       welford_merge(n, mean, m2, sn[ty + h][tx], sm[ty + h][tx], s2[ty + h][tx]);
       sn[ty][tx] = n, sm[ty][tx] = mean, s2[ty][tx] = m2;
@@ -225,6 +228,17 @@ __global__ void __launch_bounds__(kFinThreads)
   // keep = 1 - momentum, computed in double on the host.
   if (running_mean) running_mean[c] = keep * running_mean[c] + momentum * mean;
   if (running_var) running_var[c] = keep * running_var[c] + momentum * (m2 / float(rows - 1));
+}
+
+void launch_bn_stats_finalize(const float* part, int C, int chunks, int64_t rows, float eps,
+                              float momentum, float keep, float* mean, float* invstd,
+                              float* running_mean, float* running_var, cudaStream_t stream) {
+  with_fin_channels(C, 1, [&](auto tc) {
+    constexpr int TC = decltype(tc)::value;
+    bn_stats_finalize<TC><<<fin_tiles(C, TC), dim3(TC, kFinThreads / TC), 0, stream>>>(
+        part, C, chunks, rows, eps, momentum, keep, mean, invstd, running_mean, running_var);
+  });
+  CNN_CHECK_LAUNCH();
 }
 
 // ---- Forward: y = act((x - mean) * invstd * gamma + beta + z) -----------------------------------
@@ -574,9 +588,8 @@ void launch_bn_forward_train(DType t, const void* x, const void* z, void* y, con
       bn_stats_vec<T, V><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
           static_cast<const T*>(x), s.rows, C, g.vx, g.vy, rows_per, part);
       CNN_CHECK_LAUNCH();
-      bn_stats_finalize<<<channel_tiles(C), dim3(kTileC, kFinR), 0, stream>>>(
-          part, C, chunks, s.rows, eps, momentum, keep, mean, invstd, running_mean, running_var);
-      CNN_CHECK_LAUNCH();
+      launch_bn_stats_finalize(part, C, chunks, s.rows, eps, momentum, keep, mean, invstd,
+                               running_mean, running_var, stream);
       CNN_DISPATCH_BN_ACT(s.act, {
         bn_apply_vec<T, V, A, M>
             <<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
@@ -592,9 +605,8 @@ void launch_bn_forward_train(DType t, const void* x, const void* z, void* y, con
   CNN_DISPATCH_DTYPE(t, bn_stats_partial<T><<<dim3(channel_tiles(C), ch.count), block, 0, stream>>>(
                             static_cast<const T*>(x), ld_x, s.rows, C, ch.rows_per, part));
   CNN_CHECK_LAUNCH();
-  bn_stats_finalize<<<channel_tiles(C), dim3(kTileC, kFinR), 0, stream>>>(
-      part, C, ch.count, s.rows, eps, momentum, keep, mean, invstd, running_mean, running_var);
-  CNN_CHECK_LAUNCH();
+  launch_bn_stats_finalize(part, C, ch.count, s.rows, eps, momentum, keep, mean, invstd,
+                           running_mean, running_var, stream);
   CNN_DISPATCH_DTYPE(t, CNN_DISPATCH_BN_ACT(s.act, {
                        bn_apply<T, A, M><<<row_grid(s.rows, C), block, 0, stream>>>(
                            static_cast<const T*>(x), ld_x, static_cast<const T*>(z), ld_z,
@@ -642,9 +654,12 @@ void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, v
                 static_cast<const T*>(dy), mean, invstd, gamma, beta, s.rows, C, g.vx, g.vy,
                 rows_per, part);
             CNN_CHECK_LAUNCH();
-            channel_sums_finalize<2>
-                <<<dim3(channel_tiles(C), 1, 1), dim3(kTileC, kFinR), 0, stream>>>(part, C, chunks,
-                                                                                   out);
+            with_fin_channels(C, 1, [&](auto tc) {
+              constexpr int TC = decltype(tc)::value;
+              channel_sums_finalize<2, TC>
+                  <<<fin_tiles(C, TC), dim3(TC, kFinThreads / TC), 0, stream>>>(part, C, chunks,
+                                                                                out);
+            });
             CNN_CHECK_LAUNCH();
             bn_backward_dx_vec<T, V, A, M, S, B>
                 <<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <type_traits>
 
 #include "harness/check.h"
 #include "kernels/convert.cuh"
@@ -25,12 +26,11 @@ constexpr int kTileC = 32;
 constexpr int kTileR = 8;
 // The reductions split rows into chunks, one block per (channel tile, chunk, segment), aiming at
 // about kTargetBlocks blocks with at least kMinRowsPerThread rows per thread; a finalize kernel
-// then combines a channel's chunks, kFinR lanes per channel, in a fixed order.
+// then combines a channel's chunks, kFinThreads / TC lanes per channel, in a fixed order.
 constexpr int kTargetBlocks = 2048;
 constexpr int kMaxChunks = 1024;
 constexpr int kMinRowsPerThread = 4;
-constexpr int kFinR = 32;
-constexpr int kFinThreads = kTileC * kFinR;
+constexpr int kFinThreads = 1024;
 // A finalize lane loads this many of its chunks' partials before adding (merging) them in order.
 constexpr int kFinBatch = 8;
 
@@ -44,6 +44,29 @@ inline int ld_or(int ld, int c) {
 
 inline int channel_tiles(int channels) {
   return (channels + kTileC - 1) / kTileC;
+}
+
+// The finalize kernels' block: TC channels (threadIdx.x) by kFinThreads / TC lanes (threadIdx.y),
+// TC 32 or 8. With 32, a reduction of few channels in one segment ran on a few SMs: ResNet-50's
+// 64-channel BatchNorms at 256 (two blocks) took 12 to 13 us to combine their 400 KB of partials
+// (call 101's ncu), where 2,048 channels (64 blocks) took 5.4. So 8 where 32 would give fewer
+// blocks than the H100's and H200's 132 SMs: four times the blocks, a warp reading four 32-byte
+// sectors. CNNBENCH_FIN_CHANNELS=32 (or 8) forces one, for the A/B on the device.
+inline int fin_channels(int channels, int segments) {
+  static const int forced = env_int_in("CNNBENCH_FIN_CHANNELS", 0, 0, 32);
+  if (forced == 8 || forced == 32) return forced;
+  return int64_t(channel_tiles(channels)) * segments < 132 ? 8 : 32;
+}
+inline int fin_tiles(int channels, int tc) {
+  return (channels + tc - 1) / tc;
+}
+// Calls f with the finalize's TC as a std::integral_constant.
+template <typename F>
+void with_fin_channels(int channels, int segments, F&& f) {
+  if (fin_channels(channels, segments) == 8)
+    f(std::integral_constant<int, 8>{});
+  else
+    f(std::integral_constant<int, 32>{});
 }
 
 // A grid for the row-tiled elementwise kernels: channel tiles by row blocks (grid-stride).
@@ -203,13 +226,15 @@ __global__ void channel_sums_partial(F f, int64_t rows, int C, int64_t rows_per,
       part[((int64_t(q) * segs + seg) * chunks + chunk) * C + c] = sh[q][0][tx];
 }
 
-// Pass 2. Grid (channel tiles, 1, segments), block (kTileC, kFinR); out(segment, c, sums).
-template <int K, typename Out>
+// Pass 2. Grid (fin_tiles(C, TC), 1, segments), block (TC, kFinThreads / TC); out(segment, c,
+// sums).
+template <int K, int TC, typename Out>
 __global__ void __launch_bounds__(kFinThreads)
     channel_sums_finalize(const float* part, int C, int chunks, Out out) {
-  __shared__ float sh[K][kFinR][kTileC];
+  constexpr int R = kFinThreads / TC;  // lanes a channel
+  __shared__ float sh[K][R][TC];
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const int c = blockIdx.x * kTileC + tx, seg = blockIdx.z, segs = gridDim.z;
+  const int c = blockIdx.x * TC + tx, seg = blockIdx.z, segs = gridDim.z;
   float acc[K];
 #pragma unroll
   for (int q = 0; q < K; ++q) acc[q] = 0.0f;
@@ -217,25 +242,25 @@ __global__ void __launch_bounds__(kFinThreads)
   // sums bit for bit, one memory latency a batch instead of one a chunk); a missing chunk adds
   // nothing.
   if (c < C)
-    for (int k0 = ty; k0 < chunks; k0 += kFinBatch * kFinR) {
+    for (int k0 = ty; k0 < chunks; k0 += kFinBatch * R) {
       float v[kFinBatch][K];
 #pragma unroll
       for (int u = 0; u < kFinBatch; ++u) {
-        const int k = k0 + u * kFinR;
+        const int k = k0 + u * R;
 #pragma unroll
         for (int q = 0; q < K; ++q)
           v[u][q] = k < chunks ? part[((int64_t(q) * segs + seg) * chunks + k) * C + c] : 0.0f;
       }
 #pragma unroll
       for (int u = 0; u < kFinBatch; ++u)
-        if (k0 + u * kFinR < chunks)
+        if (k0 + u * R < chunks)
 #pragma unroll
           for (int q = 0; q < K; ++q) acc[q] += v[u][q];
     }
 #pragma unroll
   for (int q = 0; q < K; ++q) sh[q][ty][tx] = acc[q];
   __syncthreads();
-  for (int h = kFinR / 2; h > 0; h /= 2) {
+  for (int h = R / 2; h > 0; h /= 2) {
     if (ty < h)
 #pragma unroll
       for (int q = 0; q < K; ++q) sh[q][ty][tx] += sh[q][ty + h][tx];
@@ -258,8 +283,12 @@ void launch_channel_sums(F f, Out out, int64_t rows, int C, int segments, void* 
   const dim3 grid(channel_tiles(C), ch.count, segments);
   channel_sums_partial<K><<<grid, dim3(kTileC, kTileR), 0, stream>>>(f, rows, C, ch.rows_per, part);
   CNN_CHECK_LAUNCH();
-  channel_sums_finalize<K><<<dim3(channel_tiles(C), 1, segments), dim3(kTileC, kFinR), 0, stream>>>(
-      part, C, ch.count, out);
+  with_fin_channels(C, segments, [&](auto tc) {
+    constexpr int TC = decltype(tc)::value;
+    channel_sums_finalize<K, TC>
+        <<<dim3(fin_tiles(C, TC), 1, segments), dim3(TC, kFinThreads / TC), 0, stream>>>(
+            part, C, ch.count, out);
+  });
   CNN_CHECK_LAUNCH();
 }
 

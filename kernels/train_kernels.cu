@@ -1321,9 +1321,12 @@ void launch_scale_backward(DType t, const void* x, const float* gate, const void
           static_cast<const T*>(x), gate, static_cast<const T*>(dy), static_cast<T*>(dx), hw, d.c,
           sg.g.vx, sg.g.vy, sg.rows_per, accumulate, part);
       CNN_CHECK_LAUNCH();
-      channel_sums_finalize<1>
-          <<<dim3(channel_tiles(d.c), 1, d.n), dim3(kTileC, kFinR), 0, stream>>>(
-              part, d.c, sg.chunks, StoreSum{dgate, d.c});
+      with_fin_channels(d.c, d.n, [&](auto tc) {
+        constexpr int TC = decltype(tc)::value;
+        channel_sums_finalize<1, TC>
+            <<<dim3(fin_tiles(d.c, TC), 1, d.n), dim3(TC, kFinThreads / TC), 0, stream>>>(
+                part, d.c, sg.chunks, StoreSum{dgate, d.c});
+      });
       CNN_CHECK_LAUNCH();
     });
     return;
