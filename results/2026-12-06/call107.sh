@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Device call 107 (written 2026-12-06 06:10 UTC, not yet run): the first call of the next session,
+# about 400 s. Carry .carry (bins.txz built at the commit that adds this script or later).
+# G: the GPU tests of the two changes written after call 101, neither yet run on a GPU:
+#    - d0df94a, the stem pool keeping its places: GpuTrain.MaxPoolPlacesGiveTheBackwardFromXBitForBit
+#      (y bit for bit launch_maxpool's, the places the host threads', dx bit for bit the backward
+#      from x) and GpuTrainStep (the training step uses the places by default);
+#    - 0c8eb2b, the finalize kernels at 8 channels a block where 32 gives fewer than 132 blocks:
+#      GpuTrain.* under the default and again under CNNBENCH_FIN_CHANNELS=32 and =8 (both forms
+#      of every finalize the tests reach).
+# A: ResNet-50 fp16 training at 256, cnnbench_train_step --breakdown, the new defaults against the
+#    old forms (CNNBENCH_MAXPOOL_PLACES=0 CNNBENCH_FIN_CHANNELS=32) in one call, then the new
+#    again (the noise). Predicted (call 100 on another H100: 40,777.7 us):
+#    - "backward maxpool" 915 -> 180 to 250 us (dy 103 MB, places 51 MB, dx 411 MB streamed at
+#      2.3 to 3 TB/s, against 942 MB at 985 GB/s); "forward maxpool" 197 -> 205 to 225 us (its
+#      51 MB of places more);
+#    - the finalize launches 1.1 ms -> about 0.6 ms (the 10 to 13 us ones of few channels to 5 or 6,
+#      the 5 to 8 us ones unchanged), inside the BatchNorm rows;
+#    - the step about 1.1 ms shorter: 39.5 to 39.8 ms against the old forms' in the same call.
+# E: EfficientNet-B0 fp16 training at 256, default against CNNBENCH_FIN_CHANNELS=32: its
+#    squeeze-excitation scale backward's finalize has 256 segments (32 channels a block either
+#    way, so the same), its BatchNorms of 16 to 1,280 channels take 8 where C / 32 < 132.
+#    Predicted: 0.1 to 0.3 ms shorter (call 96: 7,815 img/s).
+# On an H200: G, then call80.sh's P (the two training targets beside PyTorch's eager AMP step; the
+#    ResNet-50 target, 8,000 img/s, is the H200's).
+set -u
+O=${OUT:-/tmp/out}
+END=$((SECONDS + ${BUDGET:-420}))
+lim() { local t=$1 r=$((END - SECONDS - 10)); ((r < t)) && t=$r; ((t < 5)) && t=5; echo $t; }
+export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:$PWD/.carry/lib
+B=build/release
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv,noheader
+NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+mkdir -p $O/g $O/a $O/e
+(cd $O && timeout $(lim 150) ctest --test-dir $OLDPWD/$B -R '^gpu_(GpuTrain|GpuTrainStep)(_[0-9])?$' \
+  -j3 --output-on-failure >g/ctest.log 2>&1
+ echo "G rc=$? ${SECONDS}s"; grep -E "tests passed|FAILED|Failure" g/ctest.log | head)
+for fc in 32 8; do
+  CNNBENCH_FIN_CHANNELS=$fc timeout $(lim 60) $B/tests/test_gpu --gtest_filter='GpuTrain.*' \
+    --gtest_brief=1 >$O/g/gputrain_fin$fc.log 2>&1
+  echo "G fin$fc rc=$? ${SECONDS}s"; tail -2 $O/g/gputrain_fin$fc.log
+done
+(cd $O && tar czf g.tgz --remove-files g)
+if [[ $NAME == *H200* ]]; then
+  STEPS=P BUDGET=$((END - SECONDS)) bash results/2026-12-05_h100/call80.sh
+  echo "call107 end ${SECONDS}s"
+  exit 0
+fi
+run() {  # name network env...
+  local name=$1 net=$2
+  shift 2
+  ((END - SECONDS < 45)) && return
+  env "$@" timeout $(lim 100) $B/cnnbench_train_step --network=$net --precision=fp16 --batch=256 \
+    --breakdown=$O/$D/$name.json >$O/$D/$name.txt 2>&1
+  echo "$D $name rc=$? ${SECONDS}s"; head -n 1 $O/$D/$name.txt
+  grep -E "^  (backward|forward) (batchnorm|maxpool)" $O/$D/$name.txt | head -8
+}
+D=a
+run r50_new resnet50 CNNBENCH_MAXPOOL_PLACES=1
+run r50_old resnet50 CNNBENCH_MAXPOOL_PLACES=0 CNNBENCH_FIN_CHANNELS=32
+run r50_new2 resnet50 CNNBENCH_MAXPOOL_PLACES=1
+(cd $O && tar czf a.tgz --remove-files a)
+D=e
+run effb0_new efficientnet_b0 CNNBENCH_FIN_CHANNELS=0
+run effb0_fin32 efficientnet_b0 CNNBENCH_FIN_CHANNELS=32
+(cd $O && tar czf e.tgz --remove-files e)
+echo "call107 end ${SECONDS}s"
