@@ -376,16 +376,71 @@ CNN_HD uint32_t bit_select(uint32_t m, uint32_t a, uint32_t b) {
   return (a & m) | (b & ~m);
 }
 
+// Thread i's output window of the stem pool and its channel pack (the pack fastest, then ow, oh,
+// n), for the kernels below.
+struct StemWindow {
+  int packs, pk, ow, oh, n;
+};
+CNN_HD StemWindow stem_window(int64_t i, int V, const Dims& in, const Dims& out) {
+  StemWindow w;
+  w.packs = in.c / V;
+  w.pk = int(i % w.packs);
+  const int64_t win = i / w.packs;
+  w.ow = int(win % out.w);
+  const int64_t nh = win / out.w;
+  w.oh = int(nh % out.h), w.n = int(nh / out.h);
+  return w;
+}
+
+// The owner's gather, the second half of the stem pool's backward: the input pixels (2oh + a,
+// 2ow + b) that window (oh, ow)'s thread owns each take the gradients of the windows whose first
+// maximum they are, in maxpool_backward_vec's order (by oh, then ow), so every form agrees with it
+// bit for bit. place(k, c): channel c's first-maximum place (0..8, row-major in the window) in
+// window k = 2da + db, that is (oh + da, ow + db). The windows' gradients are loaded where an owned
+// pixel takes one (from L1 after the first), not held for all four: fewer registers.
+template <typename T, int V, typename Place>
+CNN_HD void stem_pool_gather(const T* dy, T* dx, const Dims& in, const Dims& out,
+                             const StemWindow& w, const Place& place, bool accumulate) {
+  const int64_t image = int64_t(w.n) * in.h * in.w;
+  for (int a = 0; a < 2; ++a) {
+    const int ih = 2 * w.oh + a;
+    if (ih >= in.h) continue;
+    for (int b = 0; b < 2; ++b) {
+      const int iw = 2 * w.ow + b;
+      if (iw >= in.w) continue;
+      float acc[V];
+#pragma unroll
+      for (int c = 0; c < V; ++c) acc[c] = 0.0f;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {  // (oh, ow), (oh, ow + 1), (oh + 1, ow), (oh + 1, ow + 1)
+        const int wh = w.oh + (k >> 1), ww = w.ow + (k & 1);
+        if (wh >= out.h || ww >= out.w) continue;  // no such window
+        // The pixel's place in window k, whose corner is (2wh - 1, 2ww - 1): row a + 1 - 2da,
+        // column b + 1 - 2db (at most 2), or the pixel is not in it.
+        const int lr = a + 1 - 2 * (k >> 1), lq = b + 1 - 2 * (k & 1);
+        if (lr < 0 || lq < 0) continue;
+        const uint32_t mine = uint32_t(lr * 3 + lq);
+        bool takes = false;
+#pragma unroll
+        for (int c = 0; c < V; ++c) takes |= place(k, c) == mine;
+        if (!takes) continue;
+        float g[V];
+        load_pack<T, V>(dy, ((int64_t(w.n) * out.h + wh) * out.w + ww) * w.packs + w.pk, g);
+#pragma unroll
+        for (int c = 0; c < V; ++c)
+          if (place(k, c) == mine) acc[c] += g[c];
+      }
+      store_pack_acc<T, V>(dx, (image + int64_t(ih) * in.w + iw) * w.packs + w.pk, acc, accumulate);
+    }
+  }
+}
+
 template <typename T, int V, int R>
 CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const Dims& in,
                                            const Dims& out, int64_t i, bool accumulate) {
   static_assert(R >= 1 && R <= 5, "R: 1 to 5 input packs at once");
-  const int packs = in.c / V;
-  const int pk = int(i % packs);
-  const int64_t win = i / packs;
-  const int ow = int(win % out.w);
-  const int64_t nh = win / out.w;
-  const int oh = int(nh % out.h), n = int(nh / out.h);
+  const StemWindow sw = stem_window(i, V, in, out);
+  const int packs = sw.packs, pk = sw.pk, ow = sw.ow, oh = sw.oh, n = sw.n;
   const int64_t image = int64_t(n) * in.h * in.w;
   const int h0 = 2 * oh - 1, w0 = 2 * ow - 1;  // the 5x5 region's corner; window (da, db) at
                                                // (h0 + 2da, w0 + 2db)
@@ -448,40 +503,9 @@ CNN_HD void maxpool_k3s2p1_backward_thread(const T* x, const T* dy, T* dx, const
   }
   // Channel c's place in window k (each window here has had a valid pixel: its own centre).
   const auto place = [&](int k, int c) {
-    return kLanes == 2 ? int((at[c >> 1] >> (16 * (c & 1) + 4 * k)) & 0xfu)
-                       : int((at[c] >> (4 * k)) & 0xfu);
+    return kLanes == 2 ? (at[c >> 1] >> (16 * (c & 1) + 4 * k)) & 0xfu : (at[c] >> (4 * k)) & 0xfu;
   };
-  // The windows' gradients are loaded where an owned pixel takes one (from L1 after the first),
-  // not held for all four windows: 32 registers fewer (103 had left room for 2 blocks an SM).
-  for (int a = 0; a < 2; ++a) {
-    const int ih = 2 * oh + a;
-    if (ih >= in.h) continue;
-    for (int b = 0; b < 2; ++b) {
-      const int iw = 2 * ow + b;
-      if (iw >= in.w) continue;
-      float acc[V];
-#pragma unroll
-      for (int c = 0; c < V; ++c) acc[c] = 0.0f;
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {  // (oh, ow), (oh, ow + 1), (oh + 1, ow), (oh + 1, ow + 1)
-        const int wh = oh + (k >> 1), ww = ow + (k & 1);
-        if (wh >= out.h || ww >= out.w) continue;  // no such window
-        const int lr = ih - (h0 + 2 * (k >> 1)), lq = iw - (w0 + 2 * (k & 1));
-        if (lr < 0 || lr > 2 || lq < 0 || lq > 2) continue;
-        const int mine = lr * 3 + lq;
-        bool takes = false;
-#pragma unroll
-        for (int c = 0; c < V; ++c) takes |= place(k, c) == mine;
-        if (!takes) continue;
-        float g[V];
-        load_pack<T, V>(dy, ((int64_t(n) * out.h + wh) * out.w + ww) * packs + pk, g);
-#pragma unroll
-        for (int c = 0; c < V; ++c)
-          if (place(k, c) == mine) acc[c] += g[c];
-      }
-      store_pack_acc<T, V>(dx, (image + int64_t(ih) * in.w + iw) * packs + pk, acc, accumulate);
-    }
-  }
+  stem_pool_gather<T, V>(dy, dx, in, out, sw, place, accumulate);
 }
 
 template <typename T, int V, int R>
@@ -530,12 +554,8 @@ CNN_HD PlaceWord<V> load_places(const uint8_t* p, int64_t j) {
 template <typename T, int V>
 CNN_HD void maxpool_k3s2p1_forward_places_thread(const T* x, T* y, uint8_t* places, const Dims& in,
                                                  const Dims& out, int64_t i) {
-  const int packs = in.c / V;
-  const int pk = int(i % packs);
-  const int64_t win = i / packs;
-  const int ow = int(win % out.w);
-  const int64_t nh = win / out.w;
-  const int oh = int(nh % out.h), n = int(nh / out.h);
+  const StemWindow sw = stem_window(i, V, in, out);
+  const int packs = sw.packs, pk = sw.pk, ow = sw.ow, oh = sw.oh, n = sw.n;
   const int64_t image = int64_t(n) * in.h * in.w;
   const int h0 = 2 * oh - 1, w0 = 2 * ow - 1;
   constexpr int kLanes = sizeof(T) == 2 ? 2 : 1;  // channels a word
@@ -588,54 +608,19 @@ template <typename T, int V>
 CNN_HD void maxpool_k3s2p1_backward_places_thread(const uint8_t* places, const T* dy, T* dx,
                                                   const Dims& in, const Dims& out, int64_t i,
                                                   bool accumulate) {
-  const int packs = in.c / V;
-  const int pk = int(i % packs);
-  const int64_t win = i / packs;
-  const int ow = int(win % out.w);
-  const int64_t nh = win / out.w;
-  const int oh = int(nh % out.h), n = int(nh / out.h);
-  const int64_t image = int64_t(n) * in.h * in.w;
+  const StemWindow sw = stem_window(i, V, in, out);
   // The four windows' places (a window past the edge: none; 0xff never matches a pixel's 0..8).
   PlaceWord<V> pl[4];
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
-    const int wh = oh + (k >> 1), ww = ow + (k & 1);
-    pl[k] = wh < out.h && ww < out.w
-                ? load_places<V>(
-                      places, (int64_t(n) * out.h + wh) * out.w * packs + int64_t(ww) * packs + pk)
-                : ~PlaceWord<V>(0);
+    const int wh = sw.oh + (k >> 1), ww = sw.ow + (k & 1);
+    pl[k] =
+        wh < out.h && ww < out.w
+            ? load_places<V>(places, ((int64_t(sw.n) * out.h + wh) * out.w + ww) * sw.packs + sw.pk)
+            : ~PlaceWord<V>(0);
   }
   const auto place = [&](int k, int c) { return uint32_t(pl[k] >> (8 * c)) & 0xffu; };
-  for (int a = 0; a < 2; ++a) {
-    const int ih = 2 * oh + a;
-    if (ih >= in.h) continue;
-    for (int b = 0; b < 2; ++b) {
-      const int iw = 2 * ow + b;
-      if (iw >= in.w) continue;
-      float acc[V];
-#pragma unroll
-      for (int c = 0; c < V; ++c) acc[c] = 0.0f;
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {  // (oh, ow), (oh, ow + 1), (oh + 1, ow), (oh + 1, ow + 1)
-        // The pixel's place in window k, whose corner is (2 (oh + da) - 1, 2 (ow + db) - 1): row
-        // a + 1 - 2da, column b + 1 - 2db, each 0..2 or the pixel is not in it.
-        const int lr = a + 1 - 2 * (k >> 1), lq = b + 1 - 2 * (k & 1);
-        if (lr < 0 || lq < 0) continue;
-        const uint32_t mine = uint32_t(lr * 3 + lq);
-        bool takes = false;
-#pragma unroll
-        for (int c = 0; c < V; ++c) takes |= place(k, c) == mine;
-        if (!takes) continue;
-        const int wh = oh + (k >> 1), ww = ow + (k & 1);
-        float g[V];
-        load_pack<T, V>(dy, ((int64_t(n) * out.h + wh) * out.w + ww) * packs + pk, g);
-#pragma unroll
-        for (int c = 0; c < V; ++c)
-          if (place(k, c) == mine) acc[c] += g[c];
-      }
-      store_pack_acc<T, V>(dx, (image + int64_t(ih) * in.w + iw) * packs + pk, acc, accumulate);
-    }
-  }
+  stem_pool_gather<T, V>(dy, dx, in, out, sw, place, accumulate);
 }
 
 template <typename T, int V>

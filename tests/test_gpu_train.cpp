@@ -25,6 +25,7 @@
 #include "gpu_util.h"
 #include "kernels/train_kernels.h"
 #include "kernels/train_refs.h"
+#include "tests/stem_pool_case.h"
 
 using namespace cnnbench;
 using namespace cnnbench::test;
@@ -840,20 +841,11 @@ TEST(GpuTrain, MaxPoolPlacesGiveTheBackwardFromXBitForBit) {
         for (bool accumulate : {false, true}) {
           const int C = t == DType::F32 ? 12 : 24;
           const Dims d{3, C, hw, hw + 3};
-          const PoolGeom g = pool_geom(d, 3, 2, 1);
-          PoolSpec s = spec_of(g);
+          const StemPoolCase pc = stem_pool_case(t, d, values, rng);
+          const PoolGeom& g = pc.g;
+          const PoolSpec& s = pc.s;
           ASSERT_TRUE(maxpool_places_apply(t, s));
-          std::uniform_real_distribution<float> u(-2, 2);
-          std::vector<float> x(size_t(d.numel())), dy(size_t(g.y.numel())), dx0(size_t(d.numel()));
-          const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN};
-          for (float& v : x) {
-            v = values == 1 ? std::round(u(rng) / 2) : u(rng);
-            if (values == 2 && rng() % 3 == 0) v = specials[rng() % 5];
-          }
-          for (float& v : dy) v = u(rng);
-          for (float& v : dx0) v = u(rng);
-          const std::vector<uint8_t> xs = to_storage(x, t), dys = to_storage(dy, t),
-                                     dx0s = to_storage(dx0, t);
+          const std::vector<uint8_t>&xs = pc.x, &dys = pc.dy, &dx0s = pc.dx0;
           std::ostringstream what;
           what << dtype_name(t) << " " << d.str() << " values " << values
                << (accumulate ? " accumulate" : "");

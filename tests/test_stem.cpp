@@ -18,6 +18,7 @@
 #include "kernels/storage.h"
 #include "kernels/train_kernels.h"
 #include "kernels/train_refs.h"
+#include "tests/stem_pool_case.h"
 
 using namespace cnnbench;
 
@@ -223,21 +224,13 @@ TEST(StemPool, K3S2P1BackwardThreadsMatchTheReference) {
         for (bool accumulate : {false, true}) {
           const int C = t == DType::F32 ? 8 : 16;
           const Dims d{2, C, hw, hw + 1};
-          const PoolGeom g = pool_geom(d, 3, 2, 1);
-          std::uniform_real_distribution<float> u(-2, 2);
-          std::vector<float> x(size_t(d.numel())), dy(size_t(g.y.numel())), dx0(size_t(d.numel()));
-          const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN};
-          for (float& v : x) {
-            v = values == 1 ? std::round(u(rng) / 2) : u(rng);
-            if (values == 2 && rng() % 3 == 0) v = specials[rng() % 5];
-          }
-          for (float& v : dy) v = u(rng);
-          for (float& v : dx0) v = u(rng);
-          std::vector<uint8_t> xs = to_storage(x, t), dys = to_storage(dy, t),
-                               dxs = to_storage(dx0, t);
-          x = from_storage(xs, t), dy = from_storage(dys, t), dx0 = from_storage(dxs, t);
-          PoolSpec s;
-          s.x = g.x, s.y = g.y, s.kernel = 3, s.stride = 2, s.pad = 1;
+          const StemPoolCase pc = stem_pool_case(t, d, values, rng);
+          const PoolGeom& g = pc.g;
+          const PoolSpec& s = pc.s;
+          const std::vector<uint8_t>&xs = pc.x, &dys = pc.dy;
+          std::vector<uint8_t> dxs = pc.dx0;
+          const std::vector<float> x = from_storage(xs, t), dy = from_storage(dys, t),
+                                   dx0 = from_storage(dxs, t);
           if (!accumulate) std::fill(dxs.begin(), dxs.end(), uint8_t(0xFF));  // must be overwritten
           std::vector<uint8_t> dxs1 = dxs;
           maxpool_k3s2p1_backward_emulate(t, xs.data(), dys.data(), dxs.data(), s, accumulate);
@@ -275,20 +268,11 @@ TEST(StemPool, K3S2P1PlacesGiveTheSameBits) {
         for (bool accumulate : {false, true}) {
           const int C = t == DType::F32 ? 8 : 16;
           const Dims d{2, C, hw + 1, hw};
-          const PoolGeom g = pool_geom(d, 3, 2, 1);
-          std::uniform_real_distribution<float> u(-2, 2);
-          std::vector<float> x(size_t(d.numel())), dy(size_t(g.y.numel())), dx0(size_t(d.numel()));
-          const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN};
-          for (float& v : x) {
-            v = values == 1 ? std::round(u(rng) / 2) : u(rng);
-            if (values == 2 && rng() % 3 == 0) v = specials[rng() % 5];
-          }
-          for (float& v : dy) v = u(rng);
-          for (float& v : dx0) v = u(rng);
-          const std::vector<uint8_t> xs = to_storage(x, t), dys = to_storage(dy, t);
-          x = from_storage(xs, t);
-          PoolSpec s;
-          s.x = g.x, s.y = g.y, s.kernel = 3, s.stride = 2, s.pad = 1;
+          const StemPoolCase pc = stem_pool_case(t, d, values, rng);
+          const PoolGeom& g = pc.g;
+          const PoolSpec& s = pc.s;
+          const std::vector<uint8_t>&xs = pc.x, &dys = pc.dy;
+          const std::vector<float> x = from_storage(xs, t);
           ASSERT_TRUE(maxpool_places_apply(t, s));
           ASSERT_EQ(maxpool_places_bytes(s), size_t(g.y.numel()));
           // y: fmaxf over the window's valid inputs from -FLT_MAX, as pool_vec.
@@ -318,7 +302,7 @@ TEST(StemPool, K3S2P1PlacesGiveTheSameBits) {
             differ += !(got_y[i] == want_ys[i] || (std::isnan(got_y[i]) && std::isnan(want_ys[i])));
           EXPECT_EQ(differ, 0) << dtype_name(t) << " " << d.str() << " values " << values;
           for (uint8_t p : places) EXPECT_LE(p, 8) << "a place outside the window";
-          std::vector<uint8_t> dx_x = to_storage(dx0, t);
+          std::vector<uint8_t> dx_x = pc.dx0;
           if (!accumulate) std::fill(dx_x.begin(), dx_x.end(), uint8_t(0xFF));  // overwritten
           std::vector<uint8_t> dx_places = dx_x;
           maxpool_k3s2p1_backward_emulate(t, xs.data(), dys.data(), dx_x.data(), s, accumulate);
@@ -327,7 +311,22 @@ TEST(StemPool, K3S2P1PlacesGiveTheSameBits) {
           EXPECT_EQ(dx_places, dx_x)
               << "from the places against from x: " << dtype_name(t) << " " << d.str() << " values "
               << values << (accumulate ? " acc" : "");
-          for (float v : from_storage(dx_places, t)) taken += v != 0.0f;
+          // And the reference's routing (the gather is shared with the form from x).
+          const RefVec ref = maxpool_backward_ref(
+              RefVec(x.begin(), x.end()),
+              [&] {
+                const std::vector<float> v = from_storage(dys, t);
+                return RefVec(v.begin(), v.end());
+              }(),
+              g);
+          const std::vector<float> got = from_storage(dx_places, t), old = from_storage(pc.dx0, t);
+          double worst = 0;
+          for (size_t i = 0; i < got.size(); ++i) {
+            const double want = ref[i] + (accumulate ? old[i] : 0.0);
+            worst = std::max(worst, std::abs(got[i] - want) / (1.0 + std::abs(want)));
+            taken += got[i] != 0.0f;
+          }
+          EXPECT_LT(worst, t == DType::F32 ? 1e-6 : 4e-3) << dtype_name(t) << " " << d.str();
           ++cases;
         }
   EXPECT_EQ(cases, 90);
