@@ -1,4 +1,7 @@
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "harness/check.h"
 #include "kernels/activation.cuh"
@@ -66,14 +69,28 @@ __global__ void copy_channels_kernel(T* dst, int ld_dst, const T* src, int ld_sr
   }
 }
 
-template <typename T>
+// A thread a row: its `channels` values, then zeros up to `padded`. P > 0: the padded row is P
+// elements of 8 or 16 bytes (the stems: 3 channels to 4 or 8), stored at once; P = 0: any width,
+// element by element. Until 2026-12-06 a thread an element, dividing a 64-bit index for each:
+// ResNet-50's training stem at 256 padded its 77 MB of images into 205 MB in 259 us (call 100,
+// an H100: 1.1 TB/s).
+template <typename T, int P>
 __global__ void pad_channels_kernel(T* dst, int padded, const T* src, int channels, int64_t rows) {
-  const int64_t total = rows * padded;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
-    const int64_t r = i / padded;
-    const int c = int(i - r * padded);
-    dst[i] = c < channels ? src[r * channels + c] : T(0.0f);
+  for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += stride) {
+    const T* in = src + r * channels;
+    if constexpr (P > 0) {
+      using Word = std::conditional_t<sizeof(T) * P == 16, uint4, uint2>;
+      static_assert(sizeof(Word) == sizeof(T) * P, "a padded row is one 8- or 16-byte word");
+      T v[P];
+#pragma unroll
+      for (int c = 0; c < P; ++c) v[c] = c < channels ? in[c] : T(0.0f);
+      Word w;
+      memcpy(&w, v, sizeof w);
+      reinterpret_cast<Word*>(dst)[r] = w;
+    } else {
+      for (int c = 0; c < padded; ++c) dst[r * padded + c] = c < channels ? in[c] : T(0.0f);
+    }
   }
 }
 
@@ -108,10 +125,28 @@ void launch_copy_channels(DType t, void* dst, int ld_dst, const void* src, int l
 
 void launch_pad_channels(DType t, void* dst, int padded, const void* src, int channels,
                          int64_t rows, cudaStream_t stream) {
+  if (rows <= 0) return;
   const int threads = 256;
-  CNN_DISPATCH_DTYPE(
-      t, pad_channels_kernel<T><<<blocks_for(rows * padded, threads), threads, 0, stream>>>(
-             static_cast<T*>(dst), padded, static_cast<const T*>(src), channels, rows));
+  const int bytes = padded * int(dtype_size(t));
+  const bool word = (bytes == 8 || bytes == 16) && reinterpret_cast<uintptr_t>(dst) % bytes == 0;
+  CNN_DISPATCH_DTYPE(t, {
+    auto go = [&](auto p) {
+      // P's word for this T, or the element loop (never taken: the calls below match P to T).
+      constexpr int P = sizeof(T) * decltype(p)::value == 8 || sizeof(T) * decltype(p)::value == 16
+                            ? decltype(p)::value
+                            : 0;
+      pad_channels_kernel<T, P><<<blocks_for(rows, threads), threads, 0, stream>>>(
+          static_cast<T*>(dst), padded, static_cast<const T*>(src), channels, rows);
+    };
+    if (word && padded == 2 && sizeof(T) == 4)
+      go(std::integral_constant<int, 2>{});
+    else if (word && padded == 4)
+      go(std::integral_constant<int, 4>{});
+    else if (word && padded == 8 && sizeof(T) == 2)
+      go(std::integral_constant<int, 8>{});
+    else
+      go(std::integral_constant<int, 0>{});
+  });
   CNN_CHECK_LAUNCH();
 }
 

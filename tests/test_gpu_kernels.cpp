@@ -9,6 +9,7 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <utility>
 
 #include "depthwise_cases.h"
 #include "gpu_util.h"
@@ -264,6 +265,44 @@ TEST(GpuKernels, CopyChannelsAndPoolsIntoSlices) {
     EXPECT_LT(rel_l2(slice_of(dst.download(), 50, 60, 30, 24, &stray), ref), 1e-7);
     EXPECT_EQ(stray, 0);
   }
+}
+
+// launch_pad_channels: each row's values then zeros, whole rows stored as one word where the
+// padded row is 8 or 16 bytes and dst is aligned to it, element by element otherwise (other widths,
+// dst misaligned by one element); the stray poison after the rows untouched.
+TEST(GpuKernels, PadChannelsWidensRowsWithZeros) {
+  std::mt19937 rng(std::random_device{}());
+  int checked = 0;
+  for (Precision p : kAll) {
+    const DType t = storage_type(p);
+    const size_t es = dtype_size(t);
+    for (auto [channels, padded] : {std::pair{3, 4}, {3, 8}, {1, 2}, {5, 8}, {3, 6}, {4, 4}})
+      for (int64_t rows : {int64_t(1), int64_t(1001), int64_t(70000)})
+        for (int shift : {0, 1}) {  // dst at element `shift` of its buffer: 1 misaligns it
+          const auto src = rounded(random_vector(size_t(rows) * channels, rng), t);
+          DeviceBuffer bsrc(src, t), bdst(size_t(rows) * padded + 8, t);  // poisoned (NaN)
+          launch_pad_channels(t, static_cast<char*>(bdst.get()) + shift * es, padded, bsrc.get(),
+                              channels, rows, nullptr);
+          const std::vector<float> got = bdst.download();
+          int wrong = 0, stray = 0;
+          for (size_t i = 0; i < got.size(); ++i) {
+            const int64_t j = int64_t(i) - shift;
+            if (j < 0 || j >= rows * padded) {
+              stray += !std::isnan(got[i]);
+              continue;
+            }
+            const int64_t r = j / padded;
+            const int c = int(j % padded);
+            const float want = c < channels ? src[size_t(r) * channels + c] : 0.0f;
+            wrong += !(got[i] == want && std::signbit(got[i]) == std::signbit(want));
+          }
+          EXPECT_EQ(wrong, 0) << dtype_name(t) << " " << channels << " -> " << padded << ", "
+                              << rows << " rows, shift " << shift;
+          EXPECT_EQ(stray, 0) << dtype_name(t) << ": wrote outside the rows";
+          ++checked;
+        }
+  }
+  EXPECT_EQ(checked, int(std::size(kAll)) * 6 * 3 * 2);
 }
 
 TEST(GpuKernels, AdaptiveAvgPoolUsesPyTorchsBins) {
