@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Device call 107 (written 2026-12-06 06:10 UTC, not yet run): the first call of the next session,
 # about 400 s. Carry .carry (bins.txz built at the commit that adds this script or later).
-# G: the GPU tests of the two changes written after call 101, neither yet run on a GPU:
+# G: the GPU tests of the three changes written after call 101, none yet run on a GPU:
 #    - d0df94a, the stem pool keeping its places: GpuTrain.MaxPoolPlacesGiveTheBackwardFromXBitForBit
 #      (y bit for bit launch_maxpool's, the places the host threads', dx bit for bit the backward
 #      from x) and GpuTrainStep (the training step uses the places by default);
 #    - 0c8eb2b, the finalize kernels at 8 channels a block where 32 gives fewer than 132 blocks:
 #      GpuTrain.* under the default and again under CNNBENCH_FIN_CHANNELS=32 and =8 (both forms
-#      of every finalize the tests reach).
+#      of every finalize the tests reach);
+#    - df0d734, launch_pad_channels a thread a row: GpuKernels.PadChannelsWidensRowsWithZeros and
+#      the stem tests (GpuOps.Stem*).
 # A: ResNet-50 fp16 training at 256, cnnbench_train_step --breakdown, the new defaults against the
 #    old forms (CNNBENCH_MAXPOOL_PLACES=0 CNNBENCH_FIN_CHANNELS=32) in one call, then the new
 #    again (the noise). Predicted (call 100 on another H100: 40,777.7 us):
@@ -16,7 +18,9 @@
 #      51 MB of places more);
 #    - the finalize launches 1.1 ms -> about 0.6 ms (the 10 to 13 us ones of few channels to 5 or 6,
 #      the 5 to 8 us ones unchanged), inside the BatchNorm rows;
-#    - the step about 1.1 ms shorter: 39.5 to 39.8 ms against the old forms' in the same call.
+#    - the stem's channel pad (the first "forward conv conv1" launch; df0d734, a thread a row, one
+#      word a row) 259 -> 95 to 120 us (282 MB at 2.3 to 3 TB/s).
+#    - the step about 1.2 ms shorter: 39.4 to 39.7 ms (the old forms' run keeps the new pad).
 # E: EfficientNet-B0 fp16 training at 256, default against CNNBENCH_FIN_CHANNELS=32: its
 #    squeeze-excitation scale backward's finalize has 256 segments (32 channels a block either
 #    way, so the same), its BatchNorms of 16 to 1,280 channels take 8 where C / 32 < 132.
@@ -35,6 +39,9 @@ mkdir -p $O/g $O/a $O/e
 (cd $O && timeout $(lim 150) ctest --test-dir $OLDPWD/$B -R '^gpu_(GpuTrain|GpuTrainStep)(_[0-9])?$' \
   -j3 --output-on-failure >g/ctest.log 2>&1
  echo "G rc=$? ${SECONDS}s"; grep -E "tests passed|FAILED|Failure" g/ctest.log | head)
+timeout $(lim 60) $B/tests/test_gpu --gtest_filter='GpuKernels.PadChannels*:GpuOps.Stem*' \
+  --gtest_brief=1 >$O/g/pad.log 2>&1
+echo "G pad rc=$? ${SECONDS}s"; tail -2 $O/g/pad.log
 for fc in 32 8; do
   CNNBENCH_FIN_CHANNELS=$fc timeout $(lim 60) $B/tests/test_gpu --gtest_filter='GpuTrain.*' \
     --gtest_brief=1 >$O/g/gputrain_fin$fc.log 2>&1
@@ -54,6 +61,7 @@ run() {  # name network env...
     --breakdown=$O/$D/$name.json >$O/$D/$name.txt 2>&1
   echo "$D $name rc=$? ${SECONDS}s"; head -n 1 $O/$D/$name.txt
   grep -E "^  (backward|forward) (batchnorm|maxpool)" $O/$D/$name.txt | head -8
+  python3 -c "import json,sys; [print('   ', l['label'], round(l['us'], 1)) for l in json.load(open(sys.argv[1]))['launches'] if l['label'].endswith((' conv1', ' maxpool'))]" $O/$D/$name.json 2>/dev/null
 }
 D=a
 run r50_new resnet50 CNNBENCH_MAXPOOL_PLACES=1
