@@ -62,6 +62,14 @@ grep -qE "\| resnet50 \| fp16 \| infer \| racecheck \| 2 \| 0 \| 0 \| [0-9]+ \| 
   fail "racecheck row: $(cat "$T/race/summary.md")"
 grep -q -- "--filter kns=cnnbench" "$T/race/resnet50_fp16_infer_racecheck.log" || fail "KERNELS not passed as --filter"
 grep -q -- "only the kernels \`--filter kns=cnnbench\` names" "$T/race/summary.md" || fail "summary without the filter"
+# EXCLUDE_KERNELS: one exclude option a filter (the older tool's name here), named in the summary.
+SANITIZER="$T/fake-sanitizer" NETS=resnet50 PRECISIONS=fp16 TOOLS=racecheck MODES=infer \
+  EXCLUDE_KERNELS="kns=nvjet kns=xmma" bash "$SRC/tools/sanitize_gpu.sh" "$T/excl" >/dev/null 2>&1 ||
+  fail "excluding run failed"
+grep -q -- "--exclude kns=nvjet --exclude kns=xmma --print-limit" "$T/excl/resnet50_fp16_infer_racecheck.log" ||
+  fail "EXCLUDE_KERNELS not passed as --exclude: $(cat "$T/excl/resnet50_fp16_infer_racecheck.log")"
+grep -q -- "the kernels \`--exclude kns=nvjet --exclude kns=xmma\` names are not checked" "$T/excl/summary.md" ||
+  fail "summary without the exclusions"
 # TESTS: the GPU unit tests under each tool, once, with no network (NETS empty).
 SANITIZER="$T/fake-sanitizer" NETS= TOOLS="racecheck memcheck" TESTS='GpuKernels.*:GpuOps.*' \
   bash "$SRC/tools/sanitize_gpu.sh" "$T/tests" >/dev/null 2>&1 || fail "tests run failed"
@@ -96,7 +104,7 @@ grep -q -- "--check-bulk-copy\|--num-cuda-barriers" "$T/out/resnet50_fp16_infer_
   fail "options the stand-in does not list were passed"
 cat >"$T/newer-sanitizer" <<'FAKE'
 #!/usr/bin/env bash
-[ "$1" = --help ] && { echo "  --check-bulk-copy <yes|no>"; echo "  --num-cuda-barriers <n>"; echo "  --kernel-name <filter>"; echo "  --force-blocking-launches <yes|no>"; exit 0; }
+[ "$1" = --help ] && { echo "  --check-bulk-copy <yes|no>"; echo "  --num-cuda-barriers <n>"; echo "  --kernel-name <filter>"; echo "  --kernel-name-exclude <filter>"; echo "  --force-blocking-launches <yes|no>"; exit 0; }
 echo "args: $*"
 echo "========= ERROR SUMMARY: 0 errors"
 FAKE
@@ -116,6 +124,10 @@ grep -q -- "- initcheck: \`--check-bulk-copy yes\`" "$T/newer/summary.md" || fai
 SANITIZER="$T/newer-sanitizer" NETS=resnet50 PRECISIONS=fp16 MODES=infer TOOLS=racecheck KERNELS=kns=cnnbench \
   bash "$SRC/tools/sanitize_gpu.sh" "$T/newk" >/dev/null 2>&1 || fail "newer filtered run failed"
 grep -q -- "--kernel-name kns=cnnbench" "$T/newk/resnet50_fp16_infer_racecheck.log" || fail "KERNELS not passed as --kernel-name"
+SANITIZER="$T/newer-sanitizer" NETS=resnet50 PRECISIONS=fp16 MODES=infer TOOLS=racecheck EXCLUDE_KERNELS=kns=nvjet \
+  bash "$SRC/tools/sanitize_gpu.sh" "$T/newx" >/dev/null 2>&1 || fail "newer excluding run failed"
+grep -q -- "--kernel-name-exclude kns=nvjet" "$T/newx/resnet50_fp16_infer_racecheck.log" ||
+  fail "EXCLUDE_KERNELS not passed as --kernel-name-exclude"
 grep -q -- "--force-blocking-launches" "$T/newk/resnet50_fp16_infer_racecheck.log" && fail "blocking launches without BLOCKING=1"
 SANITIZER="$T/newer-sanitizer" NETS=resnet50 PRECISIONS=fp16 MODES=infer TOOLS=synccheck BLOCKING=1 \
   bash "$SRC/tools/sanitize_gpu.sh" "$T/block" >/dev/null 2>&1 || fail "blocking run failed"

@@ -1,6 +1,6 @@
 """Tests of tools/sanitizer_matrix.py on a small made-up results tree: a cell clean in one table
 and timed out in another, one only incomplete (a cuda::barrier overflow), one with findings, one
-clean under a kernel filter, expected cells with no row, a row outside the matrix, a malformed
+clean under a kernel filter, one clean with kernels excluded, expected cells with no row, a row outside the matrix, a malformed
 row, both header layouts, a unit test's row, and a missing root.
 
 Run from the repository root:  python3 -m unittest -v tests/test_sanitizer_matrix.py
@@ -45,6 +45,11 @@ FILES = {
         "- only the kernels `--kernel-name kns=cnnbench` names are checked\n"
         "- every run with `--verify=64`\n\n" + NEW
         + "| alexnet | fp32 | infer | racecheck | 0 | 0 | 0 | 8 | – |\n",
+    # Clean with some kernels excluded (EXCLUDE_KERNELS).
+    "2026-12-07_h100/call108/x/summary.md":
+        "- racecheck: `--num-cuda-barriers 4096`\n"
+        "- the kernels `--kernel-name-exclude kns=nvjet` names are not checked\n\n" + NEW
+        + "| resnet50 | fp16 | infer | racecheck | 0 | 0 | 0 | 88 | – |\n",
     # A unit test's racecheck run: listed apart, under its folder's name.
     "2026-12-06_h100/call102/r/GpuOps.PoolingMatchesReference/summary.md":
         NEW + "| test_gpu | all | tests | racecheck | 0 | 0 | 0 | 2 | – |\n",
@@ -120,6 +125,11 @@ class Matrix(unittest.TestCase):
         self.assertIn("kns=cnnbench", detail)
         self.assertIn("--verify=64", detail)
 
+    def test_kernel_exclusion_is_clean_but_named(self):
+        status, detail, source, rows = self.cells[("racecheck", "resnet50", "fp16", "infer")]
+        self.assertEqual(status, "CLEAN")
+        self.assertEqual(detail, "the kernels `--kernel-name-exclude kns=nvjet` names unchecked")
+
     def test_expected_cells_without_rows_are_not_run(self):
         self.assertEqual(self.cells[("synccheck", "stylegan_xl", "fp32", "infer")][0], "NOT RUN")
         # The malformed row's cell: had the row been read, it would be CLEAN.
@@ -140,8 +150,8 @@ class Matrix(unittest.TestCase):
         self.assertEqual(len(sm.expected_cells()), 160)
 
     def test_totals(self):
-        self.assertIn("**Totals: 2 clean (1 of them with our kernels alone checked), 1 findings, "
-                      "1 incomplete, 156 not run of 160 expected.**", self.text)
+        self.assertIn("**Totals: 3 clean (2 of them under a kernel filter), 1 findings, "
+                      "1 incomplete, 155 not run of 160 expected.**", self.text)
         self.assertIn("## synccheck: 0 clean, 0 findings, 1 incomplete, 39 not run of 40 expected",
                       self.text)
 
@@ -164,7 +174,7 @@ class Matrix(unittest.TestCase):
             self.assertEqual(f.read(), self.text)
         to_stdout = self.tool("--root", self.root)
         self.assertEqual(to_stdout.stdout, self.text)
-        self.assertIn("from 7 rows of 4 sanitizer tables", self.text)
+        self.assertIn("from 8 rows of 5 sanitizer tables", self.text)
 
     def test_the_out_file_is_not_read(self):
         with tempfile.TemporaryDirectory() as d:

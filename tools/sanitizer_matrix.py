@@ -8,8 +8,8 @@ Reads every .md file under ROOT (recursively) for sanitizer tables: a header row
 columns network, precision, mode, tool, errors and exit (older tables lack "of which unchecked
 launches" and "s"; columns are found by name, not place), then a separator row, then one row a
 run. A row whose cell count differs from its header's is reported on stderr as FILE:LINE and
-skipped. Bullets before a table that say "only the kernels `F` names are checked" or "every run
-with `ARGS`" qualify its rows.
+skipped. Bullets before a table that say "only the kernels `F` names are checked", "the kernels `F`
+names are not checked" or "every run with `ARGS`" qualify its rows.
 
 A row is CLEAN where errors, unchecked launches and the exit status are all 0 (and no
 cuda::barrier overflow is noted); FINDINGS where the tool counted more errors than launches it left
@@ -47,6 +47,7 @@ NOTHING, TIMED_OUT, FAILED, OVERFLOW, UNCHECKED = range(5)
 REQUIRED = ("network", "precision", "mode", "tool", "errors", "exit")
 BLANK = ("", "–", "-", "—")
 FILTER_RE = re.compile(r"only the kernels `([^`]*)` names are checked")
+EXCLUDE_RE = re.compile(r"the kernels `([^`]*)` names are not checked")
 EXTRA_RE = re.compile(r"every run with `([^`]*)`")
 
 
@@ -123,6 +124,9 @@ def parse_file(path, rel, warn):
         m = FILTER_RE.search(line)
         if m and line.lstrip().startswith("-"):
             kernel_filter = m.group(1)
+        m = EXCLUDE_RE.search(line)
+        if m and line.lstrip().startswith("-"):  # every kernel but these: "!" marks an exclusion
+            kernel_filter = "!" + m.group(1)
         m = EXTRA_RE.search(line)
         if m and line.lstrip().startswith("-"):
             extra = m.group(1)
@@ -217,7 +221,9 @@ def classify(r):
 
 def qualifiers(r):
     q = []
-    if r.kernel_filter:
+    if r.kernel_filter and r.kernel_filter.startswith("!"):
+        q.append(f"the kernels `{r.kernel_filter[1:]}` names unchecked")
+    elif r.kernel_filter:
         q.append(f"checked only the kernels `{r.kernel_filter}` names")
     if r.extra:
         q.append(f"with `{r.extra}`")
@@ -279,7 +285,7 @@ def tally(keys, by_cell):
 def totals_line(t, n):
     clean = f"{t[CLEAN]} clean"
     if t["filtered"]:
-        clean += f" ({t['filtered']} of them with our kernels alone checked)"
+        clean += f" ({t['filtered']} of them under a kernel filter)"
     return (f"{clean}, {t[FINDINGS]} findings, {t[INCOMPLETE]} incomplete, {t[NOT_RUN]} not run "
             f"of {n} expected")
 
