@@ -13,6 +13,7 @@
 #include "harness/check.h"
 #include "kernels/activation.cuh"
 #include "kernels/convert.cuh"
+#include "kernels/mma_m16n8k8.cuh"
 #include "kernels/stem.h"
 
 namespace cnnbench {
@@ -54,12 +55,7 @@ StemArgs stem_args(const StemSpec& s, const StemGeometry& g) {
 // What each thread of the kernel runs, host and device (stem_emulate runs it on the host).
 #define CNN_HD __host__ __device__ __forceinline__
 
-template <typename T>
-CNN_HD T zero_value() {
-  T z;
-  store_f(&z, 0, 0.0f);
-  return z;
-}
+using mma::zero_value;
 
 // The weights into the shared [kStemOutputs][ldk] array ([output][tap], zeros past K and past
 // the taps): thread t of the block.
@@ -286,10 +282,7 @@ CNN_HD void rows_fill(const T* x, T* patch, const RowArgs& a, const RowTile& rt,
   }
 }
 
-template <typename T>
-struct alignas(4) Two {
-  T lo, hi;
-};
+using mma::Two;
 
 // An A fragment register: pixel p of the tile, window row r, taps kk + 2 * q and the next (zero
 // at and past S * C).
@@ -352,36 +345,8 @@ CNN_HD void rows_epilogue(const float (&acc)[2][8][4], const T* bias, T* y, cons
 
 #undef CNN_HD
 
-template <typename T>
-__device__ __forceinline__ uint32_t reg_of(Two<T> v) {
-  uint32_t r;
-  static_assert(sizeof(Two<T>) == 4, "two 16-bit values");
-  memcpy(&r, &v, 4);
-  return r;
-}
-
-template <typename T>
-__device__ __forceinline__ void mma_16x8x8(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t b);
-
-template <>
-__device__ __forceinline__ void mma_16x8x8<__half>(float (&c)[4], uint32_t a0, uint32_t a1,
-                                                   uint32_t b) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(b));
-}
-
-template <>
-__device__ __forceinline__ void mma_16x8x8<__nv_bfloat16>(float (&c)[4], uint32_t a0, uint32_t a1,
-                                                          uint32_t b) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(b));
-}
+using mma::mma_16x8x8;
+using mma::reg_of;
 
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads, 4)
@@ -447,25 +412,18 @@ void emulate_rows_t(const T* x, const T* w, const T* bias, T* y, const RowArgs& 
         for (int kk = 0; kk < a.KR; kk += 8)
           for (int nt = 0; nt < a.NT; ++nt)
             for (int mt = 0; mt < 2; ++mt) {
-              float A[16][8], B[8][8];
+              Two<T> a0[32], a1[32], b[32];
+              float c[32][4];
               for (int lane = 0; lane < 32; ++lane) {
                 const int g = lane / 4, q = lane % 4;
-                const Two<T> a0 = rows_a(patch.data(), a, p0 + mt * 16 + g, r, kk, q);
-                const Two<T> a1 = rows_a(patch.data(), a, p0 + mt * 16 + g + 8, r, kk, q);
-                const Two<T> b = rows_b(ws.data(), a, nt * 8 + g, r, kk, q);
-                A[g][2 * q] = load_f(&a0.lo, 0), A[g][2 * q + 1] = load_f(&a0.hi, 0);
-                A[g + 8][2 * q] = load_f(&a1.lo, 0), A[g + 8][2 * q + 1] = load_f(&a1.hi, 0);
-                B[2 * q][g] = load_f(&b.lo, 0), B[2 * q + 1][g] = load_f(&b.hi, 0);
+                a0[lane] = rows_a(patch.data(), a, p0 + mt * 16 + g, r, kk, q);
+                a1[lane] = rows_a(patch.data(), a, p0 + mt * 16 + g + 8, r, kk, q);
+                b[lane] = rows_b(ws.data(), a, nt * 8 + g, r, kk, q);
+                std::memcpy(c[lane], acc[lane][mt][nt], sizeof c[lane]);
               }
-              for (int lane = 0; lane < 32; ++lane) {
-                const int g = lane / 4, q = lane % 4;
-                for (int i = 0; i < 4; ++i) {
-                  const int row = g + (i / 2) * 8, col = 2 * q + i % 2;
-                  float s = 0.0f;
-                  for (int k = 0; k < 8; ++k) s += A[row][k] * B[k][col];
-                  acc[lane][mt][nt][i] += s;
-                }
-              }
+              mma::emulate_mma_16x8x8(c, a0, a1, b);
+              for (int lane = 0; lane < 32; ++lane)
+                std::memcpy(acc[lane][mt][nt], c[lane], sizeof c[lane]);
             }
       for (int lane = 0; lane < 32; ++lane)
         rows_epilogue(acc[lane], bias, y, a, rt, p0, lane / 4, lane % 4);

@@ -15,6 +15,7 @@
 #include "kernels/matmul.h"
 #include "kernels/pointwise.h"
 #include "kernels/pool.h"
+#include "kernels/stem_wgrad.h"
 #include "kernels/storage.h"
 #include "kernels/timing.h"
 #include "kernels/train_kernels.h"
@@ -154,7 +155,12 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   // input, weights and weight gradient buffers.
   struct Padded {
     int channels = 0, x = -1, w = -1, dw = -1;
+    int wgrad_scratch = -1;  // our weight-gradient kernel's partial sums (CNNBENCH_STEM_WGRAD=1)
+    StemWgradSpec wgrad;
   };
+  // CNNBENCH_STEM_WGRAD=1: the padded stems' weight gradient by our kernel from the image itself
+  // (kernels/stem_wgrad.h) instead of cuDNN's on the padded copy. Off until timed on a GPU.
+  static const bool stem_wgrad = env_is_one("CNNBENCH_STEM_WGRAD");
   std::map<int, Padded> padded;
   struct Upload {
     int id;
@@ -245,6 +251,11 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
         pd.dw = arena_.add_weights(rows * Cp * sizeof(float));
         padded_w_.push_back(pd.w);
         padded_dw_.push_back(pd.dw);
+        StemWgradSpec& ws = pd.wgrad;
+        ws.x = xd, ws.y = d, ws.kernel = n.kernel, ws.kernel_w = n.kernel_w, ws.stride = n.stride;
+        ws.pad = n.pad, ws.pad_w = n.pad_w;
+        if (stem_wgrad && n.groups == 1 && n.dilation == 1 && stem_wgrad_eligible(t, ws))
+          pd.wgrad_scratch = arena_.add_weights(stem_wgrad_geometry(ws).scratch);
       }
       add_param(n, 0, true, true);
       if (n.bias) {
@@ -350,6 +361,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     return p.work >= 0 ? arena_.ptr(p.work) : arena_.ptr(p.value);
   };
   std::vector<std::pair<ConvBackwardOp*, std::string>> filter_ops;
+  std::vector<std::string> fp32_grads;  // parameters whose gradient our kernels write in fp32
   auto conv_spec = [&](int id) {
     const Node& n = nodes[id];
     ConvSpec s;
@@ -568,6 +580,13 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
               Op* c = own(std::make_unique<ConvBackwardOp>(s, ConvGrad::Filter, b));
               add([c](cudaStream_t st) { c->run(st); }, c);
               filter_ops.push_back({static_cast<ConvBackwardOp*>(c), g.params()[n.params[0]].name});
+            } else if (pd->second.wgrad_scratch >= 0) {  // ours, from the image itself, in fp32
+              const StemWgradSpec ws = pd->second.wgrad;
+              const void* image = vptr(x);
+              float* dw = pgrad(n, 0);
+              void* part = arena_.ptr(pd->second.wgrad_scratch);
+              add([=](cudaStream_t st) { launch_stem_wgrad(t, image, dy, dw, ws, part, st); });
+              fp32_grads.push_back(g.params()[n.params[0]].name);
             } else {  // dW of the padded conv, then its first C channels into the parameter's
               const int C = s.x.c, Cp = pd->second.channels;
               s.x.c = Cp;
@@ -818,6 +837,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   // A conv's weight gradient is fp32 where an engine builds it, else in t (then the optimizer
   // reads it in t): known once the ops are prepared.
   for (const auto& [op, name] : filter_ops) params_.at(name).grad_t = op->dw_type();
+  for (const std::string& name : fp32_grads) params_.at(name).grad_t = DType::F32;
 
   mark("prepare on data");
   // 3. The optimizer, after the backward: with fp16, first the overflow check of every gradient

@@ -15,6 +15,7 @@
 #include "harness/check.h"
 #include "kernels/conv_ref.h"
 #include "kernels/stem.h"
+#include "kernels/stem_wgrad.h"
 #include "kernels/storage.h"
 #include "kernels/train_kernels.h"
 #include "kernels/train_refs.h"
@@ -358,6 +359,86 @@ TEST(StemPool, K3S2P1BackwardRefusesOtherPools) {
   std::vector<float> b(512);
   EXPECT_THROW(maxpool_k3s2p1_backward_emulate(DType::F32, b.data(), b.data(), b.data(), s, false),
                std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace cnnbench
+
+// ---- The stem's weight gradient (kernels/stem_wgrad.cu), its threads run on the host ----
+namespace cnnbench {
+namespace {
+
+struct WgradCase {
+  Dims x;
+  int K, kernel, stride, pad;
+};
+
+// The kernels' own thread code, the fragments multiplied in float, against the direct loops of
+// conv_backward_filter_ref: ResNet's stem geometry (7x7/2, pad 3, 3 channels) at small sizes, a
+// row wider than a tile (two tiles, the second partial), and a 3x3/1 conv of 4 channels into 32
+// outputs; fp16 and bf16; dw overwritten and accumulated.
+TEST(StemWgrad, EmulationMatchesTheReference) {
+  std::mt19937 rng(21);
+  const WgradCase cases[] = {
+      {{2, 3, 9, 11}, 64, 7, 2, 3}, {{1, 3, 5, 240}, 16, 7, 2, 3}, {{2, 4, 6, 7}, 32, 3, 1, 1}};
+  int checked = 0;
+  for (DType t : {DType::F16, DType::BF16})
+    for (const WgradCase& c : cases)
+      for (bool accumulate : {false, true}) {
+        const ConvGeom g = conv_geom(c.x, c.K, c.kernel, c.kernel, c.stride, c.pad, c.pad);
+        StemWgradSpec s;
+        s.x = g.x, s.y = g.y, s.kernel = c.kernel, s.stride = c.stride, s.pad = c.pad;
+        s.accumulate = accumulate;
+        std::uniform_real_distribution<float> u(-1, 1);
+        std::vector<float> x(size_t(g.x.numel())), dy(size_t(g.y.numel()));
+        for (float& v : x) v = u(rng);
+        for (float& v : dy) v = u(rng);
+        const std::vector<uint8_t> xs = to_storage(x, t), dys = to_storage(dy, t);
+        x = from_storage(xs, t), dy = from_storage(dys, t);
+        const size_t n = size_t(c.K) * c.kernel * c.kernel * c.x.c;
+        std::vector<float> dw(n), dw0(n);
+        for (float& v : dw0) v = u(rng);
+        dw = dw0;
+        stem_wgrad_emulate(t, xs.data(), dys.data(), dw.data(), s);
+        const RefVec ref =
+            conv_backward_filter_ref(RefVec(x.begin(), x.end()), RefVec(dy.begin(), dy.end()), g);
+        double num = 0, den = 0;
+        for (size_t i = 0; i < n; ++i) {
+          const double want = ref[i] + (accumulate ? dw0[i] : 0.0);
+          num += (dw[i] - want) * (dw[i] - want), den += want * want;
+        }
+        EXPECT_LT(std::sqrt(num / den), 1e-5) << dtype_name(t) << " " << g.x.str() << " -> "
+                                              << g.y.str() << (accumulate ? " accumulate" : "");
+        ++checked;
+      }
+  EXPECT_EQ(checked, 12);
+}
+
+TEST(StemWgrad, GeometryRefusesWhatTheKernelCannotServe) {
+  auto spec = [](Dims x, int K, int kernel, int stride, int pad) {
+    const ConvGeom g = conv_geom(x, K, kernel, kernel, stride, pad, pad);
+    StemWgradSpec s;
+    s.x = g.x, s.y = g.y, s.kernel = kernel, s.stride = stride, s.pad = pad;
+    return s;
+  };
+  const StemWgradSpec r50 = spec({256, 3, 224, 224}, 64, 7, 2, 3);
+  const StemWgradGeometry g = stem_wgrad_geometry(r50);
+  EXPECT_EQ(g.taps_row, 21);
+  EXPECT_EQ(g.kr, 24);
+  EXPECT_EQ(g.cols, 168);
+  EXPECT_EQ(g.tiles, 256 * 112);
+  EXPECT_EQ(g.blocks, kStemWgradBlocks);
+  EXPECT_EQ(g.scratch, size_t(kStemWgradBlocks) * 64 * 168 * sizeof(float));
+  EXPECT_TRUE(stem_wgrad_eligible(DType::F16, r50));
+  EXPECT_FALSE(stem_wgrad_eligible(DType::F32, r50));
+  EXPECT_THROW(stem_wgrad_geometry(spec({1, 9, 16, 16}, 64, 7, 2, 3)), std::invalid_argument);
+  EXPECT_THROW(stem_wgrad_geometry(spec({1, 3, 16, 16}, 24, 7, 2, 3)), std::invalid_argument);
+  EXPECT_THROW(stem_wgrad_geometry(spec({1, 3, 16, 16}, 80, 7, 2, 3)), std::invalid_argument);
+  EXPECT_THROW(stem_wgrad_geometry(spec({1, 8, 32, 32}, 64, 11, 4, 2)),  // 11 x 88 taps
+               std::invalid_argument);
+  StemWgradSpec wrong = r50;
+  wrong.y.h = 111;
+  EXPECT_THROW(stem_wgrad_geometry(wrong), std::invalid_argument);
 }
 
 }  // namespace

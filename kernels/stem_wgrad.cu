@@ -1,0 +1,353 @@
+#include "kernels/stem_wgrad.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/check.h"
+#include "kernels/convert.cuh"
+#include "kernels/mma_m16n8k8.cuh"
+
+namespace cnnbench {
+
+namespace {
+
+using mma::Two;
+using mma::zero_value;
+
+constexpr int kMaxMTiles = 4;     // K up to 64
+constexpr int kTilesPerWarp = 6;  // column tiles a warp: up to 24 in all
+constexpr int kWarps = kStemWgradThreads / 32;
+
+struct WgArgs {
+  int H, W, C, Ho, Wo, K, R, S, stride, ph, pw;
+  int SC, KR, cols, PW, ldt, MT, NT, segs;
+  int64_t tiles;
+};
+
+WgArgs wg_args(const StemWgradSpec& s, const StemWgradGeometry& g) {
+  WgArgs a{};
+  a.H = s.x.h, a.W = s.x.w, a.C = s.x.c, a.Ho = s.y.h, a.Wo = s.y.w, a.K = s.y.c;
+  a.R = s.kernel, a.S = s.kw(), a.stride = s.stride, a.ph = s.pad, a.pw = s.pw();
+  a.SC = g.taps_row, a.KR = g.kr, a.cols = g.cols, a.PW = g.row_width, a.ldt = g.ldt;
+  a.MT = s.y.c / 16, a.NT = g.cols / 8;
+  a.segs = (s.y.w + kStemWgradPix - 1) / kStemWgradPix;
+  a.tiles = g.tiles;
+  return a;
+}
+
+#define CNN_HD __host__ __device__ __forceinline__
+
+struct WgTile {
+  int64_t n;
+  int oh, ow0, count;  // count: the tile's pixels (kStemWgradPix but a row's last)
+};
+
+CNN_HD WgTile wg_tile(const WgArgs& a, int64_t tile) {
+  WgTile t;
+  const int seg = int(tile % a.segs);
+  const int64_t row = tile / a.segs;
+  t.n = row / a.Ho;
+  t.oh = int(row - t.n * a.Ho);
+  t.ow0 = seg * kStemWgradPix;
+  t.count = a.Wo - t.ow0 < kStemWgradPix ? a.Wo - t.ow0 : kStemWgradPix;
+  return t;
+}
+
+// The tile's input rows into shared [R][PW], as the stem's rows kernel fills them: element j of
+// row r is input column ow0 * stride - pw + j / C, channel j % C, of input row oh * stride - ph +
+// r, a contiguous copy per row; zeros outside the image and past the tile's last window (so that a
+// partial tile's unused taps are zeros, not whatever the image holds there: dy is zero for its
+// missing pixels, and 0 * inf would not be).
+template <typename T>
+CNN_HD void wg_fill_rows(const T* x, T* rows, const WgArgs& a, const WgTile& t, int tid) {
+  const int iw0 = t.ow0 * a.stride - a.pw, ih0 = t.oh * a.stride - a.ph;
+  const T zero = zero_value<T>();
+  const int lo = -iw0 * a.C;
+  const int used = ((t.count - 1) * a.stride + a.S) * a.C;
+  const int hi = (a.W - iw0) * a.C < used ? (a.W - iw0) * a.C : used;
+  for (int r = 0; r < a.R; ++r) {
+    const int ih = ih0 + r;
+    T* dst = rows + r * a.PW;
+    if (ih < 0 || ih >= a.H) {
+      for (int j = tid; j < a.PW; j += kStemWgradThreads) dst[j] = zero;
+      continue;
+    }
+    const int64_t first = ((t.n * a.H + ih) * a.W + iw0) * int64_t(a.C);
+    for (int j = tid; j < a.PW; j += kStemWgradThreads)
+      dst[j] = j >= lo && j < hi ? x[first + j] : zero;
+  }
+}
+
+// dy's rows of the tile transposed into shared [K][ldt]: dyt[k][p] = dy[n, oh, ow0 + p, k], zero
+// for p from count to the tile's width (a partial tile's missing pixels add nothing). Thread tid
+// reads along k (dy's rows are K contiguous values), so a warp's loads are contiguous.
+template <typename T>
+CNN_HD void wg_fill_dyt(const T* dy, T* dyt, const WgArgs& a, const WgTile& t, int tid) {
+  const T zero = zero_value<T>();
+  const int64_t base = ((t.n * a.Ho + t.oh) * a.Wo + t.ow0) * int64_t(a.K);
+  for (int i = tid; i < kStemWgradPix * a.K; i += kStemWgradThreads) {
+    const int p = i / a.K, k = i - p * a.K;
+    dyt[k * a.ldt + p] = p < t.count ? dy[base + i] : zero;
+  }
+}
+
+// An A fragment register: output k, pixels p and p + 1 (p even: one 32-bit load on the device).
+template <typename T>
+CNN_HD Two<T> wg_a(const T* dyt, const WgArgs& a, int k, int p) {
+  const T* src = dyt + k * a.ldt + p;
+#ifdef __CUDA_ARCH__
+  return *reinterpret_cast<const Two<T>*>(src);
+#else
+  return {src[0], src[1]};
+#endif
+}
+
+// A B fragment register: column col (window row col / KR, tap col % KR of it), pixels p and p + 1;
+// zero at taps past S * C.
+template <typename T>
+CNN_HD Two<T> wg_b(const T* rows, const WgArgs& a, int col, int p) {
+  const int r = col / a.KR, j = col - r * a.KR;
+  const T zero = zero_value<T>();
+  if (j >= a.SC) return {zero, zero};
+  const T* src = rows + r * a.PW + p * a.stride * a.C + j;
+  return {src[0], src[a.stride * a.C]};
+}
+
+// Lane (g, q) of warp w's accumulators into the block's partial sums [K][cols]: column tile
+// nt = w + 4 * jt, m tile mt (c0 c1 at row 16 mt + g, columns 8 nt + 2q and the next; c2 c3 at
+// row + 8).
+CNN_HD void wg_store_partial(const float (&acc)[kMaxMTiles][kTilesPerWarp][4], float* part,
+                             const WgArgs& a, int warp, int g, int q) {
+#pragma unroll
+  for (int mt = 0; mt < kMaxMTiles; ++mt)
+#pragma unroll
+    for (int jt = 0; jt < kTilesPerWarp; ++jt) {
+      const int nt = warp + kWarps * jt;
+      if (mt >= a.MT || nt >= a.NT) continue;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int k = mt * 16 + g + (i / 2) * 8, col = nt * 8 + 2 * q + i % 2;
+        part[int64_t(k) * a.cols + col] = acc[mt][jt][i];
+      }
+    }
+}
+
+// dw's element e (KRSC: k, r, s, c) from the blocks' partial sums, added in block order.
+CNN_HD float wg_reduce(const float* part, const WgArgs& a, int blocks, int e) {
+  const int c = e % a.C, s = e / a.C % a.S, r = e / (a.C * a.S) % a.R, k = e / (a.C * a.S * a.R);
+  const int64_t at = int64_t(k) * a.cols + r * a.KR + s * a.C + c;
+  const int64_t plane = int64_t(a.K) * a.cols;
+  float sum = 0.0f;
+  for (int b = 0; b < blocks; ++b) sum += part[b * plane + at];
+  return sum;
+}
+
+#undef CNN_HD
+
+template <typename T>
+__global__ void __launch_bounds__(kStemWgradThreads, 4)
+    stem_wgrad_kernel(const T* __restrict__ x, const T* __restrict__ dy, float* __restrict__ part,
+                      WgArgs a) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* rows = reinterpret_cast<T*>(smem);
+  T* dyt = rows + size_t(a.R) * a.PW;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  float acc[kMaxMTiles][kTilesPerWarp][4];
+#pragma unroll
+  for (int mt = 0; mt < kMaxMTiles; ++mt)
+#pragma unroll
+    for (int jt = 0; jt < kTilesPerWarp; ++jt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[mt][jt][i] = 0.0f;
+  for (int64_t tile = blockIdx.x; tile < a.tiles; tile += gridDim.x) {
+    const WgTile t = wg_tile(a, tile);
+    __syncthreads();  // every warp done with the last tile's rows
+    wg_fill_rows(x, rows, a, t, threadIdx.x);
+    wg_fill_dyt(dy, dyt, a, t, threadIdx.x);
+    __syncthreads();
+    for (int p0 = 0; p0 < t.count; p0 += 8) {
+      uint32_t fa[kMaxMTiles][2] = {};
+#pragma unroll
+      for (int mt = 0; mt < kMaxMTiles; ++mt)
+        if (mt < a.MT) {
+          fa[mt][0] = mma::reg_of(wg_a(dyt, a, mt * 16 + g, p0 + 2 * q));
+          fa[mt][1] = mma::reg_of(wg_a(dyt, a, mt * 16 + g + 8, p0 + 2 * q));
+        }
+#pragma unroll
+      for (int jt = 0; jt < kTilesPerWarp; ++jt) {
+        const int nt = warp + kWarps * jt;
+        if (nt >= a.NT) continue;
+        const uint32_t b = mma::reg_of(wg_b(rows, a, nt * 8 + g, p0 + 2 * q));
+#pragma unroll
+        for (int mt = 0; mt < kMaxMTiles; ++mt)
+          if (mt < a.MT) mma::mma_16x8x8<T>(acc[mt][jt], fa[mt][0], fa[mt][1], b);
+      }
+    }
+  }
+  wg_store_partial(acc, part + int64_t(blockIdx.x) * a.K * a.cols, a, warp, g, q);
+}
+
+__global__ void stem_wgrad_reduce(const float* __restrict__ part, float* __restrict__ dw, WgArgs a,
+                                  int blocks, bool accumulate) {
+  const int total = a.K * a.R * a.S * a.C;
+  for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
+    const float v = wg_reduce(part, a, blocks, e);
+    dw[e] = accumulate ? dw[e] + v : v;
+  }
+}
+
+// Per device: the kernel's dynamic shared memory raised once where it passes 48 KiB.
+template <typename T>
+void raise_smem(size_t smem) {
+  if (smem <= (48u << 10)) return;
+  static std::mutex mu;
+  static std::vector<int> done;
+  int dev = 0;
+  CNN_CHECK_CUDA(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  if (std::find(done.begin(), done.end(), dev) != done.end()) return;
+  CNN_CHECK_CUDA(cudaFuncSetAttribute(stem_wgrad_kernel<T>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  done.push_back(dev);
+}
+
+// The kernels' threads on the host, block by block in order, the lanes' fragments multiplied by
+// mma::emulate_mma_16x8x8.
+template <typename T>
+void emulate_t(const T* x, const T* dy, float* dw, const WgArgs& a, int blocks, bool accumulate) {
+  std::vector<T> rows(size_t(a.R) * a.PW), dyt(size_t(a.K) * a.ldt);
+  std::vector<float> part(size_t(blocks) * a.K * a.cols, 0.0f);
+  static float acc[kWarps][32][kMaxMTiles][kTilesPerWarp][4];
+  for (int blk = 0; blk < blocks; ++blk) {
+    std::memset(acc, 0, sizeof acc);
+    for (int64_t tile = blk; tile < a.tiles; tile += blocks) {
+      const WgTile t = wg_tile(a, tile);
+      for (int tid = 0; tid < kStemWgradThreads; ++tid) {
+        wg_fill_rows(x, rows.data(), a, t, tid);
+        wg_fill_dyt(dy, dyt.data(), a, t, tid);
+      }
+      for (int p0 = 0; p0 < t.count; p0 += 8)
+        for (int warp = 0; warp < kWarps; ++warp)
+          for (int jt = 0; jt < kTilesPerWarp; ++jt) {
+            const int nt = warp + kWarps * jt;
+            if (nt >= a.NT) continue;
+            for (int mt = 0; mt < a.MT; ++mt) {
+              Two<T> a0[32], a1[32], b[32];
+              float c[32][4];
+              for (int lane = 0; lane < 32; ++lane) {
+                const int g = lane / 4, q = lane % 4;
+                a0[lane] = wg_a(dyt.data(), a, mt * 16 + g, p0 + 2 * q);
+                a1[lane] = wg_a(dyt.data(), a, mt * 16 + g + 8, p0 + 2 * q);
+                b[lane] = wg_b(rows.data(), a, nt * 8 + g, p0 + 2 * q);
+                std::memcpy(c[lane], acc[warp][lane][mt][jt], sizeof c[lane]);
+              }
+              mma::emulate_mma_16x8x8(c, a0, a1, b);
+              for (int lane = 0; lane < 32; ++lane)
+                std::memcpy(acc[warp][lane][mt][jt], c[lane], sizeof c[lane]);
+            }
+          }
+    }
+    for (int warp = 0; warp < kWarps; ++warp)
+      for (int lane = 0; lane < 32; ++lane)
+        wg_store_partial(acc[warp][lane], part.data() + size_t(blk) * a.K * a.cols, a, warp,
+                         lane / 4, lane % 4);
+  }
+  const int total = a.K * a.R * a.S * a.C;
+  for (int e = 0; e < total; ++e) {
+    const float v = wg_reduce(part.data(), a, blocks, e);
+    dw[e] = accumulate ? dw[e] + v : v;
+  }
+}
+
+template <typename F>
+void with_storage(DType t, const char* who, F&& f) {
+  if (t == DType::F16)
+    f(__half{});
+  else if (t == DType::BF16)
+    f(__nv_bfloat16{});
+  else
+    throw std::invalid_argument(std::string(who) + ": storage must be fp16 or bf16");
+}
+
+}  // namespace
+
+StemWgradGeometry stem_wgrad_geometry(const StemWgradSpec& s) {
+  const int C = s.x.c, K = s.y.c, R = s.kernel, S = s.kw();
+  auto bad = [](const std::string& why) {
+    throw std::invalid_argument("stem weight gradient: " + why);
+  };
+  if (C < 1 || C > 8) bad("the image has " + std::to_string(C) + " channels (1 to 8)");
+  if (K % 16 != 0 || K < 16 || K > 64)
+    bad(std::to_string(K) + " outputs (a multiple of 16, at most 64)");
+  if (R < 1 || S < 1 || s.stride < 1 || s.pad < 0 || s.pw() < 0) bad("kernel, stride or pad");
+  const int Ho = (s.x.h + 2 * s.pad - R) / s.stride + 1,
+            Wo = (s.x.w + 2 * s.pw() - S) / s.stride + 1;
+  if (s.y.n != s.x.n || s.y.h != Ho || s.y.w != Wo || Ho < 1 || Wo < 1)
+    bad("y is " + s.y.str() + ", the conv gives " + std::to_string(Ho) + "x" + std::to_string(Wo));
+  StemWgradGeometry g;
+  g.taps_row = S * C;
+  g.kr = (g.taps_row + 7) / 8 * 8;
+  g.cols = R * g.kr;
+  if (g.cols / 8 > kTilesPerWarp * kWarps)
+    bad(std::to_string(g.cols / 8) + " column tiles (at most " +
+        std::to_string(kTilesPerWarp * kWarps) + ")");
+  g.row_width = ((kStemWgradPix - 1) * s.stride + S) * C;
+  g.row_width += g.row_width % 2;
+  g.ldt = kStemWgradPix + 8;
+  g.tiles = int64_t(s.x.n) * Ho * ((Wo + kStemWgradPix - 1) / kStemWgradPix);
+  g.blocks = int(std::min<int64_t>(g.tiles, kStemWgradBlocks));
+  g.smem = (size_t(R) * g.row_width + size_t(K) * g.ldt) * 2;
+  if (g.smem > (227u << 10)) bad("shared memory over 227 KiB");
+  g.scratch = size_t(g.blocks) * K * g.cols * sizeof(float);
+  return g;
+}
+
+bool stem_wgrad_eligible(DType t, const StemWgradSpec& s, const char** why) {
+  if (t != DType::F16 && t != DType::BF16) {
+    if (why) *why = "storage not fp16 or bf16";
+    return false;
+  }
+  try {
+    stem_wgrad_geometry(s);
+  } catch (const std::invalid_argument&) {
+    if (why) *why = "shape";
+    return false;
+  }
+  return true;
+}
+
+void launch_stem_wgrad(DType t, const void* x, const void* dy, float* dw, const StemWgradSpec& s,
+                       void* scratch, cudaStream_t stream) {
+  const StemWgradGeometry g = stem_wgrad_geometry(s);
+  const WgArgs a = wg_args(s, g);
+  if (reinterpret_cast<uintptr_t>(x) % 4 != 0 || reinterpret_cast<uintptr_t>(dy) % 4 != 0 ||
+      reinterpret_cast<uintptr_t>(scratch) % 16 != 0)
+    throw std::invalid_argument("launch_stem_wgrad: x, dy or the scratch misaligned");
+  float* part = static_cast<float*>(scratch);
+  with_storage(t, "launch_stem_wgrad", [&](auto tag) {
+    using T = decltype(tag);
+    raise_smem<T>(g.smem);
+    stem_wgrad_kernel<T><<<g.blocks, kStemWgradThreads, g.smem, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(dy), part, a);
+  });
+  CNN_CHECK_LAUNCH();
+  const int total = a.K * a.R * a.S * a.C;
+  stem_wgrad_reduce<<<(total + 255) / 256, 256, 0, stream>>>(part, dw, a, g.blocks, s.accumulate);
+  CNN_CHECK_LAUNCH();
+}
+
+void stem_wgrad_emulate(DType t, const void* x, const void* dy, float* dw, const StemWgradSpec& s) {
+  const StemWgradGeometry g = stem_wgrad_geometry(s);
+  const WgArgs a = wg_args(s, g);
+  with_storage(t, "stem_wgrad_emulate", [&](auto tag) {
+    using T = decltype(tag);
+    emulate_t(static_cast<const T*>(x), static_cast<const T*>(dy), dw, a, g.blocks, s.accumulate);
+  });
+}
+
+}  // namespace cnnbench
