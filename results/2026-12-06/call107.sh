@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device call 107 (written 2026-12-06 06:10 UTC, not yet run): the first call of the next session,
-# about 400 s. Carry .carry (bins.txz built at the commit that adds this script or later).
-# G: the GPU tests of the three changes written after call 101, none yet run on a GPU:
+# about 570 s. Carry .carry (bins.txz built at the commit that adds this script or later).
+# G: the GPU tests of the four changes written after call 101, none yet run on a GPU:
 #    - d0df94a, the stem pool keeping its places: GpuTrain.MaxPoolPlacesGiveTheBackwardFromXBitForBit
 #      (y bit for bit launch_maxpool's, the places the host threads', dx bit for bit the backward
 #      from x) and GpuTrainStep (the training step uses the places by default);
@@ -9,7 +9,10 @@
 #      GpuTrain.* under the default and again under CNNBENCH_FIN_CHANNELS=32 and =8 (both forms
 #      of every finalize the tests reach);
 #    - df0d734, launch_pad_channels a thread a row: GpuKernels.PadChannelsWidensRowsWithZeros and
-#      the stem tests (GpuOps.Stem*).
+#      the stem tests (GpuOps.Stem*);
+#    - af279ec, the stem's weight gradient by our kernel (CNNBENCH_STEM_WGRAD=1, off by default):
+#      GpuTrain.StemWgradMatchesItsHostCodeAndTheReference, and the padded-stem training steps
+#      with it on.
 # A: ResNet-50 fp16 training at 256, cnnbench_train_step --breakdown, the new defaults against the
 #    old forms (CNNBENCH_MAXPOOL_PLACES=0 CNNBENCH_FIN_CHANNELS=32) in one call, then the new
 #    again (the noise). Predicted (call 100 on another H100: 40,777.7 us):
@@ -21,6 +24,9 @@
 #    - the stem's channel pad (the first "forward conv conv1" launch; df0d734, a thread a row, one
 #      word a row) 259 -> 95 to 120 us (282 MB at 2.3 to 3 TB/s).
 #    - the step about 1.2 ms shorter: 39.4 to 39.7 ms (the old forms' run keeps the new pad).
+#    - r50_wgrad (CNNBENCH_STEM_WGRAD=1): "backward.filter conv conv1" 884 -> 250 to 350 us (dy
+#      411 MB read once, the image's rows 3.5 times through L2, 16 warps an SM of mma.sync), the
+#      step 0.5 to 0.6 ms under r50_new. If so, make it the default.
 # E: EfficientNet-B0 fp16 training at 256, default against CNNBENCH_FIN_CHANNELS=32: its
 #    squeeze-excitation scale backward's finalize has 256 segments (32 channels a block either
 #    way, so the same), its BatchNorms of 16 to 1,280 channels take 8 where C / 32 < 132.
@@ -29,7 +35,7 @@
 #    ResNet-50 target, 8,000 img/s, is the H200's).
 set -u
 O=${OUT:-/tmp/out}
-END=$((SECONDS + ${BUDGET:-420}))
+END=$((SECONDS + ${BUDGET:-570}))
 lim() { local t=$1 r=$((END - SECONDS - 10)); ((r < t)) && t=$r; ((t < 5)) && t=5; echo $t; }
 export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:$PWD/.carry/lib
 B=build/release
@@ -42,6 +48,10 @@ mkdir -p $O/g $O/a $O/e
 timeout $(lim 60) $B/tests/test_gpu --gtest_filter='GpuKernels.PadChannels*:GpuOps.Stem*' \
   --gtest_brief=1 >$O/g/pad.log 2>&1
 echo "G pad rc=$? ${SECONDS}s"; tail -2 $O/g/pad.log
+CNNBENCH_STEM_WGRAD=1 timeout $(lim 120) $B/tests/test_gpu \
+  --gtest_filter='GpuTrain.StemWgrad*:GpuTrainStep.PaddedStem*:GpuTrainStep.StemKernel*:GpuTrainStep.OneStep*' \
+  --gtest_brief=1 >$O/g/stem_wgrad.log 2>&1
+echo "G stem_wgrad rc=$? ${SECONDS}s"; tail -2 $O/g/stem_wgrad.log
 for fc in 32 8; do
   CNNBENCH_FIN_CHANNELS=$fc timeout $(lim 60) $B/tests/test_gpu --gtest_filter='GpuTrain.*' \
     --gtest_brief=1 >$O/g/gputrain_fin$fc.log 2>&1
@@ -66,6 +76,7 @@ run() {  # name network env...
 D=a
 run r50_new resnet50 CNNBENCH_MAXPOOL_PLACES=1
 run r50_old resnet50 CNNBENCH_MAXPOOL_PLACES=0 CNNBENCH_FIN_CHANNELS=32
+run r50_wgrad resnet50 CNNBENCH_STEM_WGRAD=1
 run r50_new2 resnet50 CNNBENCH_MAXPOOL_PLACES=1
 (cd $O && tar czf a.tgz --remove-files a)
 D=e
