@@ -26,6 +26,8 @@ constexpr int kWarps = kStemWgradThreads / 32;
 struct WgArgs {
   int H, W, C, Ho, Wo, K, R, S, stride, ph, pw;
   int SC, KR, cols, PW, ldt, MT, NT, segs;
+  int kpl;    // log2(K / 8): dy's threads a pixel
+  bool dy16;  // dy 16-byte aligned (the fill's vector loads)
   int64_t tiles;
 };
 
@@ -35,6 +37,7 @@ WgArgs wg_args(const StemWgradSpec& s, const StemWgradGeometry& g) {
   a.R = s.kernel, a.S = s.kw(), a.stride = s.stride, a.ph = s.pad, a.pw = s.pw();
   a.SC = g.taps_row, a.KR = g.kr, a.cols = g.cols, a.PW = g.row_width, a.ldt = g.ldt;
   a.MT = s.y.c / 16, a.NT = g.cols / 8;
+  a.kpl = s.y.c == 16 ? 1 : s.y.c == 32 ? 2 : 3;
   a.segs = (s.y.w + kStemWgradPix - 1) / kStemWgradPix;
   a.tiles = g.tiles;
   return a;
@@ -84,15 +87,35 @@ CNN_HD void wg_fill_rows(const T* x, T* rows, const WgArgs& a, const WgTile& t, 
 }
 
 // dy's rows of the tile transposed into shared [K][ldt]: dyt[k][p] = dy[n, oh, ow0 + p, k], zero
-// for p from count to the tile's width (a partial tile's missing pixels add nothing). Thread tid
-// reads along k (dy's rows are K contiguous values), so a warp's loads are contiguous.
+// for p from count to the tile's width (a partial tile's missing pixels add nothing). A thread
+// takes 8 channels of a pixel at a time (one 16-byte load where dy is 16-byte aligned, as the
+// arena's buffers are), K / 8 threads a pixel, so a warp reads 4 or more whole pixels' rows; no
+// division (K is 16, 32 or 64: kpl = log2(K / 8)).
 template <typename T>
 CNN_HD void wg_fill_dyt(const T* dy, T* dyt, const WgArgs& a, const WgTile& t, int tid) {
-  const T zero = zero_value<T>();
+  static_assert(sizeof(T) == 2, "16-bit storage");
   const int64_t base = ((t.n * a.Ho + t.oh) * a.Wo + t.ow0) * int64_t(a.K);
-  for (int i = tid; i < kStemWgradPix * a.K; i += kStemWgradThreads) {
-    const int p = i / a.K, k = i - p * a.K;
-    dyt[k * a.ldt + p] = p < t.count ? dy[base + i] : zero;
+  const int per_pixel = a.K / 8, k0 = (tid & (per_pixel - 1)) * 8;
+  const uint16_t* src = reinterpret_cast<const uint16_t*>(dy);
+  uint16_t* dst = reinterpret_cast<uint16_t*>(dyt);
+  for (int p = tid >> a.kpl; p < kStemWgradPix; p += kStemWgradThreads >> a.kpl) {
+    uint32_t w[4] = {0, 0, 0, 0};  // channels k0 .. k0 + 7, two a word (the lower first)
+    if (p < t.count) {
+      const int64_t at = base + int64_t(p) * a.K + k0;
+#ifdef __CUDA_ARCH__
+      if (a.dy16) {
+        const uint4 v = *reinterpret_cast<const uint4*>(src + at);
+        w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+      } else
+#endif
+        for (int i = 0; i < 4; ++i)
+          w[i] = uint32_t(src[at + 2 * i]) | uint32_t(src[at + 2 * i + 1]) << 16;
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      dst[(k0 + 2 * i) * a.ldt + p] = uint16_t(w[i] & 0xffffu);
+      dst[(k0 + 2 * i + 1) * a.ldt + p] = uint16_t(w[i] >> 16);
+    }
   }
 }
 
@@ -107,14 +130,18 @@ CNN_HD Two<T> wg_a(const T* dyt, const WgArgs& a, int k, int p) {
 #endif
 }
 
-// A B fragment register: column col (window row col / KR, tap col % KR of it), pixels p and p + 1;
-// zero at taps past S * C.
-template <typename T>
-CNN_HD Two<T> wg_b(const T* rows, const WgArgs& a, int col, int p) {
+// Where a B fragment's column col (window row col / KR, tap col % KR of it) starts in the rows,
+// or -1 at taps past S * C (zeros): the same for every tile, so a thread works it out once.
+CNN_HD int wg_b_offset(const WgArgs& a, int col) {
   const int r = col / a.KR, j = col - r * a.KR;
-  const T zero = zero_value<T>();
-  if (j >= a.SC) return {zero, zero};
-  const T* src = rows + r * a.PW + p * a.stride * a.C + j;
+  return j < a.SC ? r * a.PW + j : -1;
+}
+
+// A B fragment register: the column at `off` (wg_b_offset), pixels p and p + 1.
+template <typename T>
+CNN_HD Two<T> wg_b(const T* rows, const WgArgs& a, int off, int p) {
+  if (off < 0) return {zero_value<T>(), zero_value<T>()};
+  const T* src = rows + off + p * a.stride * a.C;
   return {src[0], src[a.stride * a.C]};
 }
 
@@ -150,7 +177,7 @@ CNN_HD float wg_reduce(const float* part, const WgArgs& a, int blocks, int e) {
 #undef CNN_HD
 
 template <typename T>
-__global__ void __launch_bounds__(kStemWgradThreads, 4)
+__global__ void __launch_bounds__(kStemWgradThreads, 3)
     stem_wgrad_kernel(const T* __restrict__ x, const T* __restrict__ dy, float* __restrict__ part,
                       WgArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -164,6 +191,10 @@ __global__ void __launch_bounds__(kStemWgradThreads, 4)
     for (int jt = 0; jt < kTilesPerWarp; ++jt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mt][jt][i] = 0.0f;
+  int boff[kTilesPerWarp];
+#pragma unroll
+  for (int jt = 0; jt < kTilesPerWarp; ++jt)
+    boff[jt] = wg_b_offset(a, (warp + kWarps * jt) * 8 + g);
   for (int64_t tile = blockIdx.x; tile < a.tiles; tile += gridDim.x) {
     const WgTile t = wg_tile(a, tile);
     __syncthreads();  // every warp done with the last tile's rows
@@ -182,7 +213,7 @@ __global__ void __launch_bounds__(kStemWgradThreads, 4)
       for (int jt = 0; jt < kTilesPerWarp; ++jt) {
         const int nt = warp + kWarps * jt;
         if (nt >= a.NT) continue;
-        const uint32_t b = mma::reg_of(wg_b(rows, a, nt * 8 + g, p0 + 2 * q));
+        const uint32_t b = mma::reg_of(wg_b(rows, a, boff[jt], p0 + 2 * q));
 #pragma unroll
         for (int mt = 0; mt < kMaxMTiles; ++mt)
           if (mt < a.MT) mma::mma_16x8x8<T>(acc[mt][jt], fa[mt][0], fa[mt][1], b);
@@ -243,7 +274,7 @@ void emulate_t(const T* x, const T* dy, float* dw, const WgArgs& a, int blocks, 
                 const int g = lane / 4, q = lane % 4;
                 a0[lane] = wg_a(dyt.data(), a, mt * 16 + g, p0 + 2 * q);
                 a1[lane] = wg_a(dyt.data(), a, mt * 16 + g + 8, p0 + 2 * q);
-                b[lane] = wg_b(rows.data(), a, nt * 8 + g, p0 + 2 * q);
+                b[lane] = wg_b(rows.data(), a, wg_b_offset(a, nt * 8 + g), p0 + 2 * q);
                 std::memcpy(c[lane], acc[warp][lane][mt][jt], sizeof c[lane]);
               }
               mma::emulate_mma_16x8x8(c, a0, a1, b);
@@ -282,8 +313,7 @@ StemWgradGeometry stem_wgrad_geometry(const StemWgradSpec& s) {
     throw std::invalid_argument("stem weight gradient: " + why);
   };
   if (C < 1 || C > 8) bad("the image has " + std::to_string(C) + " channels (1 to 8)");
-  if (K % 16 != 0 || K < 16 || K > 64)
-    bad(std::to_string(K) + " outputs (a multiple of 16, at most 64)");
+  if (K != 16 && K != 32 && K != 64) bad(std::to_string(K) + " outputs (16, 32 or 64)");
   if (R < 1 || S < 1 || s.stride < 1 || s.pad < 0 || s.pw() < 0) bad("kernel, stride or pad");
   const int Ho = (s.x.h + 2 * s.pad - R) / s.stride + 1,
             Wo = (s.x.w + 2 * s.pw() - S) / s.stride + 1;
@@ -324,7 +354,8 @@ bool stem_wgrad_eligible(DType t, const StemWgradSpec& s, const char** why) {
 void launch_stem_wgrad(DType t, const void* x, const void* dy, float* dw, const StemWgradSpec& s,
                        void* scratch, cudaStream_t stream) {
   const StemWgradGeometry g = stem_wgrad_geometry(s);
-  const WgArgs a = wg_args(s, g);
+  WgArgs a = wg_args(s, g);
+  a.dy16 = reinterpret_cast<uintptr_t>(dy) % 16 == 0;
   if (reinterpret_cast<uintptr_t>(x) % 4 != 0 || reinterpret_cast<uintptr_t>(dy) % 4 != 0 ||
       reinterpret_cast<uintptr_t>(scratch) % 16 != 0)
     throw std::invalid_argument("launch_stem_wgrad: x, dy or the scratch misaligned");

@@ -54,8 +54,8 @@ struct StemWgradGeometry {
   size_t scratch = 0;  // the partial sums: blocks x K x cols floats
 };
 
-// Throws std::invalid_argument where the kernel cannot serve s: C over 8, K not a multiple of 16
-// or over 64, more than 24 column tiles (R * kr / 8), y not what the kernel, stride and pads give.
+// Throws std::invalid_argument where the kernel cannot serve s: C over 8, K not 16, 32 or 64, more
+// than 24 column tiles (R * kr / 8), y not what the kernel, stride and pads give.
 StemWgradGeometry stem_wgrad_geometry(const StemWgradSpec& s);
 // Whether the kernel serves s for storage type t (F16 or BF16), `why` the first reason not.
 bool stem_wgrad_eligible(DType t, const StemWgradSpec& s, const char** why = nullptr);

@@ -433,6 +433,7 @@ TEST(StemWgrad, GeometryRefusesWhatTheKernelCannotServe) {
   EXPECT_FALSE(stem_wgrad_eligible(DType::F32, r50));
   EXPECT_THROW(stem_wgrad_geometry(spec({1, 9, 16, 16}, 64, 7, 2, 3)), std::invalid_argument);
   EXPECT_THROW(stem_wgrad_geometry(spec({1, 3, 16, 16}, 24, 7, 2, 3)), std::invalid_argument);
+  EXPECT_THROW(stem_wgrad_geometry(spec({1, 3, 16, 16}, 48, 7, 2, 3)), std::invalid_argument);
   EXPECT_THROW(stem_wgrad_geometry(spec({1, 3, 16, 16}, 80, 7, 2, 3)), std::invalid_argument);
   EXPECT_THROW(stem_wgrad_geometry(spec({1, 8, 32, 32}, 64, 11, 4, 2)),  // 11 x 88 taps
                std::invalid_argument);
