@@ -6,6 +6,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/check.h"
@@ -86,6 +87,15 @@ CNN_HD void wg_fill_rows(const T* x, T* rows, const WgArgs& a, const WgTile& t, 
   }
 }
 
+// Where pixel p of dy^T's row k sits in shared memory: p XOR 8 * ((k / 8) % 8). The fill's 8
+// threads of a pixel write rows 8 apart, which with a plain layout (ldt / 2 = 4 mod 8, as the A
+// loads need to be free of bank conflicts) all fall in one bank: 8-way conflicts at K = 64. The
+// XOR spreads them over 8 banks and keeps pixel pairs (p even, p + 1) together in one word for the
+// A loads (whose 8 rows g share k / 8, so the same XOR). Rows are 128 pixels wide for it.
+CNN_HD int wg_sw(int k, int p) {
+  return p ^ (((k >> 3) & 7) << 3);
+}
+
 // dy's rows of the tile transposed into shared [K][ldt]: dyt[k][p] = dy[n, oh, ow0 + p, k], zero
 // for p from count to the tile's width (a partial tile's missing pixels add nothing). A thread
 // takes 8 channels of a pixel at a time (one 16-byte load where dy is 16-byte aligned, as the
@@ -113,8 +123,9 @@ CNN_HD void wg_fill_dyt(const T* dy, T* dyt, const WgArgs& a, const WgTile& t, i
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      dst[(k0 + 2 * i) * a.ldt + p] = uint16_t(w[i] & 0xffffu);
-      dst[(k0 + 2 * i + 1) * a.ldt + p] = uint16_t(w[i] >> 16);
+      const int k = k0 + 2 * i;
+      dst[k * a.ldt + wg_sw(k, p)] = uint16_t(w[i] & 0xffffu);
+      dst[(k + 1) * a.ldt + wg_sw(k + 1, p)] = uint16_t(w[i] >> 16);
     }
   }
 }
@@ -122,7 +133,7 @@ CNN_HD void wg_fill_dyt(const T* dy, T* dyt, const WgArgs& a, const WgTile& t, i
 // An A fragment register: output k, pixels p and p + 1 (p even: one 32-bit load on the device).
 template <typename T>
 CNN_HD Two<T> wg_a(const T* dyt, const WgArgs& a, int k, int p) {
-  const T* src = dyt + k * a.ldt + p;
+  const T* src = dyt + k * a.ldt + wg_sw(k, p);  // p even: p + 1 stays beside it
 #ifdef __CUDA_ARCH__
   return *reinterpret_cast<const Two<T>*>(src);
 #else
@@ -164,14 +175,25 @@ CNN_HD void wg_store_partial(const float (&acc)[kMaxMTiles][kTilesPerWarp][4], f
     }
 }
 
-// dw's element e (KRSC: k, r, s, c) from the blocks' partial sums, added in block order.
-CNN_HD float wg_reduce(const float* part, const WgArgs& a, int blocks, int e) {
+// The reduce's block: kRedElems elements of dw by kRedLanes lanes; lane l adds the partial sums
+// of blocks l, l + kRedLanes, ... in that order, then the lanes' sums are added pairwise (l and
+// l + 4, l and l + 2, l and l + 1). A fixed order: the same sums on every run and every card.
+constexpr int kRedElems = 32, kRedLanes = 8;
+
+// Lane l's sum for dw's element e (KRSC: k, r, s, c).
+CNN_HD float wg_reduce_lane(const float* part, const WgArgs& a, int blocks, int e, int l) {
   const int c = e % a.C, s = e / a.C % a.S, r = e / (a.C * a.S) % a.R, k = e / (a.C * a.S * a.R);
   const int64_t at = int64_t(k) * a.cols + r * a.KR + s * a.C + c;
   const int64_t plane = int64_t(a.K) * a.cols;
   float sum = 0.0f;
-  for (int b = 0; b < blocks; ++b) sum += part[b * plane + at];
+#pragma unroll 4
+  for (int b = l; b < blocks; b += kRedLanes) sum += part[b * plane + at];
   return sum;
+}
+
+// The lanes' sums combined pairwise (v[l] for l < kRedLanes, in place; v[0] the result).
+CNN_HD void wg_reduce_tree(float* v, int l, int half) {
+  if (l < half) v[l] += v[l + half];
 }
 
 #undef CNN_HD
@@ -223,28 +245,39 @@ __global__ void __launch_bounds__(kStemWgradThreads, 3)
   wg_store_partial(acc, part + int64_t(blockIdx.x) * a.K * a.cols, a, warp, g, q);
 }
 
-__global__ void stem_wgrad_reduce(const float* __restrict__ part, float* __restrict__ dw, WgArgs a,
-                                  int blocks, bool accumulate) {
+__global__ void __launch_bounds__(kRedElems* kRedLanes)
+    stem_wgrad_reduce(const float* __restrict__ part, float* __restrict__ dw, WgArgs a, int blocks,
+                      bool accumulate) {
+  __shared__ float sh[kRedElems][kRedLanes];
   const int total = a.K * a.R * a.S * a.C;
-  for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
-    const float v = wg_reduce(part, a, blocks, e);
-    dw[e] = accumulate ? dw[e] + v : v;
+  const int i = threadIdx.x / kRedLanes, l = threadIdx.x % kRedLanes;
+  const int e = blockIdx.x * kRedElems + i;
+  sh[i][l] = e < total ? wg_reduce_lane(part, a, blocks, e, l) : 0.0f;
+  for (int half = kRedLanes / 2; half > 0; half /= 2) {
+    __syncthreads();
+    wg_reduce_tree(sh[i], l, half);
   }
+  if (l == 0 && e < total) dw[e] = accumulate ? dw[e] + sh[i][0] : sh[i][0];
 }
 
-// Per device: the kernel's dynamic shared memory raised once where it passes 48 KiB.
+// Per device: the kernel's dynamic shared memory limit raised where smem passes 48 KiB, again
+// whenever a larger size comes (the largest set so far kept per device).
 template <typename T>
 void raise_smem(size_t smem) {
   if (smem <= (48u << 10)) return;
   static std::mutex mu;
-  static std::vector<int> done;
+  static std::vector<std::pair<int, size_t>> set;  // (device, the limit set there)
   int dev = 0;
   CNN_CHECK_CUDA(cudaGetDevice(&dev));
   std::lock_guard<std::mutex> lock(mu);
-  if (std::find(done.begin(), done.end(), dev) != done.end()) return;
+  auto it = std::find_if(set.begin(), set.end(), [&](const auto& d) { return d.first == dev; });
+  if (it != set.end() && it->second >= smem) return;
   CNN_CHECK_CUDA(cudaFuncSetAttribute(stem_wgrad_kernel<T>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  done.push_back(dev);
+  if (it == set.end())
+    set.push_back({dev, smem});
+  else
+    it->second = smem;
 }
 
 // The kernels' threads on the host, block by block in order, the lanes' fragments multiplied by
@@ -290,8 +323,11 @@ void emulate_t(const T* x, const T* dy, float* dw, const WgArgs& a, int blocks, 
   }
   const int total = a.K * a.R * a.S * a.C;
   for (int e = 0; e < total; ++e) {
-    const float v = wg_reduce(part.data(), a, blocks, e);
-    dw[e] = accumulate ? dw[e] + v : v;
+    float v[kRedLanes];
+    for (int l = 0; l < kRedLanes; ++l) v[l] = wg_reduce_lane(part.data(), a, blocks, e, l);
+    for (int half = kRedLanes / 2; half > 0; half /= 2)
+      for (int l = 0; l < kRedLanes; ++l) wg_reduce_tree(v, l, half);
+    dw[e] = accumulate ? dw[e] + v[0] : v[0];
   }
 }
 
@@ -328,7 +364,7 @@ StemWgradGeometry stem_wgrad_geometry(const StemWgradSpec& s) {
         std::to_string(kTilesPerWarp * kWarps) + ")");
   g.row_width = ((kStemWgradPix - 1) * s.stride + S) * C;
   g.row_width += g.row_width % 2;
-  g.ldt = kStemWgradPix + 8;
+  g.ldt = 136;  // 128 swizzled pixels (wg_sw) + 8: ldt / 2 = 4 (mod 8), A loads conflict-free
   g.tiles = int64_t(s.x.n) * Ho * ((Wo + kStemWgradPix - 1) / kStemWgradPix);
   g.blocks = int(std::min<int64_t>(g.tiles, kStemWgradBlocks));
   g.smem = (size_t(R) * g.row_width + size_t(K) * g.ldt) * 2;
@@ -368,7 +404,8 @@ void launch_stem_wgrad(DType t, const void* x, const void* dy, float* dw, const 
   });
   CNN_CHECK_LAUNCH();
   const int total = a.K * a.R * a.S * a.C;
-  stem_wgrad_reduce<<<(total + 255) / 256, 256, 0, stream>>>(part, dw, a, g.blocks, s.accumulate);
+  stem_wgrad_reduce<<<(total + kRedElems - 1) / kRedElems, kRedElems * kRedLanes, 0, stream>>>(
+      part, dw, a, g.blocks, s.accumulate);
   CNN_CHECK_LAUNCH();
 }
 

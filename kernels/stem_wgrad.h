@@ -18,8 +18,8 @@
 // 32-bit load) and B = the taps (8 pixels by 8 taps, two 16-bit loads a register). 4 warps split
 // the column tiles (warp w: tiles w, w + 4, ...), each holding all K rows' float accumulators
 // across every tile the block takes. Blocks (a fixed count, kStemWgradBlocks, whatever the GPU, so
-// the sums are the same on every card) write their partial sums; a second kernel adds them in
-// block order into dw. Deterministic; nothing allocated; capturable in a CUDA graph.
+// the sums are the same on every card) write their partial sums; a second kernel adds them in a
+// fixed order into dw. Deterministic; nothing allocated; capturable in a CUDA graph.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -31,7 +31,9 @@
 
 namespace cnnbench {
 
-inline constexpr int kStemWgradPix = 112, kStemWgradThreads = 128, kStemWgradBlocks = 512;
+// kStemWgradBlocks: 3 blocks an SM (168 registers a thread) on the H100's and H200's 132 SMs, one
+// wave; fixed, whatever the card, so the sums (and dw's bits) are the same on every card.
+inline constexpr int kStemWgradPix = 112, kStemWgradThreads = 128, kStemWgradBlocks = 396;
 
 struct StemWgradSpec {
   Dims x, y;  // batch included; x.c the image's channels, y.c the outputs K
@@ -47,7 +49,7 @@ struct StemWgradGeometry {
   int kr = 0;          // rounded up to 8
   int cols = 0;        // R * kr: the GEMM's columns (tap slots), a multiple of 8
   int row_width = 0;   // elements of an input row in shared memory (even)
-  int ldt = 0;         // dy^T's row stride in shared memory (pixels, even)
+  int ldt = 0;         // dy^T's row stride in shared memory: 128 swizzled pixels + 8
   int64_t tiles = 0;   // N * Ho * ceil(Wo / kStemWgradPix)
   int blocks = 0;      // min(tiles, kStemWgradBlocks)
   size_t smem = 0;     // rows [R][row_width] + dy^T [K][ldt]
