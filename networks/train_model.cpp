@@ -430,19 +430,26 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
             void* wp = arena_.ptr(pd->second.w);
             void* xp = arena_.ptr(pd->second.x);
             const void *w0 = b.w, *x0 = b.x;
-            add([=](cudaStream_t st) {
-              launch_pad_channels(t, wp, Cp, w0, C, wrows, st);
-              launch_pad_channels(t, xp, Cp, x0, C, xrows, st);
-            });
             cs.x.c = Cp;
             b.x = xp, b.w = wp;
-            // Our stem kernel beside cuDNN's padded conv, reading the input itself (the copy
-            // above stays: the weight gradient reads it).
+            // Our stem kernel beside cuDNN's padded conv, reading the input itself. The padded
+            // copy of the input is written while something reads it: cuDNN's conv, or cuDNN's
+            // weight gradient; not where our forward won the race (runs_cudnn() is settled by
+            // prepare, before any step runs) and our weight gradient reads the image itself.
             const bool race = opt.stem == StemChoice::Cnnbench ||
                               (opt.stem == StemChoice::Auto && opt.engine == EngineMode::Autotune);
-            if (race && stem_eligible(cs, C) && stem_aligned(x0, b)) {
-              Op* c = own(std::make_unique<StemConvOp>(cs, b, x0, C, opt.stem, false));
-              add([c](cudaStream_t s) { c->run(s); }, c);
+            StemConvOp* ours = nullptr;
+            if (race && stem_eligible(cs, C) && stem_aligned(x0, b))
+              ours = static_cast<StemConvOp*>(
+                  own(std::make_unique<StemConvOp>(cs, b, x0, C, opt.stem, false)));
+            const bool wgrad_ours = pd->second.wgrad_scratch >= 0;
+            add([=](cudaStream_t st) {
+              launch_pad_channels(t, wp, Cp, w0, C, wrows, st);  // read by both forwards
+              if (!(ours && !ours->runs_cudnn() && wgrad_ours))
+                launch_pad_channels(t, xp, Cp, x0, C, xrows, st);
+            });
+            if (ours) {
+              add([ours](cudaStream_t s) { ours->run(s); }, ours);
               break;
             }
           }
