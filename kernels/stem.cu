@@ -1,6 +1,7 @@
 #include <mma.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -15,6 +16,7 @@
 #include "kernels/convert.cuh"
 #include "kernels/mma_m16n8k8.cuh"
 #include "kernels/stem.h"
+#include "kernels/stem_rows.cuh"
 
 namespace cnnbench {
 
@@ -241,45 +243,19 @@ CNN_HD void rows_stage_weights(const T* w, T* ws, const RowArgs& a, int t) {
   }
 }
 
-struct RowTile {
-  int64_t n;
-  int oh, ow0, count;  // count: the tile's pixels (kRowPix but the row's last)
-};
+using RowTile = stem_rows::Tile;
 
 CNN_HD RowTile row_tile(const RowArgs& a, int64_t tile) {
-  RowTile rt;
-  const int seg = int(tile % a.segs);
-  const int64_t row = tile / a.segs;
-  rt.n = row / a.Ho;
-  rt.oh = int(row - rt.n * a.Ho);
-  rt.ow0 = seg * kRowPix;
-  rt.count = a.Wo - rt.ow0 < kRowPix ? a.Wo - rt.ow0 : kRowPix;
-  return rt;
+  return stem_rows::tile_of(tile, a.segs, a.Ho, a.Wo, kRowPix);
 }
 
-// The tile's input rows into shared [R][PW]: element j of row r is input column
+// The tile's input rows into shared [R][PW] (stem_rows::fill): element j of row r is input column
 // ow0 * stride - pw + j / C, channel j % C, of input row oh * stride - ph + r; zeros outside
 // the image.
-// In NHWC a row's elements from column iw0 on are contiguous, so element j is x's element
-// (row start + iw0 * C + j), inside the image where j lies in [-iw0 * C, (W - iw0) * C): a
-// threads-wide contiguous (coalesced) copy per row with no division. (Call 68: the rows kernel
-// ran 2x slower than the tile kernel; this fill had two integer divisions per element.)
 template <typename T>
 CNN_HD void rows_fill(const T* x, T* patch, const RowArgs& a, const RowTile& rt, int t) {
-  const int iw0 = rt.ow0 * a.stride - a.pw, ih0 = rt.oh * a.stride - a.ph;
-  const T zero = zero_value<T>();
-  const int lo = -iw0 * a.C, hi = (a.W - iw0) * a.C;
-  for (int r = 0; r < a.R; ++r) {
-    const int ih = ih0 + r;
-    T* dst = patch + r * a.PW;
-    if (ih < 0 || ih >= a.H) {
-      for (int j = t; j < a.PW; j += kRowThreads) dst[j] = zero;
-      continue;
-    }
-    // x's index of element j is first + j; only formed where it lies inside the row.
-    const int64_t first = ((rt.n * a.H + ih) * a.W + iw0) * int64_t(a.C);
-    for (int j = t; j < a.PW; j += kRowThreads) dst[j] = j >= lo && j < hi ? x[first + j] : zero;
-  }
+  stem_rows::fill(x, patch, a.H, a.W, a.C, a.R, a.stride, a.ph, a.pw, a.PW, rt, INT_MAX, t,
+                  kRowThreads);
 }
 
 using mma::Two;

@@ -12,6 +12,7 @@
 #include "harness/check.h"
 #include "kernels/convert.cuh"
 #include "kernels/mma_m16n8k8.cuh"
+#include "kernels/stem_rows.cuh"
 
 namespace cnnbench {
 
@@ -46,45 +47,21 @@ WgArgs wg_args(const StemWgradSpec& s, const StemWgradGeometry& g) {
 
 #define CNN_HD __host__ __device__ __forceinline__
 
-struct WgTile {
-  int64_t n;
-  int oh, ow0, count;  // count: the tile's pixels (kStemWgradPix but a row's last)
-};
+using WgTile = stem_rows::Tile;
 
 CNN_HD WgTile wg_tile(const WgArgs& a, int64_t tile) {
-  WgTile t;
-  const int seg = int(tile % a.segs);
-  const int64_t row = tile / a.segs;
-  t.n = row / a.Ho;
-  t.oh = int(row - t.n * a.Ho);
-  t.ow0 = seg * kStemWgradPix;
-  t.count = a.Wo - t.ow0 < kStemWgradPix ? a.Wo - t.ow0 : kStemWgradPix;
-  return t;
+  return stem_rows::tile_of(tile, a.segs, a.Ho, a.Wo, kStemWgradPix);
 }
 
-// The tile's input rows into shared [R][PW], as the stem's rows kernel fills them: element j of
-// row r is input column ow0 * stride - pw + j / C, channel j % C, of input row oh * stride - ph +
-// r, a contiguous copy per row; zeros outside the image and past the tile's last window (so that a
-// partial tile's unused taps are zeros, not whatever the image holds there: dy is zero for its
-// missing pixels, and 0 * inf would not be).
+// The tile's input rows into shared [R][PW], as the stem's rows kernel fills them
+// (stem_rows::fill), and zeros past the tile's last window too (so that a partial tile's unused
+// taps are zeros, not whatever the image holds there: dy is zero for its missing pixels, and
+// 0 * inf would not be).
 template <typename T>
 CNN_HD void wg_fill_rows(const T* x, T* rows, const WgArgs& a, const WgTile& t, int tid) {
-  const int iw0 = t.ow0 * a.stride - a.pw, ih0 = t.oh * a.stride - a.ph;
-  const T zero = zero_value<T>();
-  const int lo = -iw0 * a.C;
   const int used = ((t.count - 1) * a.stride + a.S) * a.C;
-  const int hi = (a.W - iw0) * a.C < used ? (a.W - iw0) * a.C : used;
-  for (int r = 0; r < a.R; ++r) {
-    const int ih = ih0 + r;
-    T* dst = rows + r * a.PW;
-    if (ih < 0 || ih >= a.H) {
-      for (int j = tid; j < a.PW; j += kStemWgradThreads) dst[j] = zero;
-      continue;
-    }
-    const int64_t first = ((t.n * a.H + ih) * a.W + iw0) * int64_t(a.C);
-    for (int j = tid; j < a.PW; j += kStemWgradThreads)
-      dst[j] = j >= lo && j < hi ? x[first + j] : zero;
-  }
+  stem_rows::fill(x, rows, a.H, a.W, a.C, a.R, a.stride, a.ph, a.pw, a.PW, t, used, tid,
+                  kStemWgradThreads);
 }
 
 // Where pixel p of dy^T's row k sits in shared memory: p XOR 8 * ((k / 8) % 8). The fill's 8
