@@ -81,6 +81,10 @@ run r50_old resnet50 CNNBENCH_MAXPOOL_PLACES=0 CNNBENCH_FIN_CHANNELS=32
 run r50_wgrad resnet50 CNNBENCH_STEM_WGRAD=1
 EXTRA="--stem=cnnbench" run r50_wgrad_stem resnet50 CNNBENCH_STEM_WGRAD=1
 run r50_new2 resnet50 CNNBENCH_MAXPOOL_PLACES=1
+ls $O/a/r50_*.json >/dev/null 2>&1 && python3 tools/compare_breakdowns.py \
+  $(ls $O/a/r50_old.json $O/a/r50_new.json $O/a/r50_wgrad.json $O/a/r50_wgrad_stem.json \
+    $O/a/r50_new2.json 2>/dev/null) --by-stage --out-md $O/a/compare.md >/dev/null 2>&1 &&
+  head -30 $O/a/compare.md
 (cd $O && tar czf a.tgz --remove-files a)
 D=e
 run effb0_new efficientnet_b0 CNNBENCH_FIN_CHANNELS=0
