@@ -62,6 +62,28 @@ grep -qE "\| resnet50 \| fp16 \| infer \| racecheck \| 2 \| 0 \| 0 \| [0-9]+ \| 
   fail "racecheck row: $(cat "$T/race/summary.md")"
 grep -q -- "--filter kns=cnnbench" "$T/race/resnet50_fp16_infer_racecheck.log" || fail "KERNELS not passed as --filter"
 grep -q -- "only the kernels \`--filter kns=cnnbench\` names" "$T/race/summary.md" || fail "summary without the filter"
+# MIN_FREE_MB: with more asked for than any host has, runs go one at a time whatever JOBS says
+# (each run marks its start and end; no start may come before the last one's end).
+cat >"$T/marking-sanitizer" <<'FAKE'
+#!/usr/bin/env bash
+echo "start" >>"$MARKS"; sleep 0.3; echo "end" >>"$MARKS"
+echo "========= ERROR SUMMARY: 0 errors"
+FAKE
+chmod +x "$T/marking-sanitizer"
+MARKS="$T/marks" SANITIZER="$T/marking-sanitizer" NETS="resnet50 alexnet" PRECISIONS="fp16 fp32" MODES=infer \
+  TOOLS=memcheck JOBS=4 MIN_FREE_MB=999999999 bash "$SRC/tools/sanitize_gpu.sh" "$T/mem" >/dev/null 2>"$T/mem.err" ||
+  fail "memory-guarded run failed"
+# (The tool's --help, asked once before any run, marks a pair of its own.)
+[[ "$(tr '\n' ' ' <"$T/marks")" =~ ^(start\ end\ ){5}$ ]] ||
+  fail "runs overlapped under MIN_FREE_MB: $(tr '\n' ' ' <"$T/marks")"
+grep -q "waiting for host memory" "$T/mem.err" || fail "no word of the wait: $(cat "$T/mem.err")"
+# And with the guard met, JOBS=4 runs them together (some start before an end).
+rm -f "$T/marks"
+MARKS="$T/marks" SANITIZER="$T/marking-sanitizer" NETS="resnet50 alexnet" PRECISIONS="fp16 fp32" MODES=infer \
+  TOOLS=memcheck JOBS=4 MIN_FREE_MB=0 bash "$SRC/tools/sanitize_gpu.sh" "$T/mem0" >/dev/null 2>&1 ||
+  fail "unguarded run failed"
+[ "$(sed -n 3,4p "$T/marks" | tr '\n' ' ')" = "start start " ] ||  # after --help's pair
+  fail "JOBS=4 ran one at a time: $(tr '\n' ' ' <"$T/marks")"
 # EXCLUDE_KERNELS: one exclude option a filter (the older tool's name here), named in the summary.
 SANITIZER="$T/fake-sanitizer" NETS=resnet50 PRECISIONS=fp16 TOOLS=racecheck MODES=infer \
   EXCLUDE_KERNELS="kns=nvjet kns=xmma" bash "$SRC/tools/sanitize_gpu.sh" "$T/excl" >/dev/null 2>&1 ||

@@ -10,7 +10,8 @@
 #
 # JOBS: racecheck and synccheck hold much of the card's memory for their own tracking; call 77 ran
 # 12 at once and lost runs to out-of-memory and "Device not supported". 8 memcheck/initcheck runs
-# at once were fine (call 75); keep racecheck and synccheck to 4.
+# at once were fine (call 75); keep racecheck and synccheck to 4. MIN_FREE_MB: a run waits for
+# one of ours to end while the host has less available (default 16384; see spawn()).
 #
 # Writes OUT_DIR/<net>_<precision>_<mode>_<tool>.log and OUT_DIR/summary.md: one row a run with
 # the errors the tool counted ("ERROR SUMMARY: N errors"), its exit status, and where the first
@@ -187,9 +188,21 @@ run_one() {
   echo "sanitize_gpu: $net $p $mode $tool: errors $errors ($untracked unchecked launches), exit $rc, $((SECONDS - t0)) s"
   rm -f "/tmp/sanitize_$$_$i.safetensors" "/tmp/sanitize_$$_$i.json"
 }
-# run_one in the background, once fewer than JOBS runs are going.
+# run_one in the background, once fewer than JOBS runs are going and, while any of ours is
+# going, the host has MIN_FREE_MB (default 16384) available (MemAvailable, the whole host's: other
+# invocations' runs count too). Call 102 ran six tool processes in three invocations; StyleGAN-XL's
+# alone held 116 GB, available memory fell to 1.3 GB, and two runs died with status 9 and no
+# message of their own. A run starts whatever the memory when none of ours is going, so nothing
+# waits forever.
+running() { jobs -rp | grep -vcx "${MEM_PID:-none}"; }
+avail_mb() { awk '/^MemAvailable:/ {print int($2 / 1024)}' /proc/meminfo 2>/dev/null || echo 0; }
 spawn() {
-  while [ "$(jobs -rp | grep -vcx "${MEM_PID:-none}")" -ge "${JOBS:-1}" ]; do wait -n; done
+  while [ "$(running)" -ge "${JOBS:-1}" ]; do wait -n; done
+  while [ "$(running)" -gt 0 ] && [ "$(avail_mb)" -lt "${MIN_FREE_MB:-16384}" ]; do
+    [ -z "${WAITED:-}" ] && echo "sanitize_gpu: waiting for host memory (under ${MIN_FREE_MB:-16384} MiB available)" >&2
+    WAITED=1
+    wait -n
+  done
   run_one "$@" &
 }
 rm -rf "$OUT/rows" && mkdir -p "$OUT/rows"
