@@ -926,6 +926,33 @@ TEST(GpuTrain, StemWgradMatchesItsHostCodeAndTheReference) {
       }
 }
 
+// The new launchers refuse what they cannot serve before launching anything: buffers misaligned
+// for their word loads and stores, and shapes outside their kernels.
+TEST(GpuTrain, PlacesAndStemWgradRefuseMisalignedBuffers) {
+  DeviceArray<uint8_t> buf(1 << 20);
+  char* base = reinterpret_cast<char*>(buf.get());
+  PoolSpec s;
+  s.x = {1, 8, 8, 8}, s.y = {1, 8, 4, 4}, s.kernel = 3, s.stride = 2, s.pad = 1;
+  uint8_t* pl = reinterpret_cast<uint8_t*>(base + 4096);
+  EXPECT_THROW(launch_maxpool_forward_places(DType::F16, base + 2, base + 8192, pl, s, nullptr),
+               std::invalid_argument);
+  EXPECT_THROW(
+      launch_maxpool_backward_places(DType::F16, pl + 4, base, base + 8192, s, false, nullptr),
+      std::invalid_argument);
+  StemWgradSpec w;
+  w.x = {1, 3, 16, 16}, w.y = {1, 64, 8, 8};
+  EXPECT_THROW(launch_stem_wgrad(DType::F16, base + 2, base + 8192,
+                                 reinterpret_cast<float*>(base + 16384), w, base + 65536, nullptr),
+               std::invalid_argument);
+  EXPECT_THROW(launch_stem_wgrad(DType::F16, base, base + 8192,
+                                 reinterpret_cast<float*>(base + 16384), w, base + 65540, nullptr),
+               std::invalid_argument);
+  EXPECT_THROW(launch_stem_wgrad(DType::F32, base, base + 8192,
+                                 reinterpret_cast<float*>(base + 16384), w, base + 65536, nullptr),
+               std::invalid_argument);
+  CNN_CHECK_CUDA(cudaDeviceSynchronize());  // and nothing was launched that failed
+}
+
 TEST(GpuTrain, AvgPoolBackwardMatchesReference) {
   const unsigned seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
