@@ -411,24 +411,7 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-// Per device: a kernel's dynamic shared memory raised to the device's opt-in limit once, before
-// its first launch there. Returns the current device.
-constexpr int kMaxDevices = 64;
-
-template <auto Kernel>
-int raise_smem_once() {
-  static std::once_flag once[kMaxDevices];
-  int device = 0;
-  CNN_CHECK_CUDA(cudaGetDevice(&device));
-  if (device >= kMaxDevices) throw std::invalid_argument("launch_stem: device index over 63");
-  std::call_once(once[device], [device] {
-    int optin = 0;
-    CNN_CHECK_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    CNN_CHECK_CUDA(
-        cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-  });
-  return device;
-}
+using stem_rows::raise_smem_once;
 
 template <typename T>
 void launch_t(const void* x, const void* w, const void* bias, void* y, const StemArgs& a,
@@ -555,17 +538,7 @@ bool stem_aligned(const void* image, const ConvBuffers& b) {
   return aligned16(image) && aligned16(b.w) && (!b.bias || aligned16(b.bias)) && aligned16(b.y);
 }
 
-// f(T{}) with T the storage type of t: __half or __nv_bfloat16; else invalid_argument naming
-// `who`.
-template <typename F>
-static void by_half_type(DType t, const char* who, F&& f) {
-  if (t == DType::F16)
-    f(__half{});
-  else if (t == DType::BF16)
-    f(__nv_bfloat16{});
-  else
-    throw std::invalid_argument(std::string(who) + ": fp16 and bf16 only");
-}
+using stem_rows::by_half_type;
 
 void launch_stem(DType t, const void* x, const void* w, const void* bias, void* y,
                  const StemSpec& s, int grid, cudaStream_t stream, StemVariant variant) {

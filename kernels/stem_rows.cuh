@@ -1,11 +1,20 @@
-// What the stem's two row-tiled kernels share (the forward's rows variant, stem.cu; the weight
-// gradient, stem_wgrad.cu), host and device: a tile is up to `pix` output pixels of one output
-// row, and its input rows go into shared memory as they are.
+// What the stem's kernels share (the forward's, stem.cu; the weight gradient's, stem_wgrad.cu):
+// the row tiles, host and device (a tile is up to `pix` output pixels of one output row, and its
+// input rows go into shared memory as they are), and two launch helpers.
 #pragma once
 
-#include <cstdint>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
 
+#include <cstdint>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "harness/check.h"
 #include "kernels/mma_m16n8k8.cuh"
+#include "kernels/tensor.h"
 
 namespace cnnbench {
 namespace stem_rows {
@@ -53,6 +62,36 @@ __host__ __device__ __forceinline__ void fill(const T* x, T* rows, int H, int W,
     const int64_t first = ((t.n * H + ih) * W + iw0) * int64_t(C);
     for (int j = tid; j < PW; j += threads) dst[j] = j >= lo && j < hi ? x[first + j] : zero;
   }
+}
+
+// f(T{}) with T the storage type of t: __half or __nv_bfloat16; else invalid_argument naming
+// `who`.
+template <typename F>
+void by_half_type(DType t, const char* who, F&& f) {
+  if (t == DType::F16)
+    f(__half{});
+  else if (t == DType::BF16)
+    f(__nv_bfloat16{});
+  else
+    throw std::invalid_argument(std::string(who) + ": fp16 and bf16 only");
+}
+
+// Per device: a kernel's dynamic shared memory raised to the device's opt-in limit once, before
+// its first launch there. Returns the current device.
+inline constexpr int kMaxDevices = 64;
+template <auto Kernel>
+int raise_smem_once() {
+  static std::once_flag once[kMaxDevices];
+  int device = 0;
+  CNN_CHECK_CUDA(cudaGetDevice(&device));
+  if (device >= kMaxDevices) throw std::invalid_argument("raise_smem_once: device index over 63");
+  std::call_once(once[device], [device] {
+    int optin = 0;
+    CNN_CHECK_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    CNN_CHECK_CUDA(
+        cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  });
+  return device;
 }
 
 }  // namespace stem_rows

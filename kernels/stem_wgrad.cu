@@ -3,10 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <mutex>
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "harness/check.h"
@@ -237,26 +235,6 @@ __global__ void __launch_bounds__(kRedElems* kRedLanes)
   if (l == 0 && e < total) dw[e] = accumulate ? dw[e] + sh[i][0] : sh[i][0];
 }
 
-// Per device: the kernel's dynamic shared memory limit raised where smem passes 48 KiB, again
-// whenever a larger size comes (the largest set so far kept per device).
-template <typename T>
-void raise_smem(size_t smem) {
-  if (smem <= (48u << 10)) return;
-  static std::mutex mu;
-  static std::vector<std::pair<int, size_t>> set;  // (device, the limit set there)
-  int dev = 0;
-  CNN_CHECK_CUDA(cudaGetDevice(&dev));
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = std::find_if(set.begin(), set.end(), [&](const auto& d) { return d.first == dev; });
-  if (it != set.end() && it->second >= smem) return;
-  CNN_CHECK_CUDA(cudaFuncSetAttribute(stem_wgrad_kernel<T>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  if (it == set.end())
-    set.push_back({dev, smem});
-  else
-    it->second = smem;
-}
-
 // The kernels' threads on the host, block by block in order, the lanes' fragments multiplied by
 // mma::emulate_mma_16x8x8.
 template <typename T>
@@ -306,16 +284,6 @@ void emulate_t(const T* x, const T* dy, float* dw, const WgArgs& a, int blocks, 
       for (int l = 0; l < kRedLanes; ++l) wg_reduce_tree(v, l, half);
     dw[e] = accumulate ? dw[e] + v[0] : v[0];
   }
-}
-
-template <typename F>
-void with_storage(DType t, const char* who, F&& f) {
-  if (t == DType::F16)
-    f(__half{});
-  else if (t == DType::BF16)
-    f(__nv_bfloat16{});
-  else
-    throw std::invalid_argument(std::string(who) + ": storage must be fp16 or bf16");
 }
 
 }  // namespace
@@ -373,9 +341,9 @@ void launch_stem_wgrad(DType t, const void* x, const void* dy, float* dw, const 
       reinterpret_cast<uintptr_t>(scratch) % 16 != 0)
     throw std::invalid_argument("launch_stem_wgrad: x, dy or the scratch misaligned");
   float* part = static_cast<float*>(scratch);
-  with_storage(t, "launch_stem_wgrad", [&](auto tag) {
+  stem_rows::by_half_type(t, "launch_stem_wgrad", [&](auto tag) {
     using T = decltype(tag);
-    raise_smem<T>(g.smem);
+    if (g.smem > (48u << 10)) stem_rows::raise_smem_once<stem_wgrad_kernel<T>>();
     stem_wgrad_kernel<T><<<g.blocks, kStemWgradThreads, g.smem, stream>>>(
         static_cast<const T*>(x), static_cast<const T*>(dy), part, a);
   });
@@ -389,7 +357,7 @@ void launch_stem_wgrad(DType t, const void* x, const void* dy, float* dw, const 
 void stem_wgrad_emulate(DType t, const void* x, const void* dy, float* dw, const StemWgradSpec& s) {
   const StemWgradGeometry g = stem_wgrad_geometry(s);
   const WgArgs a = wg_args(s, g);
-  with_storage(t, "stem_wgrad_emulate", [&](auto tag) {
+  stem_rows::by_half_type(t, "stem_wgrad_emulate", [&](auto tag) {
     using T = decltype(tag);
     emulate_t(static_cast<const T*>(x), static_cast<const T*>(dy), dw, a, g.blocks, s.accumulate);
   });

@@ -147,6 +147,15 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     if (it == planned.end()) return arena_.add_weights(bytes);
     return arena_.add_activation(bytes, it->second.first, it->second.last);
   };
+  auto pool_spec = [&](int id) {
+    const Node& n = nodes[id];
+    PoolSpec s;
+    s.x = dims(n.inputs[0]);
+    s.y = dims(id);
+    s.kernel = n.kernel, s.stride = n.stride, s.pad = n.pad;
+    s.count_include_pad = n.count_include_pad;
+    return s;
+  };
   size_t reduce_scratch = 0;
   // CNNBENCH_MAXPOOL_PLACES=0: the stem pool's backward reads its input again (as before
   // 2026-12-06) instead of the places its forward kept, for the A/B on the device.
@@ -274,9 +283,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
       // The stem pool's first-maximum places (a byte an output element), written by the forward
       // and read by the backward instead of the pool's input: persistent, a fifth of y's fp16
       // bytes beside the activations (51 MB for ResNet-50 at 256).
-      PoolSpec ps;
-      ps.x = dims(n.inputs[0]), ps.y = d;
-      ps.kernel = n.kernel, ps.stride = n.stride, ps.pad = n.pad;
+      const PoolSpec ps = pool_spec(int(id));
       if (maxpool_places_apply(t, ps))
         places[id] = arena_.add_weights(std::max<size_t>(maxpool_places_bytes(ps), 16));
     } else if (n.kind == OpKind::Dropout) {
@@ -371,15 +378,6 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     s.kernel = n.kernel, s.kernel_w = n.kernel_w, s.stride = n.stride;
     s.pad = n.pad, s.pad_w = n.pad_w, s.dilation = n.dilation, s.groups = n.groups;
     s.precision = opt.precision;
-    return s;
-  };
-  auto pool_spec = [&](int id) {
-    const Node& n = nodes[id];
-    PoolSpec s;
-    s.x = dims(n.inputs[0]);
-    s.y = dims(id);
-    s.kernel = n.kernel, s.stride = n.stride, s.pad = n.pad;
-    s.count_include_pad = n.count_include_pad;
     return s;
   };
   auto lrn_spec = [&](int id) {

@@ -879,8 +879,8 @@ TEST(GpuTrain, MaxPoolPlacesGiveTheBackwardFromXBitForBit) {
 }
 
 // The stem's weight gradient kernel (kernels/stem_wgrad.h) against its host threads and the
-// direct loops: ResNet's stem at batch 2 (224x224: two tiles a row of 112, blocks over the 512
-// the kernel takes), a small 3x3/1 conv of 4 channels, fp16 and bf16, dw overwritten and
+// direct loops: ResNet's stem at batch 2 (224x224: a tile a row of 112, 224 tiles over the
+// kernel's blocks), a small 3x3/1 conv of 4 channels, fp16 and bf16, dw overwritten and
 // accumulated; the scratch's first bytes after the partial sums untouched.
 TEST(GpuTrain, StemWgradMatchesItsHostCodeAndTheReference) {
   const unsigned seed = fresh_seed();
