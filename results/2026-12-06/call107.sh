@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device call 107 (written 2026-12-06 06:10 UTC, not yet run): the first call of the next session,
-# about 570 s. Carry .carry (bins.txz packed at 44aa6b7, 06:37 UTC; repack if the code changes).
+# about 570 s. Carry .carry (bins.txz packed at 2e2ba25, 06:47 UTC; repack if the code changes).
 # G: the GPU tests of the four changes written after call 101, none yet run on a GPU:
 #    - d0df94a, the stem pool keeping its places: GpuTrain.MaxPoolPlacesGiveTheBackwardFromXBitForBit
 #      (y bit for bit launch_maxpool's, the places the host threads', dx bit for bit the backward
