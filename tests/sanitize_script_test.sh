@@ -211,7 +211,17 @@ err=$(SYNC_BARRIERS="4096 lots" SANITIZER="$T/barrier-sanitizer" NETS=resnet50 T
   bash "$SRC/tools/sanitize_gpu.sh" "$T/badb" 2>&1 >/dev/null)
 rc=$?
 [ $rc -eq 2 ] || fail "bad SYNC_BARRIERS: exit $rc, expected 2"
-[[ "$err" == *"SYNC_BARRIERS must be positive whole numbers, got 'lots'"* ]] || fail "bad SYNC_BARRIERS: '$err'"
+[[ "$err" == *"SYNC_BARRIERS must be positive whole numbers or off, got 'lots'"* ]] || fail "bad SYNC_BARRIERS: '$err'"
+# SYNC_BARRIERS=off: racecheck without --num-cuda-barriers, once; TOOL_ARGS reach the tool, in
+# the summary too.
+SANITIZER="$T/newer-sanitizer" NETS=resnet50 PRECISIONS=fp16 MODES=infer TOOLS=racecheck SYNC_BARRIERS=off \
+  TOOL_ARGS="--racecheck-memcpy-async no" bash "$SRC/tools/sanitize_gpu.sh" "$T/offb" >/dev/null 2>&1 ||
+  fail "SYNC_BARRIERS=off run failed"
+L="$T/offb/resnet50_fp16_infer_racecheck.log"
+grep -q -- "--num-cuda-barriers" "$L" && fail "SYNC_BARRIERS=off still passed --num-cuda-barriers: $(cat "$L")"
+grep -q -- "--tool racecheck --racecheck-memcpy-async no --print-limit" "$L" || fail "TOOL_ARGS not passed: $(cat "$L")"
+grep -q -- "every run's tool with \`--racecheck-memcpy-async no\`" "$T/offb/summary.md" || fail "summary without TOOL_ARGS"
+grep -q "| resnet50 | fp16 | infer | racecheck | 0 | 0 | 0 |" "$T/offb/summary.md" || fail "SYNC_BARRIERS=off row: $(cat "$T/offb/summary.md")"
 # A target killed under the tool (calls 82 and 85: status 9, no gtest output): the row says so, and
 # the host's memory is sampled while the runs go (host_mem.log and a line under the table).
 # race_stand_in NAME STATUS LINE...: racecheck over TESTS='GpuOps.*' with a stand-in that prints

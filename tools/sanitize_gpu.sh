@@ -40,6 +40,9 @@ END=$((SECONDS + ${BUDGET:-1000000}))
 read -r -a OURS_I <<<"${OURS_INFER---depthwise=cnnbench --stem=cnnbench}"
 read -r -a OURS_T <<<"${OURS_TRAIN---stem=cnnbench}"
 read -r -a EXTRA <<<"${EXTRA_ARGS:-}"
+# TOOL_ARGS go to compute-sanitizer itself, every run (e.g. "--racecheck-memcpy-async no" to see
+# whether a tool failure follows the tracking of asynchronous copies); the summary names them.
+read -r -a TOOL_ARGS_A <<<"${TOOL_ARGS:-}"
 # Tool options this compute-sanitizer has (CUDA 13.0's tool):
 # - initcheck and memcheck track TMA bulk copies (Hopper's cuDNN kernels store through them) only
 #   with --check-bulk-copy yes. (initcheck's 50,156 reports on ResNet-50 in calls 60 to 68 were not
@@ -90,17 +93,21 @@ tool_opts() {
   case $1 in
     initcheck) has --check-bulk-copy && echo "--check-bulk-copy yes" ;;
     memcheck) has --check-bulk-copy && echo "--check-bulk-copy yes" ;;
-    synccheck | racecheck) has --num-cuda-barriers && echo "--num-cuda-barriers ${2:-${BARRIERS[0]}}" ;;
+    synccheck | racecheck)
+      [ "${BARRIERS[0]}" != off ] && has --num-cuda-barriers && echo "--num-cuda-barriers ${2:-${BARRIERS[0]}}" ;;
   esac
 }
 read -r -a BARRIERS <<<"${SYNC_BARRIERS:-4096 16384 32768}"
 ((${#BARRIERS[@]} > 0)) || { echo "sanitize_gpu: SYNC_BARRIERS is empty (give one count or more, e.g. '4096 16384')" >&2; exit 2; }
-for b in "${BARRIERS[@]}"; do
-  [[ $b =~ ^[1-9][0-9]*$ ]] || { echo "sanitize_gpu: SYNC_BARRIERS must be positive whole numbers, got '$b'" >&2; exit 2; }
-done
+# SYNC_BARRIERS=off: no --num-cuda-barriers at all (the tool's own default).
+if [ "${BARRIERS[*]}" != off ]; then
+  for b in "${BARRIERS[@]}"; do
+    [[ $b =~ ^[1-9][0-9]*$ ]] || { echo "sanitize_gpu: SYNC_BARRIERS must be positive whole numbers or off, got '$b'" >&2; exit 2; }
+  done
+fi
 # The counts a synccheck or racecheck run may take: the ladder where the tool has the option.
 barrier_ladder() {
-  case $1 in synccheck | racecheck) has --num-cuda-barriers && echo "${BARRIERS[*]}" && return ;; esac
+  case $1 in synccheck | racecheck) [ "${BARRIERS[0]}" != off ] && has --num-cuda-barriers && echo "${BARRIERS[*]}" && return ;; esac
   echo 0
 }
 OVERFLOW="Detected overflow of tracked cuda::barrier"
@@ -113,6 +120,7 @@ S="$OUT/summary.md"
     echo "- $tool: \`$(tool_opts "$tool")\`$more"
   done
   [ ${#EXTRA[@]} -gt 0 ] && echo "- every run with \`${EXTRA[*]}\`"
+  [ ${#TOOL_ARGS_A[@]} -gt 0 ] && echo "- every run's tool with \`${TOOL_ARGS_A[*]}\`"
   [ ${#FILTER[@]} -gt 0 ] && echo "- only the kernels \`${FILTER[*]}\` names are checked"
   [ ${#EXCLUDE[@]} -gt 0 ] && echo "- the kernels \`${EXCLUDE[*]}\` names are not checked"
   echo
@@ -151,7 +159,7 @@ run_one() {
       mv "$log" "${log%.log}.barriers$last.log"
     fi
     read -r -a extra <<<"$(tool_opts "$tool" "$b")"
-    timeout "$t" "$CS" --tool "$tool" "${extra[@]}" "${FILTER[@]}" "${EXCLUDE[@]}" --print-limit 20 "${cmd[@]}" >"$log" 2>&1
+    timeout "$t" "$CS" --tool "$tool" "${extra[@]}" "${TOOL_ARGS_A[@]}" "${FILTER[@]}" "${EXCLUDE[@]}" --print-limit 20 "${cmd[@]}" >"$log" 2>&1
     rc=$?
     last=$b
     tried+=("$b")
