@@ -22,12 +22,17 @@ using mma::zero_value;
 constexpr int kMaxMTiles = 4;     // K up to 64
 constexpr int kTilesPerWarp = 6;  // column tiles a warp: up to 24 in all
 constexpr int kWarps = kStemWgradThreads / 32;
+// A successor tile's new input rows are loaded into registers while the tile before it computes:
+// at most kMaxNewRows rows (the stride) of at most kMaxPerRow elements a thread.
+constexpr int kMaxNewRows = 2, kMaxPerRow = 6;
 
 struct WgArgs {
   int H, W, C, Ho, Wo, K, R, S, stride, ph, pw;
-  int SC, KR, cols, PW, ldt, MT, NT, segs;
-  int kpl;    // log2(K / 8): dy's threads a pixel
-  bool dy16;  // dy 16-byte aligned (the fill's vector loads)
+  int SC, KR, cols, PW, MT, NT, segs;
+  int RS;       // the ring's row slots
+  int cpr;      // dy's 16-byte chunks a pixel (K / 8: 2, 4 or 8)
+  int per_row;  // a row's elements a thread, ceil(PW / threads)
+  bool ahead;   // successors' new rows loaded ahead (stride < R, stride and per_row in bounds)
   int64_t tiles;
 };
 
@@ -35,10 +40,11 @@ WgArgs wg_args(const StemWgradSpec& s, const StemWgradGeometry& g) {
   WgArgs a{};
   a.H = s.x.h, a.W = s.x.w, a.C = s.x.c, a.Ho = s.y.h, a.Wo = s.y.w, a.K = s.y.c;
   a.R = s.kernel, a.S = s.kw(), a.stride = s.stride, a.ph = s.pad, a.pw = s.pw();
-  a.SC = g.taps_row, a.KR = g.kr, a.cols = g.cols, a.PW = g.row_width, a.ldt = g.ldt;
-  a.MT = s.y.c / 16, a.NT = g.cols / 8;
-  a.kpl = s.y.c == 16 ? 1 : s.y.c == 32 ? 2 : 3;
+  a.SC = g.taps_row, a.KR = g.kr, a.cols = g.cols, a.PW = g.row_width, a.RS = g.ring_rows;
+  a.MT = s.y.c / 16, a.NT = g.cols / 8, a.cpr = s.y.c / 8;
   a.segs = (s.y.w + kStemWgradPix - 1) / kStemWgradPix;
+  a.per_row = (g.row_width + kStemWgradThreads - 1) / kStemWgradThreads;
+  a.ahead = g.rows_ahead;
   a.tiles = g.tiles;
   return a;
 }
@@ -47,80 +53,196 @@ WgArgs wg_args(const StemWgradSpec& s, const StemWgradGeometry& g) {
 
 using WgTile = stem_rows::Tile;
 
+// Tile `tile` in the kernel's order: down the output rows of one column segment of one image
+// (tile = (n * segs + seg) * Ho + oh), so that a block's next tile is usually the row below, whose
+// windows share R - stride input rows with this one's.
 CNN_HD WgTile wg_tile(const WgArgs& a, int64_t tile) {
-  return stem_rows::tile_of(tile, a.segs, a.Ho, a.Wo, kStemWgradPix);
+  WgTile t;
+  t.oh = int(tile % a.Ho);
+  const int64_t rest = tile / a.Ho;
+  const int seg = int(rest % a.segs);
+  t.n = rest / a.segs;
+  t.ow0 = seg * kStemWgradPix;
+  t.count = a.Wo - t.ow0 < kStemWgradPix ? a.Wo - t.ow0 : kStemWgradPix;
+  return t;
 }
 
-// The tile's input rows into shared [R][PW], as the stem's rows kernel fills them
-// (stem_rows::fill), and zeros past the tile's last window too (so that a partial tile's unused
-// taps are zeros, not whatever the image holds there: dy is zero for its missing pixels, and
-// 0 * inf would not be).
-template <typename T>
-CNN_HD void wg_fill_rows(const T* x, T* rows, const WgArgs& a, const WgTile& t, int tid) {
+// Whether tile + 1 is the row below tile (same image and segment) and loads only its new rows.
+CNN_HD bool wg_successor(const WgArgs& a, int64_t tile) {
+  return a.ahead && (tile + 1) % a.Ho != 0;
+}
+
+// Block b's tiles: [lo, hi), contiguous, every block at least one (tiles >= blocks).
+CNN_HD int64_t wg_first_tile(const WgArgs& a, int blocks, int b) {
+  return a.tiles * b / blocks;
+}
+
+// Input row ih's slot in the ring: R + stride slots hold a tile's R rows and the stride rows its
+// successor adds, so those never overwrite rows the tile still reads.
+CNN_HD int wg_slot(const WgArgs& a, int ih) {
+  const int m = ih % a.RS;
+  return m < 0 ? m + a.RS : m;
+}
+
+// Where input row ih's elements come from, for tile t: element j of the slot is x[first + j]
+// for j in [lo, hi), zero elsewhere (outside the image, and past the tile's last window: dy is
+// zero for a partial tile's missing pixels, and 0 * inf would not be).
+struct WgRowSrc {
+  int64_t first;
+  int lo, hi;
+};
+
+CNN_HD WgRowSrc wg_row_src(const WgArgs& a, const WgTile& t, int ih) {
+  WgRowSrc r;
+  const int iw0 = t.ow0 * a.stride - a.pw;
   const int used = ((t.count - 1) * a.stride + a.S) * a.C;
-  stem_rows::fill(x, rows, a.H, a.W, a.C, a.R, a.stride, a.ph, a.pw, a.PW, t, used, tid,
-                  kStemWgradThreads);
+  r.lo = -iw0 * a.C;
+  r.hi = (a.W - iw0) * a.C < used ? (a.W - iw0) * a.C : used;
+  if (ih < 0 || ih >= a.H) r.hi = r.lo;  // a row of the padding: all zeros
+  r.first = ((t.n * a.H + ih) * a.W + iw0) * int64_t(a.C);
+  return r;
 }
 
-// Where pixel p of dy^T's row k sits in shared memory: p XOR 8 * ((k / 8) % 8). The fill's 8
-// threads of a pixel write rows 8 apart, which with a plain layout (ldt / 2 = 4 mod 8, as the A
-// loads need to be free of bank conflicts) all fall in one bank: 8-way conflicts at K = 64. The
-// XOR spreads them over 8 banks and keeps pixel pairs (p even, p + 1) together in one word for the
-// A loads (whose 8 rows g share k / 8, so the same XOR). Rows are 128 pixels wide for it.
-CNN_HD int wg_sw(int k, int p) {
-  return p ^ (((k >> 3) & 7) << 3);
-}
-
-// dy's rows of the tile transposed into shared [K][ldt]: dyt[k][p] = dy[n, oh, ow0 + p, k], zero
-// for p from count to the tile's width (a partial tile's missing pixels add nothing). A thread
-// takes 8 channels of a pixel at a time (one 16-byte load where dy is 16-byte aligned, as the
-// arena's buffers are), K / 8 threads a pixel, so a warp reads 4 or more whole pixels' rows; no
-// division (K is 16, 32 or 64: kpl = log2(K / 8)).
 template <typename T>
-CNN_HD void wg_fill_dyt(const T* dy, T* dyt, const WgArgs& a, const WgTile& t, int tid) {
-  static_assert(sizeof(T) == 2, "16-bit storage");
-  const int64_t base = ((t.n * a.Ho + t.oh) * a.Wo + t.ow0) * int64_t(a.K);
-  const int per_pixel = a.K / 8, k0 = (tid & (per_pixel - 1)) * 8;
-  const uint16_t* src = reinterpret_cast<const uint16_t*>(dy);
-  uint16_t* dst = reinterpret_cast<uint16_t*>(dyt);
-  for (int p = tid >> a.kpl; p < kStemWgradPix; p += kStemWgradThreads >> a.kpl) {
-    uint32_t w[4] = {0, 0, 0, 0};  // channels k0 .. k0 + 7, two a word (the lower first)
-    if (p < t.count) {
-      const int64_t at = base + int64_t(p) * a.K + k0;
-#ifdef __CUDA_ARCH__
-      if (a.dy16) {
-        const uint4 v = *reinterpret_cast<const uint4*>(src + at);
-        w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
-      } else
-#endif
-        for (int i = 0; i < 4; ++i)
-          w[i] = uint32_t(src[at + 2 * i]) | uint32_t(src[at + 2 * i + 1]) << 16;
-    }
+CNN_HD T wg_elem(const T* x, const WgRowSrc& r, int j) {
+  return j >= r.lo && j < r.hi ? x[r.first + j] : mma::zero_value<T>();
+}
+
+// All R input rows of tile t into their slots (a block's first tile, and a tile after an image's
+// or a segment's last row).
+template <typename T>
+CNN_HD void wg_fill_all(const T* x, T* rows, const WgArgs& a, const WgTile& t, int tid) {
+  const int ih0 = t.oh * a.stride - a.ph;
+  for (int r = 0; r < a.R; ++r) {
+    const WgRowSrc src = wg_row_src(a, t, ih0 + r);
+    T* dst = rows + wg_slot(a, ih0 + r) * a.PW;
+    for (int j = tid; j < a.PW; j += kStemWgradThreads) dst[j] = wg_elem(x, src, j);
+  }
+}
+
+// A successor tile's new rows (its last `stride` rows), thread tid's elements (j = tid + i *
+// threads of row r at pre[r][i]): loaded by wg_load_new, stored into their slots by wg_store_new.
+template <typename T>
+struct WgNewRows {
+  T v[kMaxNewRows][kMaxPerRow];
+};
+
+template <typename T>
+CNN_HD void wg_load_new(const T* x, WgNewRows<T>& pre, const WgArgs& a, const WgTile& t, int tid) {
+  const int ih = t.oh * a.stride - a.ph + a.R - a.stride;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int k = k0 + 2 * i;
-      dst[k * a.ldt + wg_sw(k, p)] = uint16_t(w[i] & 0xffffu);
-      dst[(k + 1) * a.ldt + wg_sw(k + 1, p)] = uint16_t(w[i] >> 16);
+  for (int r = 0; r < kMaxNewRows; ++r) {
+    if (r >= a.stride) break;
+    const WgRowSrc src = wg_row_src(a, t, ih + r);
+#pragma unroll
+    for (int i = 0; i < kMaxPerRow; ++i) {
+      const int j = tid + i * kStemWgradThreads;
+      if (i < a.per_row) pre.v[r][i] = wg_elem(x, src, j);  // j past PW: zero (hi <= used < PW)
     }
   }
 }
 
-// An A fragment register: output k, pixels p and p + 1 (p even: one 32-bit load on the device).
 template <typename T>
-CNN_HD Two<T> wg_a(const T* dyt, const WgArgs& a, int k, int p) {
-  const T* src = dyt + k * a.ldt + wg_sw(k, p);  // p even: p + 1 stays beside it
-#ifdef __CUDA_ARCH__
-  return *reinterpret_cast<const Two<T>*>(src);
-#else
-  return {src[0], src[1]};
-#endif
+CNN_HD void wg_store_new(T* rows, const WgNewRows<T>& pre, const WgArgs& a, const WgTile& t,
+                         int tid) {
+  const int ih = t.oh * a.stride - a.ph + a.R - a.stride;
+#pragma unroll
+  for (int r = 0; r < kMaxNewRows; ++r) {
+    if (r >= a.stride) break;
+    T* dst = rows + wg_slot(a, ih + r) * a.PW;
+#pragma unroll
+    for (int i = 0; i < kMaxPerRow; ++i) {
+      const int j = tid + i * kStemWgradThreads;
+      if (i < a.per_row && j < a.PW) dst[j] = pre.v[r][i];
+    }
+  }
 }
 
-// Where a B fragment's column col (window row col / KR, tap col % KR of it) starts in the rows,
-// or -1 at taps past S * C (zeros): the same for every tile, so a thread works it out once.
-CNN_HD int wg_b_offset(const WgArgs& a, int col) {
-  const int r = col / a.KR, j = col - r * a.KR;
-  return j < a.SC ? r * a.PW + j : -1;
+// dy's rows of a tile in shared memory as they are in dy ([pixel][K]), 16 bytes (8 channels) a
+// chunk, chunk c of pixel p at chunk c XOR (p mod cpr): the 8 pixels an ldmatrix reads at one
+// chunk then sit in 8 different 16-byte bank groups (K = 64; 2-way conflicts at K = 32).
+CNN_HD int wg_dy_at(const WgArgs& a, int p, int c) {
+  return p * a.K + ((c ^ (p & (a.cpr - 1))) << 3);
+}
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return unsigned(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Tile t's dy into buf: 8 channels a copy (cp.async on the device, 16 bytes, zeros for the pixels
+// from count on), every pixel slot of the tile, kStemWgradPix of them.
+template <typename T>
+CNN_HD void wg_copy_dy(const T* dy, T* buf, const WgArgs& a, const WgTile& t, int tid) {
+  const int64_t base = ((t.n * a.Ho + t.oh) * a.Wo + t.ow0) * int64_t(a.K);
+  for (int e = tid; e < kStemWgradPix * a.cpr; e += kStemWgradThreads) {
+    const int p = e / a.cpr, c = e - p * a.cpr;  // cpr a power of 2: a shift
+    const bool valid = p < t.count;
+    const T* src = dy + (valid ? base + int64_t(p) * a.K + c * 8 : 0);
+    T* dst = buf + wg_dy_at(a, p, c);
+#ifdef __CUDA_ARCH__
+    cp_async16(dst, src, valid);
+#else
+    for (int i = 0; i < 8; ++i) dst[i] = valid ? src[i] : mma::zero_value<T>();
+#endif
+  }
+}
+
+// The A fragment register ldmatrix.trans gives lane (g, q) for output k (16 mt + g, or + 8) and
+// pixels p, p + 1 (p = p0 + 2q): the host's form, reading buf as the device's ldmatrix does.
+template <typename T>
+CNN_HD Two<T> wg_a(const T* buf, const WgArgs& a, int k, int p) {
+  return {buf[wg_dy_at(a, p, k >> 3) + (k & 7)], buf[wg_dy_at(a, p + 1, k >> 3) + (k & 7)]};
+}
+
+// The device's A fragments of pixels p0 .. p0 + 7 for every m tile: ldmatrix.x4.trans takes two m
+// tiles (lane l gives the address of pixel p0 + l % 8 at chunk 2 mt + l / 8), x2 the one of K = 16.
+__device__ __forceinline__ void wg_load_a(const void* buf, const WgArgs& a, int p0, int lane,
+                                          uint32_t (&fa)[kMaxMTiles][2]) {
+  const int p = p0 + (lane & 7), j = lane >> 3;
+  const unsigned char* b = static_cast<const unsigned char*>(buf);
+  if (a.MT == 1) {
+    const unsigned at = smem_addr(b + 2 * wg_dy_at(a, p, j & 1));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(fa[0][0]), "=r"(fa[0][1])
+                 : "r"(at)
+                 : "memory");
+    return;
+  }
+#pragma unroll
+  for (int mp = 0; mp < kMaxMTiles / 2; ++mp) {
+    if (2 * mp >= a.MT) break;
+    const unsigned at = smem_addr(b + 2 * wg_dy_at(a, p, 4 * mp + j));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(fa[2 * mp][0]), "=r"(fa[2 * mp][1]), "=r"(fa[2 * mp + 1][0]),
+                   "=r"(fa[2 * mp + 1][1])
+                 : "r"(at)
+                 : "memory");
+  }
+}
+
+// Where a B fragment's column col (window row col / KR, tap col % KR of it) lies: its window row
+// and its element in that row, or -1 at taps past S * C (zeros); the same for every tile.
+CNN_HD void wg_b_col(const WgArgs& a, int col, int* r, int* j) {
+  *r = col / a.KR;
+  const int tap = col - *r * a.KR;
+  *j = tap < a.SC ? tap : -1;
+}
+
+// The column's start in the ring for the tile whose first input row is ih0, or -1 (zeros).
+CNN_HD int wg_b_offset(const WgArgs& a, int ih0, int r, int j) {
+  return j < 0 ? -1 : wg_slot(a, ih0 + r) * a.PW + j;
 }
 
 // A B fragment register: the column at `off` (wg_b_offset), pixels p and p + 1.
@@ -173,14 +295,17 @@ CNN_HD void wg_reduce_tree(float* v, int l, int half) {
 
 #undef CNN_HD
 
+// A block takes tiles [lo, hi) in order, two of dy's tile buffers in turn: while tile k computes,
+// tile k + 1's dy is in flight (cp.async) and, where k + 1 is the row below, its new input rows
+// are in registers, stored into the ring's free slots once k's products are issued.
 template <typename T>
 __global__ void __launch_bounds__(kStemWgradThreads, 3)
     stem_wgrad_kernel(const T* __restrict__ x, const T* __restrict__ dy, float* __restrict__ part,
                       WgArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
-  T* rows = reinterpret_cast<T*>(smem);
-  T* dyt = rows + size_t(a.R) * a.PW;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  T* const buf0 = reinterpret_cast<T*>(smem);
+  T* const rows = buf0 + 2 * kStemWgradPix * a.K;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
   float acc[kMaxMTiles][kTilesPerWarp][4];
 #pragma unroll
   for (int mt = 0; mt < kMaxMTiles; ++mt)
@@ -188,34 +313,53 @@ __global__ void __launch_bounds__(kStemWgradThreads, 3)
     for (int jt = 0; jt < kTilesPerWarp; ++jt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mt][jt][i] = 0.0f;
-  int boff[kTilesPerWarp];
+  int br[kTilesPerWarp], bj[kTilesPerWarp];
 #pragma unroll
   for (int jt = 0; jt < kTilesPerWarp; ++jt)
-    boff[jt] = wg_b_offset(a, (warp + kWarps * jt) * 8 + g);
-  for (int64_t tile = blockIdx.x; tile < a.tiles; tile += gridDim.x) {
-    const WgTile t = wg_tile(a, tile);
-    __syncthreads();  // every warp done with the last tile's rows
-    wg_fill_rows(x, rows, a, t, threadIdx.x);
-    wg_fill_dyt(dy, dyt, a, t, threadIdx.x);
-    __syncthreads();
-    for (int p0 = 0; p0 < t.count; p0 += 8) {
-      uint32_t fa[kMaxMTiles][2] = {};
+    wg_b_col(a, (warp + kWarps * jt) * 8 + g, &br[jt], &bj[jt]);
+  const int64_t lo = wg_first_tile(a, gridDim.x, blockIdx.x),
+                hi = wg_first_tile(a, gridDim.x, blockIdx.x + 1);
+  WgTile t = wg_tile(a, lo);
+  wg_fill_all(x, rows, a, t, tid);
+  wg_copy_dy(dy, buf0, a, t, tid);
+  cp_async_commit();
+  for (int64_t k = lo; k < hi; ++k) {
+    T* const cur = buf0 + (int(k - lo) & 1) * kStemWgradPix * a.K;
+    T* const next = buf0 + (int(k - lo + 1) & 1) * kStemWgradPix * a.K;
+    const bool more = k + 1 < hi, succ = more && wg_successor(a, k);
+    WgTile tn = t;
+    WgNewRows<T> pre;
+    if (more) {
+      tn = wg_tile(a, k + 1);
+      wg_copy_dy(dy, next, a, tn, tid);  // next was read by tile k - 1: the barrier below it
+      cp_async_commit();
+      if (succ) wg_load_new(x, pre, a, tn, tid);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // tile k's dy and rows in place
+    const int ih0 = t.oh * a.stride - a.ph;
+    int off[kTilesPerWarp];
 #pragma unroll
-      for (int mt = 0; mt < kMaxMTiles; ++mt)
-        if (mt < a.MT) {
-          fa[mt][0] = mma::reg_of(wg_a(dyt, a, mt * 16 + g, p0 + 2 * q));
-          fa[mt][1] = mma::reg_of(wg_a(dyt, a, mt * 16 + g + 8, p0 + 2 * q));
-        }
+    for (int jt = 0; jt < kTilesPerWarp; ++jt) off[jt] = wg_b_offset(a, ih0, br[jt], bj[jt]);
+    for (int p0 = 0; p0 < t.count; p0 += 8) {
+      uint32_t fa[kMaxMTiles][2];
+      wg_load_a(cur, a, p0, lane, fa);
 #pragma unroll
       for (int jt = 0; jt < kTilesPerWarp; ++jt) {
         const int nt = warp + kWarps * jt;
         if (nt >= a.NT) continue;
-        const uint32_t b = mma::reg_of(wg_b(rows, a, boff[jt], p0 + 2 * q));
+        const uint32_t b = mma::reg_of(wg_b(rows, a, off[jt], p0 + 2 * q));
 #pragma unroll
         for (int mt = 0; mt < kMaxMTiles; ++mt)
           if (mt < a.MT) mma::mma_16x8x8<T>(acc[mt][jt], fa[mt][0], fa[mt][1], b);
       }
     }
+    if (succ) wg_store_new(rows, pre, a, tn, tid);  // slots tile k does not read
+    __syncthreads();  // every warp done with tile k's dy buffer and rows
+    if (more && !succ) wg_fill_all(x, rows, a, tn, tid);
+    t = tn;
   }
   wg_store_partial(acc, part + int64_t(blockIdx.x) * a.K * a.cols, a, warp, g, q);
 }
@@ -236,20 +380,22 @@ __global__ void __launch_bounds__(kRedElems* kRedLanes)
 }
 
 // The kernels' threads on the host, block by block in order, the lanes' fragments multiplied by
-// mma::emulate_mma_16x8x8.
+// mma::emulate_mma_16x8x8: the same tiles a block, the same ring of rows (filled whole or a
+// successor's new rows, as the kernel decides) and the same dy layout as the device's.
 template <typename T>
 void emulate_t(const T* x, const T* dy, float* dw, const WgArgs& a, int blocks, bool accumulate) {
-  std::vector<T> rows(size_t(a.R) * a.PW), dyt(size_t(a.K) * a.ldt);
+  std::vector<T> rows(size_t(a.RS) * a.PW), buf(size_t(kStemWgradPix) * a.K);
   std::vector<float> part(size_t(blocks) * a.K * a.cols, 0.0f);
   static float acc[kWarps][32][kMaxMTiles][kTilesPerWarp][4];
   for (int blk = 0; blk < blocks; ++blk) {
     std::memset(acc, 0, sizeof acc);
-    for (int64_t tile = blk; tile < a.tiles; tile += blocks) {
+    const int64_t lo = wg_first_tile(a, blocks, blk), hi = wg_first_tile(a, blocks, blk + 1);
+    for (int tid = 0; tid < kStemWgradThreads; ++tid)
+      wg_fill_all(x, rows.data(), a, wg_tile(a, lo), tid);
+    for (int64_t tile = lo; tile < hi; ++tile) {
       const WgTile t = wg_tile(a, tile);
-      for (int tid = 0; tid < kStemWgradThreads; ++tid) {
-        wg_fill_rows(x, rows.data(), a, t, tid);
-        wg_fill_dyt(dy, dyt.data(), a, t, tid);
-      }
+      for (int tid = 0; tid < kStemWgradThreads; ++tid) wg_copy_dy(dy, buf.data(), a, t, tid);
+      const int ih0 = t.oh * a.stride - a.ph;
       for (int p0 = 0; p0 < t.count; p0 += 8)
         for (int warp = 0; warp < kWarps; ++warp)
           for (int jt = 0; jt < kTilesPerWarp; ++jt) {
@@ -260,9 +406,11 @@ void emulate_t(const T* x, const T* dy, float* dw, const WgArgs& a, int blocks, 
               float c[32][4];
               for (int lane = 0; lane < 32; ++lane) {
                 const int g = lane / 4, q = lane % 4;
-                a0[lane] = wg_a(dyt.data(), a, mt * 16 + g, p0 + 2 * q);
-                a1[lane] = wg_a(dyt.data(), a, mt * 16 + g + 8, p0 + 2 * q);
-                b[lane] = wg_b(rows.data(), a, wg_b_offset(a, nt * 8 + g), p0 + 2 * q);
+                int br, bj;
+                wg_b_col(a, nt * 8 + g, &br, &bj);
+                a0[lane] = wg_a(buf.data(), a, mt * 16 + g, p0 + 2 * q);
+                a1[lane] = wg_a(buf.data(), a, mt * 16 + g + 8, p0 + 2 * q);
+                b[lane] = wg_b(rows.data(), a, wg_b_offset(a, ih0, br, bj), p0 + 2 * q);
                 std::memcpy(c[lane], acc[warp][lane][mt][jt], sizeof c[lane]);
               }
               mma::emulate_mma_16x8x8(c, a0, a1, b);
@@ -270,6 +418,17 @@ void emulate_t(const T* x, const T* dy, float* dw, const WgArgs& a, int blocks, 
                 std::memcpy(acc[warp][lane][mt][jt], c[lane], sizeof c[lane]);
             }
           }
+      if (tile + 1 >= hi) break;
+      const WgTile tn = wg_tile(a, tile + 1);
+      for (int tid = 0; tid < kStemWgradThreads; ++tid) {
+        if (wg_successor(a, tile)) {
+          WgNewRows<T> pre;
+          wg_load_new(x, pre, a, tn, tid);
+          wg_store_new(rows.data(), pre, a, tn, tid);
+        } else {
+          wg_fill_all(x, rows.data(), a, tn, tid);
+        }
+      }
     }
     for (int warp = 0; warp < kWarps; ++warp)
       for (int lane = 0; lane < 32; ++lane)
@@ -309,10 +468,15 @@ StemWgradGeometry stem_wgrad_geometry(const StemWgradSpec& s) {
         std::to_string(kTilesPerWarp * kWarps) + ")");
   g.row_width = ((kStemWgradPix - 1) * s.stride + S) * C;
   g.row_width += g.row_width % 2;
-  g.ldt = 136;  // 128 swizzled pixels (wg_sw) + 8: ldt / 2 = 4 (mod 8), A loads conflict-free
+  // The ring: a tile's R rows and its successor's stride new ones; the successor's rows are loaded
+  // ahead only where they fit the registers set aside (stride <= 2, 6 elements a thread a row).
+  const int per_row = (g.row_width + kStemWgradThreads - 1) / kStemWgradThreads;
+  g.rows_ahead = s.stride < R && s.stride <= kMaxNewRows && per_row <= kMaxPerRow;
+  g.ring_rows = g.rows_ahead ? R + s.stride : R;
   g.tiles = int64_t(s.x.n) * Ho * ((Wo + kStemWgradPix - 1) / kStemWgradPix);
-  g.blocks = int(std::min<int64_t>(g.tiles, kStemWgradBlocks));
-  g.smem = (size_t(R) * g.row_width + size_t(K) * g.ldt) * 2;
+  if (s.max_blocks < 0) bad("max_blocks " + std::to_string(s.max_blocks));
+  g.blocks = int(std::min<int64_t>(g.tiles, s.max_blocks > 0 ? s.max_blocks : kStemWgradBlocks));
+  g.smem = (size_t(g.ring_rows) * g.row_width + 2 * size_t(kStemWgradPix) * K) * 2;
   if (g.smem > (227u << 10)) bad("shared memory over 227 KiB");
   g.scratch = size_t(g.blocks) * K * g.cols * sizeof(float);
   return g;
@@ -335,11 +499,12 @@ bool stem_wgrad_eligible(DType t, const StemWgradSpec& s, const char** why) {
 void launch_stem_wgrad(DType t, const void* x, const void* dy, float* dw, const StemWgradSpec& s,
                        void* scratch, cudaStream_t stream) {
   const StemWgradGeometry g = stem_wgrad_geometry(s);
-  WgArgs a = wg_args(s, g);
-  a.dy16 = reinterpret_cast<uintptr_t>(dy) % 16 == 0;
-  if (reinterpret_cast<uintptr_t>(x) % 4 != 0 || reinterpret_cast<uintptr_t>(dy) % 4 != 0 ||
+  const WgArgs a = wg_args(s, g);
+  if (reinterpret_cast<uintptr_t>(x) % 4 != 0 || reinterpret_cast<uintptr_t>(dy) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(scratch) % 16 != 0)
-    throw std::invalid_argument("launch_stem_wgrad: x, dy or the scratch misaligned");
+    throw std::invalid_argument(
+        "launch_stem_wgrad: x (4 bytes), dy (16: its rows are copied 16 bytes at a time) or the "
+        "scratch (16) misaligned");
   float* part = static_cast<float*>(scratch);
   stem_rows::by_half_type(t, "launch_stem_wgrad", [&](auto tag) {
     using T = decltype(tag);

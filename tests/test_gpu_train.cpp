@@ -880,24 +880,30 @@ TEST(GpuTrain, MaxPoolPlacesGiveTheBackwardFromXBitForBit) {
 
 // The stem's weight gradient kernel (kernels/stem_wgrad.h) against its host threads and the
 // direct loops: ResNet's stem at batch 2 (224x224: a tile a row of 112, 224 tiles over the
-// kernel's blocks), a small 3x3/1 conv of 4 channels, fp16 and bf16, dw overwritten and
-// accumulated; the scratch's first bytes after the partial sums untouched.
+// kernel's blocks, one each), the same over 5 blocks (45 tiles each: the next tile's dy and rows
+// loaded while one computes, and the ring filled whole at the second image), a small 3x3/1 conv of
+// 4 channels (a ring of 4 rows) and a 3x3/3 one (no rows shared), fp16 and bf16, dw overwritten
+// and accumulated; the scratch's first bytes after the partial sums untouched.
 TEST(GpuTrain, StemWgradMatchesItsHostCodeAndTheReference) {
   const unsigned seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937 rng(seed);
   struct Case {
     Dims x;
-    int K, kernel, stride, pad;
+    int K, kernel, stride, pad, max_blocks;
   };
-  const Case cases[] = {{{2, 3, 224, 224}, 64, 7, 2, 3}, {{3, 4, 10, 13}, 32, 3, 1, 1}};
+  const Case cases[] = {{{2, 3, 224, 224}, 64, 7, 2, 3, 0},
+                        {{2, 3, 224, 224}, 64, 7, 2, 3, 5},
+                        {{3, 4, 10, 13}, 32, 3, 1, 1, 0},
+                        {{3, 4, 10, 13}, 32, 3, 1, 1, 4},
+                        {{2, 3, 30, 30}, 16, 3, 3, 0, 3}};
   for (DType t : {DType::F16, DType::BF16})
     for (const Case& c : cases)
       for (bool accumulate : {false, true}) {
         const ConvGeom g = conv_geom(c.x, c.K, c.kernel, c.kernel, c.stride, c.pad, c.pad);
         StemWgradSpec s;
         s.x = g.x, s.y = g.y, s.kernel = c.kernel, s.stride = c.stride, s.pad = c.pad;
-        s.accumulate = accumulate;
+        s.accumulate = accumulate, s.max_blocks = c.max_blocks;
         const StemWgradGeometry geo = stem_wgrad_geometry(s);
         std::vector<float> x = random_vector(size_t(g.x.numel()), rng, -1, 1);
         std::vector<float> dy = random_vector(size_t(g.y.numel()), rng, -1, 1);
@@ -912,8 +918,8 @@ TEST(GpuTrain, StemWgradMatchesItsHostCodeAndTheReference) {
         launch_stem_wgrad(t, bx.get(), bdy.get(), bdw.get(), s, scratch.get(), nullptr);
         const std::vector<float> got = bdw.download();
         std::ostringstream what;
-        what << dtype_name(t) << " " << g.x.str() << " -> " << g.y.str()
-             << (accumulate ? " accumulate" : "");
+        what << dtype_name(t) << " " << g.x.str() << " -> " << g.y.str() << ", " << geo.blocks
+             << " blocks" << (accumulate ? ", accumulate" : "");
         EXPECT_LT(rel_l2(got, to_ref(host)), 1e-5) << what.str() << ": against the host threads";
         RefVec ref = conv_backward_filter_ref(to_ref(x), to_ref(dy), g);
         if (accumulate) ref = add(ref, dw0);
@@ -946,6 +952,9 @@ TEST(GpuTrain, PlacesAndStemWgradRefuseMisalignedBuffers) {
                std::invalid_argument);
   EXPECT_THROW(launch_stem_wgrad(DType::F16, base, base + 8192,
                                  reinterpret_cast<float*>(base + 16384), w, base + 65540, nullptr),
+               std::invalid_argument);
+  EXPECT_THROW(launch_stem_wgrad(DType::F16, base, base + 8196,  // dy: 16-byte copies
+                                 reinterpret_cast<float*>(base + 16384), w, base + 65536, nullptr),
                std::invalid_argument);
   EXPECT_THROW(launch_stem_wgrad(DType::F32, base, base + 8192,
                                  reinterpret_cast<float*>(base + 16384), w, base + 65536, nullptr),

@@ -371,16 +371,22 @@ namespace {
 struct WgradCase {
   Dims x;
   int K, kernel, stride, pad;
+  int max_blocks = 0;  // fewer blocks than tiles: each block walks the ring over many tiles
 };
 
 // The kernels' own thread code, the fragments multiplied in float, against the direct loops of
 // conv_backward_filter_ref: ResNet's stem geometry (7x7/2, pad 3, 3 channels) at small sizes, a
 // row wider than a tile (two tiles, the second partial), and a 3x3/1 conv of 4 channels into 32
-// outputs; fp16 and bf16; dw overwritten and accumulated.
+// outputs; fp16 and bf16; dw overwritten and accumulated. With fewer blocks than tiles, a block's
+// tiles run down an image's rows (the next tile's new rows into the ring), across to the next image
+// or column segment (the ring filled whole), and with a stride as large as the kernel (no rows
+// shared: filled whole every tile).
 TEST(StemWgrad, EmulationMatchesTheReference) {
   std::mt19937 rng(21);
-  const WgradCase cases[] = {
-      {{2, 3, 9, 11}, 64, 7, 2, 3}, {{1, 3, 5, 240}, 16, 7, 2, 3}, {{2, 4, 6, 7}, 32, 3, 1, 1}};
+  const WgradCase cases[] = {{{2, 3, 9, 11}, 64, 7, 2, 3},      {{1, 3, 5, 240}, 16, 7, 2, 3},
+                             {{2, 4, 6, 7}, 32, 3, 1, 1},       {{2, 3, 9, 11}, 64, 7, 2, 3, 3},
+                             {{1, 3, 13, 240}, 16, 7, 2, 3, 2}, {{2, 4, 6, 7}, 32, 3, 1, 1, 2},
+                             {{1, 3, 12, 12}, 16, 3, 3, 0, 2}};
   int checked = 0;
   for (DType t : {DType::F16, DType::BF16})
     for (const WgradCase& c : cases)
@@ -388,7 +394,7 @@ TEST(StemWgrad, EmulationMatchesTheReference) {
         const ConvGeom g = conv_geom(c.x, c.K, c.kernel, c.kernel, c.stride, c.pad, c.pad);
         StemWgradSpec s;
         s.x = g.x, s.y = g.y, s.kernel = c.kernel, s.stride = c.stride, s.pad = c.pad;
-        s.accumulate = accumulate;
+        s.accumulate = accumulate, s.max_blocks = c.max_blocks;
         std::uniform_real_distribution<float> u(-1, 1);
         std::vector<float> x(size_t(g.x.numel())), dy(size_t(g.y.numel()));
         for (float& v : x) v = u(rng);
@@ -411,7 +417,7 @@ TEST(StemWgrad, EmulationMatchesTheReference) {
                                               << g.y.str() << (accumulate ? " accumulate" : "");
         ++checked;
       }
-  EXPECT_EQ(checked, 12);
+  EXPECT_EQ(checked, 28);
 }
 
 TEST(StemWgrad, GeometryRefusesWhatTheKernelCannotServe) {
@@ -429,6 +435,18 @@ TEST(StemWgrad, GeometryRefusesWhatTheKernelCannotServe) {
   EXPECT_EQ(g.tiles, 256 * 112);
   EXPECT_EQ(g.blocks, kStemWgradBlocks);
   EXPECT_EQ(g.scratch, size_t(kStemWgradBlocks) * 64 * 168 * sizeof(float));
+  EXPECT_EQ(g.row_width, 688);  // (111 * 2 + 7) * 3, even
+  EXPECT_TRUE(g.rows_ahead);
+  EXPECT_EQ(g.ring_rows, 9);  // 7 rows and the next tile's 2
+  EXPECT_EQ(g.smem, (9 * 688 + 2 * 112 * 64) * 2u);
+  const StemWgradGeometry s3 = stem_wgrad_geometry(spec({1, 3, 12, 12}, 16, 3, 3, 0));
+  EXPECT_FALSE(s3.rows_ahead);  // stride 3 = the kernel: no rows shared
+  EXPECT_EQ(s3.ring_rows, 3);
+  StemWgradSpec few = r50;
+  few.max_blocks = 5;
+  EXPECT_EQ(stem_wgrad_geometry(few).blocks, 5);
+  few.max_blocks = -1;
+  EXPECT_THROW(stem_wgrad_geometry(few), std::invalid_argument);
   EXPECT_TRUE(stem_wgrad_eligible(DType::F16, r50));
   EXPECT_FALSE(stem_wgrad_eligible(DType::F32, r50));
   EXPECT_THROW(stem_wgrad_geometry(spec({1, 9, 16, 16}, 64, 7, 2, 3)), std::invalid_argument);
