@@ -199,27 +199,35 @@ void emulate_t(const T* x, const T* w, const T* bias, T* y, const StemArgs& a) {
 
 // ---- The rows variant (StemVariant::Rows) ----
 // A tile is up to kRowPix output pixels of one output row (n, oh, ow0..). Its R input rows, from
-// the first window's left edge to the last one's right edge, go into shared memory as they are
-// (NHWC: a pixel's taps of window row r, s * C + c, are S * C consecutive elements there, starting
-// stride * C elements after the previous pixel's), so the tensor cores' A fragments are read
-// straight from the rows (mma.sync m16n8k8: K is each window row's S * C taps padded to KR, a
-// multiple of 8; taps past S * C are masked to zero, the weights there are zero too). No window
-// tile is written. 4 warps; warp w takes pixels 32w..32w+31 (two m16 tiles) by all K outputs
-// (K / 8 n8 tiles), float accumulators in registers, the epilogue from them to y.
+// the first window's left edge to the last one's right edge, sit in shared memory as they are, in
+// the ring of stem_rows.cuh (a block takes a contiguous run of tiles down an image's rows; the
+// next tile's new rows are loaded while one computes). NHWC: a pixel's taps of window row r,
+// s * C + c, are S * C consecutive elements there, starting stride * C elements after the previous
+// pixel's, so the tensor cores' A fragments are read straight from the rows (mma.sync m16n8k8: K
+// is each window row's S * C taps padded to KR, a multiple of 8; taps past S * C are masked to
+// zero, the weights there are zero too). No window tile is written. 4 warps; warp w takes pixels
+// 32w..32w+31 (two m16 tiles) by all K outputs (K / 8 n8 tiles), float accumulators in registers,
+// the epilogue from them to y.
 
 constexpr int kRowPix = 128, kRowThreads = 128;
 constexpr size_t kRowsMaxSmem = 227u << 10;
 
 struct RowArgs : ShapeArgs {
-  int SC, KR, ldw, PW, NT, segs;
+  int SC, KR, ldw, PW, NT;
+  stem_rows::Ring ring;
   int64_t tiles;
 };
+
+stem_rows::Ring row_ring(const StemSpec& s, int row_width) {
+  return stem_rows::make_ring(s.x.h, s.x.w, s.x.c, s.kernel, s.kw(), s.stride, s.pad, s.pw(), s.y.h,
+                              s.y.w, s.y.n, kRowPix, row_width, kRowThreads, false);
+}
 
 RowArgs row_args(const StemSpec& s, const StemRowsGeometry& g) {
   RowArgs a{};
   static_cast<ShapeArgs&>(a) = shape_args(s);
   a.SC = g.taps_row, a.KR = g.kr, a.ldw = g.ldw, a.PW = g.row_width, a.NT = s.y.c / 8;
-  a.segs = (s.y.w + kRowPix - 1) / kRowPix;
+  a.ring = row_ring(s, g.row_width);
   a.tiles = g.tiles;
   return a;
 }
@@ -245,27 +253,14 @@ CNN_HD void rows_stage_weights(const T* w, T* ws, const RowArgs& a, int t) {
 
 using RowTile = stem_rows::Tile;
 
-CNN_HD RowTile row_tile(const RowArgs& a, int64_t tile) {
-  return stem_rows::tile_of(tile, a.segs, a.Ho, a.Wo, kRowPix);
-}
-
-// The tile's input rows into shared [R][PW] (stem_rows::fill): element j of row r is input column
-// ow0 * stride - pw + j / C, channel j % C, of input row oh * stride - ph + r; zeros outside
-// the image.
-template <typename T>
-CNN_HD void rows_fill(const T* x, T* patch, const RowArgs& a, const RowTile& rt, int t) {
-  stem_rows::fill(x, patch, a.H, a.W, a.C, a.R, a.stride, a.ph, a.pw, a.PW, rt, INT_MAX, t,
-                  kRowThreads);
-}
-
 using mma::Two;
 
-// An A fragment register: pixel p of the tile, window row r, taps kk + 2 * q and the next (zero
-// at and past S * C).
+// An A fragment register: pixel p of the tile, the window row that starts at `row` in the ring
+// (its slot times PW), taps kk + 2 * q and the next (zero at and past S * C).
 template <typename T>
-CNN_HD Two<T> rows_a(const T* patch, const RowArgs& a, int p, int r, int kk, int q) {
+CNN_HD Two<T> rows_a(const T* patch, const RowArgs& a, int p, int row, int kk, int q) {
   const int j = kk + 2 * q;
-  const int at = r * a.PW + p * a.stride * a.C + j;
+  const int at = row + p * a.stride * a.C + j;
   const T* src = patch + at;
   const T zero = zero_value<T>();
 #ifdef __CUDA_ARCH__
@@ -324,6 +319,43 @@ CNN_HD void rows_epilogue(const float (&acc)[2][8][4], const T* bias, T* y, cons
 using mma::mma_16x8x8;
 using mma::reg_of;
 
+// The products of warp w's 32 pixels (p0 = 32w) of tile rt by all K outputs, into y.
+template <typename T>
+__device__ __forceinline__ void rows_tile(const T* patch, const T* ws, const T* bias, T* y,
+                                          const RowArgs& a, const RowTile& rt, int p0, int g,
+                                          int q) {
+  float acc[2][8][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
+  const int ih0 = rt.oh * a.stride - a.ph;
+  for (int r = 0; r < a.R; ++r) {
+    const int row = stem_rows::slot(a.ring, ih0 + r) * a.PW;
+    for (int kk = 0; kk < a.KR; kk += 8) {
+      uint32_t fa[2][2];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        fa[mt][0] = reg_of(rows_a(patch, a, p0 + mt * 16 + g, row, kk, q));
+        fa[mt][1] = reg_of(rows_a(patch, a, p0 + mt * 16 + g + 8, row, kk, q));
+      }
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        if (nt < a.NT) {
+          const uint32_t b = reg_of(rows_b(ws, a, nt * 8 + g, r, kk, q));
+          mma_16x8x8<T>(acc[0][nt], fa[0][0], fa[0][1], b);
+          mma_16x8x8<T>(acc[1][nt], fa[1][0], fa[1][1], b);
+        }
+      }
+    }
+  }
+  rows_epilogue(acc, bias, y, a, rt, p0, g, q);
+}
+
+// A block takes tiles [lo, hi) in order; while tile k computes, tile k + 1's new rows (where it is
+// the row below) are in registers, stored into the ring's free slots after k's products.
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads, 4)
     stem_rows_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
@@ -331,40 +363,26 @@ __global__ void __launch_bounds__(kRowThreads, 4)
   extern __shared__ __align__(128) unsigned char smem[];
   T* ws = reinterpret_cast<T*>(smem);
   T* patch = ws + size_t(a.NT) * 8 * a.ldw;
-  rows_stage_weights(w, ws, a, threadIdx.x);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
   const int p0 = warp * 32;
-  for (int64_t tile = blockIdx.x; tile < a.tiles; tile += gridDim.x) {
-    const RowTile rt = row_tile(a, tile);
-    __syncthreads();  // the weights staged; every warp done with the last tile's rows
-    rows_fill(x, patch, a, rt, threadIdx.x);
-    __syncthreads();
-    if (p0 >= rt.count) continue;  // the row's last tile: no pixels for this warp
-    float acc[2][8][4];
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
-    for (int r = 0; r < a.R; ++r)
-      for (int kk = 0; kk < a.KR; kk += 8) {
-        uint32_t fa[2][2];
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-          fa[mt][0] = reg_of(rows_a(patch, a, p0 + mt * 16 + g, r, kk, q));
-          fa[mt][1] = reg_of(rows_a(patch, a, p0 + mt * 16 + g + 8, r, kk, q));
-        }
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-          if (nt < a.NT) {
-            const uint32_t b = reg_of(rows_b(ws, a, nt * 8 + g, r, kk, q));
-            mma_16x8x8<T>(acc[0][nt], fa[0][0], fa[0][1], b);
-            mma_16x8x8<T>(acc[1][nt], fa[1][0], fa[1][1], b);
-          }
-        }
-      }
-    rows_epilogue(acc, bias, y, a, rt, p0, g, q);
+  const stem_rows::Ring& ring = a.ring;
+  const int64_t lo = stem_rows::first_tile(ring, gridDim.x, blockIdx.x),
+                hi = stem_rows::first_tile(ring, gridDim.x, blockIdx.x + 1);
+  if (lo >= hi) return;  // more blocks than tiles
+  rows_stage_weights(w, ws, a, tid);
+  RowTile rt = stem_rows::tile_at(ring, lo);
+  stem_rows::fill_all(x, patch, ring, rt, tid);
+  for (int64_t k = lo; k < hi; ++k) {
+    const bool more = k + 1 < hi, succ = more && stem_rows::successor(ring, k);
+    const RowTile next = more ? stem_rows::tile_at(ring, k + 1) : rt;
+    stem_rows::NewRows<T> pre;
+    if (succ) stem_rows::load_new(x, pre, ring, next, tid);
+    __syncthreads();  // the weights staged; tile k's rows in place
+    if (p0 < rt.count) rows_tile(patch, ws, bias, y, a, rt, p0, g, q);  // else no pixels here
+    if (succ) stem_rows::store_new(patch, pre, ring, next, tid);  // slots tile k does not read
+    __syncthreads();  // every warp done with tile k's rows
+    if (more && !succ) stem_rows::fill_all(x, patch, ring, next, tid);
+    rt = next;
   }
 }
 
@@ -374,35 +392,58 @@ __global__ void __launch_bounds__(kRowThreads, 4)
 // 2q + 1; B: rows 2q and 2q + 1 of column g; C: c0 c1 row g, c2 c3 row g + 8, columns 2q, 2q + 1).
 template <typename T>
 void emulate_rows_t(const T* x, const T* w, const T* bias, T* y, const RowArgs& a) {
-  std::vector<T> ws(size_t(a.NT) * 8 * a.ldw), patch(size_t(a.R) * a.PW);
+  const stem_rows::Ring& ring = a.ring;
+  std::vector<T> ws(size_t(a.NT) * 8 * a.ldw), patch(size_t(ring.slots) * a.PW);
   for (int t = 0; t < kRowThreads; ++t) rows_stage_weights(w, ws.data(), a, t);
   float acc[32][2][8][4];
-  for (int64_t tile = 0; tile < a.tiles; ++tile) {
-    const RowTile rt = row_tile(a, tile);
-    for (int t = 0; t < kRowThreads; ++t) rows_fill(x, patch.data(), a, rt, t);
-    for (int warp = 0; warp < kRowThreads / 32; ++warp) {
-      const int p0 = warp * 32;
-      if (p0 >= rt.count) continue;
-      std::memset(acc, 0, sizeof acc);
-      for (int r = 0; r < a.R; ++r)
-        for (int kk = 0; kk < a.KR; kk += 8)
-          for (int nt = 0; nt < a.NT; ++nt)
-            for (int mt = 0; mt < 2; ++mt) {
-              Two<T> a0[32], a1[32], b[32];
-              float c[32][4];
-              for (int lane = 0; lane < 32; ++lane) {
-                const int g = lane / 4, q = lane % 4;
-                a0[lane] = rows_a(patch.data(), a, p0 + mt * 16 + g, r, kk, q);
-                a1[lane] = rows_a(patch.data(), a, p0 + mt * 16 + g + 8, r, kk, q);
-                b[lane] = rows_b(ws.data(), a, nt * 8 + g, r, kk, q);
-                std::memcpy(c[lane], acc[lane][mt][nt], sizeof c[lane]);
+  // Two blocks (the output does not depend on how many: each pixel is one tile's), so that the
+  // ring's paths all run: down the rows, across an image's or a segment's end, a block's start.
+  const int blocks = int(std::min<int64_t>(a.tiles, 2));
+  for (int blk = 0; blk < blocks; ++blk) {
+    const int64_t lo = stem_rows::first_tile(ring, blocks, blk),
+                  hi = stem_rows::first_tile(ring, blocks, blk + 1);
+    for (int t = 0; t < kRowThreads; ++t)
+      stem_rows::fill_all(x, patch.data(), ring, stem_rows::tile_at(ring, lo), t);
+    for (int64_t tile = lo; tile < hi; ++tile) {
+      const RowTile rt = stem_rows::tile_at(ring, tile);
+      const int ih0 = rt.oh * a.stride - a.ph;
+      for (int warp = 0; warp < kRowThreads / 32; ++warp) {
+        const int p0 = warp * 32;
+        if (p0 >= rt.count) continue;
+        std::memset(acc, 0, sizeof acc);
+        for (int r = 0; r < a.R; ++r) {
+          const int row = stem_rows::slot(ring, ih0 + r) * a.PW;
+          for (int kk = 0; kk < a.KR; kk += 8)
+            for (int nt = 0; nt < a.NT; ++nt)
+              for (int mt = 0; mt < 2; ++mt) {
+                Two<T> a0[32], a1[32], b[32];
+                float c[32][4];
+                for (int lane = 0; lane < 32; ++lane) {
+                  const int g = lane / 4, q = lane % 4;
+                  a0[lane] = rows_a(patch.data(), a, p0 + mt * 16 + g, row, kk, q);
+                  a1[lane] = rows_a(patch.data(), a, p0 + mt * 16 + g + 8, row, kk, q);
+                  b[lane] = rows_b(ws.data(), a, nt * 8 + g, r, kk, q);
+                  std::memcpy(c[lane], acc[lane][mt][nt], sizeof c[lane]);
+                }
+                mma::emulate_mma_16x8x8(c, a0, a1, b);
+                for (int lane = 0; lane < 32; ++lane)
+                  std::memcpy(acc[lane][mt][nt], c[lane], sizeof c[lane]);
               }
-              mma::emulate_mma_16x8x8(c, a0, a1, b);
-              for (int lane = 0; lane < 32; ++lane)
-                std::memcpy(acc[lane][mt][nt], c[lane], sizeof c[lane]);
-            }
-      for (int lane = 0; lane < 32; ++lane)
-        rows_epilogue(acc[lane], bias, y, a, rt, p0, lane / 4, lane % 4);
+        }
+        for (int lane = 0; lane < 32; ++lane)
+          rows_epilogue(acc[lane], bias, y, a, rt, p0, lane / 4, lane % 4);
+      }
+      if (tile + 1 >= hi) break;
+      const RowTile next = stem_rows::tile_at(ring, tile + 1);
+      for (int t = 0; t < kRowThreads; ++t) {
+        if (stem_rows::successor(ring, tile)) {
+          stem_rows::NewRows<T> pre;
+          stem_rows::load_new(x, pre, ring, next, t);
+          stem_rows::store_new(patch.data(), pre, ring, next, t);
+        } else {
+          stem_rows::fill_all(x, patch.data(), ring, next, t);
+        }
+      }
     }
   }
 }
@@ -442,6 +483,7 @@ void launch_rows_t(const void* x, const void* w, const void* bias, void* y, cons
     }
     grid = int(std::min<int64_t>(a.tiles, it->second));
   }
+  grid = int(std::min<int64_t>(grid, a.tiles));  // a block a tile at most
   stem_rows_kernel<T>
       <<<grid, kRowThreads, smem, stream>>>(static_cast<const T*>(x), static_cast<const T*>(w),
                                             static_cast<const T*>(bias), static_cast<T*>(y), a);
@@ -494,9 +536,11 @@ StemRowsGeometry stem_rows_geometry(const StemSpec& s) {
   // (kRowPix - 1) * stride * C elements in and its fragments read KR taps; even, for alignment.
   g.row_width = (kRowPix - 1) * s.stride * s.x.c + g.kr;
   g.row_width += g.row_width % 2;
-  g.tiles = int64_t(s.y.n) * s.y.h * ((s.y.w + kRowPix - 1) / kRowPix);
+  const stem_rows::Ring ring = row_ring(s, g.row_width);
+  g.ring_rows = ring.slots;
+  g.tiles = ring.tiles;
   const size_t elem = 2;  // fp16 and bf16
-  g.smem = (size_t(s.y.c) * g.ldw + size_t(s.kernel) * g.row_width) * elem;
+  g.smem = (size_t(s.y.c) * g.ldw + size_t(g.ring_rows) * g.row_width) * elem;
   if (g.smem > kRowsMaxSmem)
     throw std::invalid_argument("stem kernel (rows): " + std::to_string(g.smem) +
                                 " bytes of shared memory, over " + std::to_string(kRowsMaxSmem));

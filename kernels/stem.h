@@ -86,7 +86,10 @@ bool stem_aligned(const void* image, const ConvBuffers& b);
 //         window row's S * C taps padded to a multiple of 8 (ResNet's 21 to 24: 168 taps a
 //         pixel, not 160) and masked to zero past S * C. No window tile is written. 4 warps of
 //         32 pixels by all K outputs; the epilogue from the accumulators to y. Right on an H100
-//         but 2x slower than the tile kernel (call 68), so raced only with CNNBENCH_STEM_ROWS=1.
+//         but 2x slower than the tile kernel (call 68) when it filled all R rows and then
+//         computed, every tile; now its blocks walk down the rows with the next tile's new rows
+//         loaded while one computes (the ring of kernels/stem_rows.cuh), not yet timed. Raced
+//         only with CNNBENCH_STEM_ROWS=1.
 enum class StemVariant { Tile, Rows };
 const char* stem_variant_name(StemVariant v);  // "tile", "rows"
 
@@ -97,8 +100,9 @@ struct StemRowsGeometry {
   int kr = 0;         // rounded up to 8
   int ldw = 0;        // shared weight rows' stride: at least R * kr, ldw / 2 = 4 (mod 32)
   int row_width = 0;  // elements of an input row in shared memory
+  int ring_rows = 0;  // the ring's slots (kernels/stem_rows.cuh): R + stride, or R
   int64_t tiles = 0;  // N * Ho * ceil(Wo / 128)
-  size_t smem = 0;    // weights [K][ldw] + rows [R][row_width]
+  size_t smem = 0;    // weights [K][ldw] + the ring [ring_rows][row_width]
 };
 StemRowsGeometry stem_rows_geometry(const StemSpec& s);
 

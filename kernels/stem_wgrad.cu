@@ -22,141 +22,33 @@ using mma::zero_value;
 constexpr int kMaxMTiles = 4;     // K up to 64
 constexpr int kTilesPerWarp = 6;  // column tiles a warp: up to 24 in all
 constexpr int kWarps = kStemWgradThreads / 32;
-// A successor tile's new input rows are loaded into registers while the tile before it computes:
-// at most kMaxNewRows rows (the stride) of at most kMaxPerRow elements a thread.
-constexpr int kMaxNewRows = 2, kMaxPerRow = 6;
+
+using stem_rows::Ring;
+using WgTile = stem_rows::Tile;
 
 struct WgArgs {
-  int H, W, C, Ho, Wo, K, R, S, stride, ph, pw;
-  int SC, KR, cols, PW, MT, NT, segs;
-  int RS;       // the ring's row slots
-  int cpr;      // dy's 16-byte chunks a pixel (K / 8: 2, 4 or 8)
-  int per_row;  // a row's elements a thread, ceil(PW / threads)
-  bool ahead;   // successors' new rows loaded ahead (stride < R, stride and per_row in bounds)
-  int64_t tiles;
+  Ring ring;  // the image's rows and the tiles (stem_rows.cuh)
+  int Ho, Wo, K, R, S, C, stride, ph;
+  int SC, KR, cols, MT, NT;
+  int cpr;  // dy's 16-byte chunks a pixel (K / 8: 2, 4 or 8)
 };
+
+Ring wg_ring(const StemWgradSpec& s, int row_width) {
+  return stem_rows::make_ring(s.x.h, s.x.w, s.x.c, s.kernel, s.kw(), s.stride, s.pad, s.pw(), s.y.h,
+                              s.y.w, s.x.n, kStemWgradPix, row_width, kStemWgradThreads, true);
+}
 
 WgArgs wg_args(const StemWgradSpec& s, const StemWgradGeometry& g) {
   WgArgs a{};
-  a.H = s.x.h, a.W = s.x.w, a.C = s.x.c, a.Ho = s.y.h, a.Wo = s.y.w, a.K = s.y.c;
-  a.R = s.kernel, a.S = s.kw(), a.stride = s.stride, a.ph = s.pad, a.pw = s.pw();
-  a.SC = g.taps_row, a.KR = g.kr, a.cols = g.cols, a.PW = g.row_width, a.RS = g.ring_rows;
+  a.ring = wg_ring(s, g.row_width);
+  a.Ho = s.y.h, a.Wo = s.y.w, a.K = s.y.c, a.R = s.kernel, a.S = s.kw(), a.C = s.x.c;
+  a.stride = s.stride, a.ph = s.pad;
+  a.SC = g.taps_row, a.KR = g.kr, a.cols = g.cols;
   a.MT = s.y.c / 16, a.NT = g.cols / 8, a.cpr = s.y.c / 8;
-  a.segs = (s.y.w + kStemWgradPix - 1) / kStemWgradPix;
-  a.per_row = (g.row_width + kStemWgradThreads - 1) / kStemWgradThreads;
-  a.ahead = g.rows_ahead;
-  a.tiles = g.tiles;
   return a;
 }
 
 #define CNN_HD __host__ __device__ __forceinline__
-
-using WgTile = stem_rows::Tile;
-
-// Tile `tile` in the kernel's order: down the output rows of one column segment of one image
-// (tile = (n * segs + seg) * Ho + oh), so that a block's next tile is usually the row below, whose
-// windows share R - stride input rows with this one's.
-CNN_HD WgTile wg_tile(const WgArgs& a, int64_t tile) {
-  WgTile t;
-  t.oh = int(tile % a.Ho);
-  const int64_t rest = tile / a.Ho;
-  const int seg = int(rest % a.segs);
-  t.n = rest / a.segs;
-  t.ow0 = seg * kStemWgradPix;
-  t.count = a.Wo - t.ow0 < kStemWgradPix ? a.Wo - t.ow0 : kStemWgradPix;
-  return t;
-}
-
-// Whether tile + 1 is the row below tile (same image and segment) and loads only its new rows.
-CNN_HD bool wg_successor(const WgArgs& a, int64_t tile) {
-  return a.ahead && (tile + 1) % a.Ho != 0;
-}
-
-// Block b's tiles: [lo, hi), contiguous, every block at least one (tiles >= blocks).
-CNN_HD int64_t wg_first_tile(const WgArgs& a, int blocks, int b) {
-  return a.tiles * b / blocks;
-}
-
-// Input row ih's slot in the ring: R + stride slots hold a tile's R rows and the stride rows its
-// successor adds, so those never overwrite rows the tile still reads.
-CNN_HD int wg_slot(const WgArgs& a, int ih) {
-  const int m = ih % a.RS;
-  return m < 0 ? m + a.RS : m;
-}
-
-// Where input row ih's elements come from, for tile t: element j of the slot is x[first + j]
-// for j in [lo, hi), zero elsewhere (outside the image, and past the tile's last window: dy is
-// zero for a partial tile's missing pixels, and 0 * inf would not be).
-struct WgRowSrc {
-  int64_t first;
-  int lo, hi;
-};
-
-CNN_HD WgRowSrc wg_row_src(const WgArgs& a, const WgTile& t, int ih) {
-  WgRowSrc r;
-  const int iw0 = t.ow0 * a.stride - a.pw;
-  const int used = ((t.count - 1) * a.stride + a.S) * a.C;
-  r.lo = -iw0 * a.C;
-  r.hi = (a.W - iw0) * a.C < used ? (a.W - iw0) * a.C : used;
-  if (ih < 0 || ih >= a.H) r.hi = r.lo;  // a row of the padding: all zeros
-  r.first = ((t.n * a.H + ih) * a.W + iw0) * int64_t(a.C);
-  return r;
-}
-
-template <typename T>
-CNN_HD T wg_elem(const T* x, const WgRowSrc& r, int j) {
-  return j >= r.lo && j < r.hi ? x[r.first + j] : mma::zero_value<T>();
-}
-
-// All R input rows of tile t into their slots (a block's first tile, and a tile after an image's
-// or a segment's last row).
-template <typename T>
-CNN_HD void wg_fill_all(const T* x, T* rows, const WgArgs& a, const WgTile& t, int tid) {
-  const int ih0 = t.oh * a.stride - a.ph;
-  for (int r = 0; r < a.R; ++r) {
-    const WgRowSrc src = wg_row_src(a, t, ih0 + r);
-    T* dst = rows + wg_slot(a, ih0 + r) * a.PW;
-    for (int j = tid; j < a.PW; j += kStemWgradThreads) dst[j] = wg_elem(x, src, j);
-  }
-}
-
-// A successor tile's new rows (its last `stride` rows), thread tid's elements (j = tid + i *
-// threads of row r at pre[r][i]): loaded by wg_load_new, stored into their slots by wg_store_new.
-template <typename T>
-struct WgNewRows {
-  T v[kMaxNewRows][kMaxPerRow];
-};
-
-template <typename T>
-CNN_HD void wg_load_new(const T* x, WgNewRows<T>& pre, const WgArgs& a, const WgTile& t, int tid) {
-  const int ih = t.oh * a.stride - a.ph + a.R - a.stride;
-#pragma unroll
-  for (int r = 0; r < kMaxNewRows; ++r) {
-    if (r >= a.stride) break;
-    const WgRowSrc src = wg_row_src(a, t, ih + r);
-#pragma unroll
-    for (int i = 0; i < kMaxPerRow; ++i) {
-      const int j = tid + i * kStemWgradThreads;
-      if (i < a.per_row) pre.v[r][i] = wg_elem(x, src, j);  // j past PW: zero (hi <= used < PW)
-    }
-  }
-}
-
-template <typename T>
-CNN_HD void wg_store_new(T* rows, const WgNewRows<T>& pre, const WgArgs& a, const WgTile& t,
-                         int tid) {
-  const int ih = t.oh * a.stride - a.ph + a.R - a.stride;
-#pragma unroll
-  for (int r = 0; r < kMaxNewRows; ++r) {
-    if (r >= a.stride) break;
-    T* dst = rows + wg_slot(a, ih + r) * a.PW;
-#pragma unroll
-    for (int i = 0; i < kMaxPerRow; ++i) {
-      const int j = tid + i * kStemWgradThreads;
-      if (i < a.per_row && j < a.PW) dst[j] = pre.v[r][i];
-    }
-  }
-}
 
 // dy's rows of a tile in shared memory as they are in dy ([pixel][K]), 16 bytes (8 channels) a
 // chunk, chunk c of pixel p at chunk c XOR (p mod cpr): the 8 pixels an ldmatrix reads at one
@@ -242,7 +134,7 @@ CNN_HD void wg_b_col(const WgArgs& a, int col, int* r, int* j) {
 
 // The column's start in the ring for the tile whose first input row is ih0, or -1 (zeros).
 CNN_HD int wg_b_offset(const WgArgs& a, int ih0, int r, int j) {
-  return j < 0 ? -1 : wg_slot(a, ih0 + r) * a.PW + j;
+  return j < 0 ? -1 : stem_rows::slot(a.ring, ih0 + r) * a.ring.PW + j;
 }
 
 // A B fragment register: the column at `off` (wg_b_offset), pixels p and p + 1.
@@ -317,23 +209,23 @@ __global__ void __launch_bounds__(kStemWgradThreads, 3)
 #pragma unroll
   for (int jt = 0; jt < kTilesPerWarp; ++jt)
     wg_b_col(a, (warp + kWarps * jt) * 8 + g, &br[jt], &bj[jt]);
-  const int64_t lo = wg_first_tile(a, gridDim.x, blockIdx.x),
-                hi = wg_first_tile(a, gridDim.x, blockIdx.x + 1);
-  WgTile t = wg_tile(a, lo);
-  wg_fill_all(x, rows, a, t, tid);
+  const int64_t lo = stem_rows::first_tile(a.ring, gridDim.x, blockIdx.x),
+                hi = stem_rows::first_tile(a.ring, gridDim.x, blockIdx.x + 1);
+  WgTile t = stem_rows::tile_at(a.ring, lo);
+  stem_rows::fill_all(x, rows, a.ring, t, tid);
   wg_copy_dy(dy, buf0, a, t, tid);
   cp_async_commit();
   for (int64_t k = lo; k < hi; ++k) {
     T* const cur = buf0 + (int(k - lo) & 1) * kStemWgradPix * a.K;
     T* const next = buf0 + (int(k - lo + 1) & 1) * kStemWgradPix * a.K;
-    const bool more = k + 1 < hi, succ = more && wg_successor(a, k);
+    const bool more = k + 1 < hi, succ = more && stem_rows::successor(a.ring, k);
     WgTile tn = t;
-    WgNewRows<T> pre;
+    stem_rows::NewRows<T> pre;
     if (more) {
-      tn = wg_tile(a, k + 1);
+      tn = stem_rows::tile_at(a.ring, k + 1);
       wg_copy_dy(dy, next, a, tn, tid);  // next was read by tile k - 1: the barrier below it
       cp_async_commit();
-      if (succ) wg_load_new(x, pre, a, tn, tid);
+      if (succ) stem_rows::load_new(x, pre, a.ring, tn, tid);
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
@@ -356,9 +248,9 @@ __global__ void __launch_bounds__(kStemWgradThreads, 3)
           if (mt < a.MT) mma::mma_16x8x8<T>(acc[mt][jt], fa[mt][0], fa[mt][1], b);
       }
     }
-    if (succ) wg_store_new(rows, pre, a, tn, tid);  // slots tile k does not read
+    if (succ) stem_rows::store_new(rows, pre, a.ring, tn, tid);  // slots tile k does not read
     __syncthreads();  // every warp done with tile k's dy buffer and rows
-    if (more && !succ) wg_fill_all(x, rows, a, tn, tid);
+    if (more && !succ) stem_rows::fill_all(x, rows, a.ring, tn, tid);
     t = tn;
   }
   wg_store_partial(acc, part + int64_t(blockIdx.x) * a.K * a.cols, a, warp, g, q);
@@ -384,16 +276,17 @@ __global__ void __launch_bounds__(kRedElems* kRedLanes)
 // successor's new rows, as the kernel decides) and the same dy layout as the device's.
 template <typename T>
 void emulate_t(const T* x, const T* dy, float* dw, const WgArgs& a, int blocks, bool accumulate) {
-  std::vector<T> rows(size_t(a.RS) * a.PW), buf(size_t(kStemWgradPix) * a.K);
+  std::vector<T> rows(size_t(a.ring.slots) * a.ring.PW), buf(size_t(kStemWgradPix) * a.K);
   std::vector<float> part(size_t(blocks) * a.K * a.cols, 0.0f);
   static float acc[kWarps][32][kMaxMTiles][kTilesPerWarp][4];
   for (int blk = 0; blk < blocks; ++blk) {
     std::memset(acc, 0, sizeof acc);
-    const int64_t lo = wg_first_tile(a, blocks, blk), hi = wg_first_tile(a, blocks, blk + 1);
+    const int64_t lo = stem_rows::first_tile(a.ring, blocks, blk),
+                  hi = stem_rows::first_tile(a.ring, blocks, blk + 1);
     for (int tid = 0; tid < kStemWgradThreads; ++tid)
-      wg_fill_all(x, rows.data(), a, wg_tile(a, lo), tid);
+      stem_rows::fill_all(x, rows.data(), a.ring, stem_rows::tile_at(a.ring, lo), tid);
     for (int64_t tile = lo; tile < hi; ++tile) {
-      const WgTile t = wg_tile(a, tile);
+      const WgTile t = stem_rows::tile_at(a.ring, tile);
       for (int tid = 0; tid < kStemWgradThreads; ++tid) wg_copy_dy(dy, buf.data(), a, t, tid);
       const int ih0 = t.oh * a.stride - a.ph;
       for (int p0 = 0; p0 < t.count; p0 += 8)
@@ -419,14 +312,14 @@ void emulate_t(const T* x, const T* dy, float* dw, const WgArgs& a, int blocks, 
             }
           }
       if (tile + 1 >= hi) break;
-      const WgTile tn = wg_tile(a, tile + 1);
+      const WgTile tn = stem_rows::tile_at(a.ring, tile + 1);
       for (int tid = 0; tid < kStemWgradThreads; ++tid) {
-        if (wg_successor(a, tile)) {
-          WgNewRows<T> pre;
-          wg_load_new(x, pre, a, tn, tid);
-          wg_store_new(rows.data(), pre, a, tn, tid);
+        if (stem_rows::successor(a.ring, tile)) {
+          stem_rows::NewRows<T> pre;
+          stem_rows::load_new(x, pre, a.ring, tn, tid);
+          stem_rows::store_new(rows.data(), pre, a.ring, tn, tid);
         } else {
-          wg_fill_all(x, rows.data(), a, tn, tid);
+          stem_rows::fill_all(x, rows.data(), a.ring, tn, tid);
         }
       }
     }
@@ -468,12 +361,10 @@ StemWgradGeometry stem_wgrad_geometry(const StemWgradSpec& s) {
         std::to_string(kTilesPerWarp * kWarps) + ")");
   g.row_width = ((kStemWgradPix - 1) * s.stride + S) * C;
   g.row_width += g.row_width % 2;
-  // The ring: a tile's R rows and its successor's stride new ones; the successor's rows are loaded
-  // ahead only where they fit the registers set aside (stride <= 2, 6 elements a thread a row).
-  const int per_row = (g.row_width + kStemWgradThreads - 1) / kStemWgradThreads;
-  g.rows_ahead = s.stride < R && s.stride <= kMaxNewRows && per_row <= kMaxPerRow;
-  g.ring_rows = g.rows_ahead ? R + s.stride : R;
-  g.tiles = int64_t(s.x.n) * Ho * ((Wo + kStemWgradPix - 1) / kStemWgradPix);
+  const Ring ring = wg_ring(s, g.row_width);
+  g.rows_ahead = ring.ahead;
+  g.ring_rows = ring.slots;
+  g.tiles = ring.tiles;
   if (s.max_blocks < 0) bad("max_blocks " + std::to_string(s.max_blocks));
   g.blocks = int(std::min<int64_t>(g.tiles, s.max_blocks > 0 ? s.max_blocks : kStemWgradBlocks));
   g.smem = (size_t(g.ring_rows) * g.row_width + 2 * size_t(kStemWgradPix) * K) * 2;

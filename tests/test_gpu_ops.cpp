@@ -418,9 +418,10 @@ TEST(GpuOps, StyleganModulatedConvEqualsThePerSampleConv) {
 // convolution the CPU tests hold that code to: ResNet's 7x7/2 at 224 (batch 2, 784 tiles, on a
 // grid smaller than the tiles so blocks loop), VGG's 3x3/1, AlexNet's 11x11/4, EfficientNet's
 // 3x3/2 with 40 outputs and SiLU, a slice, a one-channel image with rows of 260 pixels (the rows
-// kernel's full and partial tiles), fp16 and bf16; both kernels (tile and rows, each
-// against its own host code). The weights' padding channels are NaN
-// (never read); y starts as NaN and a slice's other channels must stay so.
+// kernel's full and partial tiles), a grid of more blocks than tiles, fp16 and bf16; both kernels
+// (tile and rows, each against its own host code; the rows kernel's blocks walk down the rows
+// with the ring of kernels/stem_rows.cuh, on the small grids across images too). The weights'
+// padding channels are NaN (never read); y starts as NaN and a slice's other channels must stay so.
 TEST(GpuOps, StemKernelMatchesItsHostCode) {
   std::mt19937 rng(23);
   struct Case {
@@ -434,7 +435,8 @@ TEST(GpuOps, StemKernelMatchesItsHostCode) {
       {{1, 3, 67, 67}, 64, 11, 4, 2, 8, 0, 0, Act::ReLU},
       {{2, 3, 33, 31}, 40, 3, 2, 1, 8, 0, 0, Act::SiLU},
       {{1, 3, 21, 19}, 48, 5, 1, 2, 4, 96, 3, Act::None},
-      {{2, 1, 12, 260}, 16, 3, 1, 1, 1, 0, 0, Act::ReLU},  // one channel; rows of 260 pixels
+      {{2, 1, 12, 260}, 16, 3, 1, 1, 1, 0, 0, Act::ReLU},   // one channel; rows of 260 pixels
+      {{2, 3, 20, 20}, 64, 7, 2, 3, 8, 0, 500, Act::ReLU},  // a grid over the tiles (20): clamped
   };
   for (StemVariant variant : {StemVariant::Tile, StemVariant::Rows})
     for (DType t : {DType::F16, DType::BF16})
