@@ -5,6 +5,7 @@
 // running statistics after the forward) as F32, and a JSON report with the step's loss (before
 // the update) and the L2 norm of every trainable parameter's gradient (before weight decay).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -72,8 +73,20 @@ const char* kUsage =
 // --breakdown: the step's graph time, then each launch alone; JSON to `path`, a table to stdout.
 int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path, int check_steps) {
   require_cuda_device();
+  // Where the run's own time goes (a breakdown took about 95 s a run on an H100 in calls 107 and
+  // 110, of a device call's 600): printed and kept in the JSON's "phases_s".
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  auto last = t0;
+  nlohmann::ordered_json phases = nlohmann::ordered_json::object();
+  auto phase = [&](const char* name) {
+    const auto now = Clock::now();
+    phases[name] = std::chrono::duration<double>(now - last).count();
+    last = now;
+  };
   GpuContext ctx;
   TrainModel m(ctx, g, random_weights(g, 1), opt);
+  phase("build");
   for (int i = 0; i < check_steps; ++i) {
     m.step(ctx.stream);
     const float loss = m.loss();
@@ -100,7 +113,9 @@ int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path, 
   const double step_us = graph_us([&](cudaStream_t st) { m.step(st); }, s, 5);
   CNN_CHECK_CUDA(cudaStreamDestroy(s));
   const float loss = m.loss();
+  phase("step_graph");
   const std::vector<TrainModel::LaunchTime> t = m.time_each_launch(10);
+  phase("each_launch");
   // By kind: the label's first two words ("bwd-filter Conv", "fwd BatchNorm+relu").
   std::map<std::string, std::pair<double, int>> kinds;
   double sum = 0;
@@ -131,6 +146,7 @@ int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path, 
   rb.graph_us = step_us;
   rb.ceilings.tflops = measure_gemm_tflops(opt.precision);
   rb.ceilings.gbps = measure_copy_gbps();
+  phase("ceilings");
   const int elem = int(dtype_size(storage_type(opt.precision)));
   std::map<int, size_t> row_of;  // plan op -> its row
   for (const auto& l : t) {
@@ -153,6 +169,9 @@ int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path, 
               breakdown_table(kinds_rb).c_str());
   std::printf("every op at its roofline: %.1f us a step (%.0f img/s); measured %.1f us (%.0f%%)\n",
               floor_us, opt.batch * 1e6 / floor_us, step_us, 100.0 * floor_us / step_us);
+  std::printf("this run: build %.1f s, step graph %.1f s, each launch %.1f s, ceilings %.1f s\n",
+              phases["build"].get<double>(), phases["step_graph"].get<double>(),
+              phases["each_launch"].get<double>(), phases["ceilings"].get<double>());
   nlohmann::ordered_json j;
   j["network"] = g.name();
   j["precision"] = precision_name(opt.precision);
@@ -182,6 +201,7 @@ int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path, 
   j["roofline_floor_us"] = floor_us;
   j["roofline_by_kind"] = breakdown_json(kinds_rb);
   j["roofline"] = breakdown_json(rb);
+  j["phases_s"] = phases;
   std::ofstream f(path);
   f << j.dump(1) << "\n";
   if (!f) throw UserError("--breakdown: cannot write " + path);
