@@ -40,6 +40,17 @@ END=$((SECONDS + ${BUDGET:-1000000}))
 read -r -a OURS_I <<<"${OURS_INFER---depthwise=cnnbench --stem=cnnbench}"
 read -r -a OURS_T <<<"${OURS_TRAIN---stem=cnnbench}"
 read -r -a EXTRA <<<"${EXTRA_ARGS:-}"
+# EAGER_TOOLS (default racecheck): under these tools an inference run is one eager forward
+# (cnnbench_infer --eager) instead of the graph path's eager forward, capture and replays, about
+# five forwards of the same kernels with the same arguments. racecheck looks for shared-memory
+# hazards inside each launch, which a replay repeats but does not change; whole networks under it
+# took over 300 s a run in the graph path (calls 76, 102, 109). EAGER_TOOLS= keeps the graph path.
+read -r -a EAGER_A <<<"${EAGER_TOOLS-racecheck}"
+eager_for() {
+  local t
+  for t in "${EAGER_A[@]}"; do [ "$t" = "$1" ] && return 0; done
+  return 1
+}
 # TOOL_ARGS go to compute-sanitizer itself, every run (e.g. "--racecheck-memcpy-async no" to see
 # whether a tool failure follows the tracking of asynchronous copies); the summary names them.
 read -r -a TOOL_ARGS_A <<<"${TOOL_ARGS:-}"
@@ -121,6 +132,7 @@ S="$OUT/summary.md"
   done
   [ ${#EXTRA[@]} -gt 0 ] && echo "- every run with \`${EXTRA[*]}\`"
   [ ${#TOOL_ARGS_A[@]} -gt 0 ] && echo "- every run's tool with \`${TOOL_ARGS_A[*]}\`"
+  [ ${#EAGER_A[@]} -gt 0 ] && echo "- inference runs one eager forward (\`--eager\`) under: ${EAGER_A[*]}"
   [ ${#FILTER[@]} -gt 0 ] && echo "- only the kernels \`${FILTER[*]}\` names are checked"
   [ ${#EXCLUDE[@]} -gt 0 ] && echo "- the kernels \`${EXCLUDE[*]}\` names are not checked"
   echo
@@ -144,6 +156,7 @@ run_one() {
   elif [ "$mode" = infer ]; then
     cmd=("$B/cnnbench_infer" --network="$net" --precision="$p" --batch=2
          --engine=heuristic --output="/tmp/sanitize_$$_$i.safetensors" "${OURS_I[@]}" "${EXTRA[@]}")
+    eager_for "$tool" && cmd+=(--eager)
   else
     cmd=("$B/cnnbench_train_step" --network="$net" --precision="$p" --batch=2
          --engine=heuristic --breakdown="/tmp/sanitize_$$_$i.json" --check_finite=1 "${OURS_T[@]}" "${EXTRA[@]}")
