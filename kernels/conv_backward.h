@@ -94,7 +94,8 @@ class ConvBackwardOp : public Op {
  private:
   bool execute(const BackendDesc& plan, const BackendDesc& vp, cudaStream_t stream);
   // Runs a plan directly, then captured in a CUDA graph and replayed on a dirty workspace and a
-  // poisoned output (accumulating: both from zeros): true when both give the same output.
+  // poisoned output (accumulating: both from zeros): true when both give the same output (its
+  // first and last million elements, as ConvOp::graph_safe compares y).
   bool graph_safe(GpuContext& ctx, const BackendDesc& plan, const TuneScratch& scratch);
   BackendDesc variant_pack(void* workspace) const;
   // The padded filter gradient (see above): true when it applies to this op.
