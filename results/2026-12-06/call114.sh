@@ -8,7 +8,9 @@
 #    first test alone (its cp.async double buffer and the ring's slots are the new hazards a
 #    missing barrier would make).
 # A: ResNet-50 fp16 training at 256, cnnbench_train_step --breakdown (heuristic engines), 170 s a
-#    run (a run takes about 95 s; call 107's first, cold, passed 100 s): the defaults, then
+#    run (a run took about 95 s in calls 107 and 110; with ConvBackwardOp's replay check on a
+#    window of the output (f7dc47d) predicted 20 to 30 s, the "this run:" line says
+#    where it goes): the defaults, then
 #    CNNBENCH_STEM_WGRAD=1, then both with --stem=cnnbench. Predicted: "backward.filter conv
 #    conv1" 884 us (cuDNN on the padded image) -> 250 to 400 us (ours; the first form: 1,552):
 #    dy 411 MB and the image's rows about once, 77 MB, streamed while the mma.sync products of the
