@@ -28,6 +28,8 @@ const char* kUsage =
                       [--weights=FILE] [--input=FILE] --output=FILE [--engine=heuristic|autotune]
                       [--eager] [--seed=N] [--input_size=N] [--num_classes=N] [--verify[=SAMPLES]]
   --share_plans=false  every layer builds its own cuDNN plan (layers of one shape share by default)
+  --check_replays=false  no conv plan is replayed from a CUDA graph at build to check it gives
+                       what a direct run gives (for the sanitizer runs, tools/sanitize_gpu.sh)
   --mode_b=false       autotune times heuristics mode A's top_k (and fallback) only, not also up
                        to top_k / 2 configs that only mode B offers
   --graph_tune_us=100  autotune times the fastest 8 candidates of a conv under this many
@@ -67,7 +69,7 @@ int run(int argc, char** argv) {
                        pad_s = "true", mode_b_s = "true", classes_s = "0", edges_s = "captured",
                        exclude_s, threads_s = std::to_string(default_build_threads()),
                        repairs_s = "6", depthwise_s = "auto", stem_s = "auto", breakdown_s,
-                       plan_cache_s, graph_tune_s = "100";
+                       plan_cache_s, graph_tune_s = "100", replays_s = "true";
   bool bisect = false, se_fold = false;
   bool eager = false, deterministic = false;
   for (int i = 1; i < argc; ++i) {
@@ -95,6 +97,7 @@ int run(int argc, char** argv) {
     }
     if (take_flag(i, argc, argv, "verify", &verify_s)) continue;
     if (take_flag(i, argc, argv, "share_plans", &share_s)) continue;
+    if (take_flag(i, argc, argv, "check_replays", &replays_s)) continue;
     if (take_flag(i, argc, argv, "mode_b", &mode_b_s)) continue;
     if (take_flag(i, argc, argv, "graph_tune_us", &graph_tune_s)) continue;
     if (take_flag(i, argc, argv, "pad_channels", &pad_s)) continue;
@@ -158,6 +161,8 @@ int run(int argc, char** argv) {
     throw UserError("--share_plans takes true or false, not '" + share_s + "'");
   if (pad_s != "true" && pad_s != "false")
     throw UserError("--pad_channels takes true or false, not '" + pad_s + "'");
+  if (replays_s != "true" && replays_s != "false")
+    throw UserError("--check_replays takes true or false, not '" + replays_s + "'");
   if (mode_b_s != "true" && mode_b_s != "false")
     throw UserError("--mode_b takes true or false, not '" + mode_b_s + "'");
   const double graph_tune_us = parse_graph_tune_us(graph_tune_s);
@@ -183,6 +188,7 @@ int run(int argc, char** argv) {
     ctx.disk_plans = plan_cache.get();
   }
   ctx.share_plans = share_s == "true";
+  ctx.check_replays = replays_s == "true";
   ctx.heuristic_mode_b = mode_b_s == "true";
   ctx.graph_tune_below_us = graph_tune_us;
   ctx.graph_edges = edges;

@@ -52,6 +52,9 @@ const char* kUsage =
             mask in the backward instead of recomputing it from the input (for comparison)
   --stem=auto|cudnn|cnnbench  the padded stem's forward conv (fp16, bf16): auto races cuDNN's
             against our stem kernel under autotune (kernels/stem.h); cudnn or cnnbench alone
+  --check_replays=0  no plan is replayed from a CUDA graph at build to check it gives what a
+            direct run gives (each conv then runs there once less than three times; for the
+            sanitizer runs, tools/sanitize_gpu.sh)
   --dropout=P  every dropout's probability set to P in [0, 1); 0 makes the step deterministic,
             to compare it with a framework's step with dropout off
   --output  the state_dict after the step(s), every floating-point tensor of --weights, F32
@@ -71,7 +74,8 @@ const char* kUsage =
 )";
 
 // --breakdown: the step's graph time, then each launch alone; JSON to `path`, a table to stdout.
-int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path, int check_steps) {
+int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path, int check_steps,
+              bool check_replays) {
   require_cuda_device();
   // Where the run's own time goes (a breakdown took about 95 s a run on an H100 in calls 107 and
   // 110, of a device call's 600): printed and kept in the JSON's "phases_s".
@@ -85,6 +89,7 @@ int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path, 
     last = now;
   };
   GpuContext ctx;
+  ctx.check_replays = check_replays;
   TrainModel m(ctx, g, random_weights(g, 1), opt);
   phase("build");
   for (int i = 0; i < check_steps; ++i) {
@@ -213,7 +218,7 @@ int run(int argc, char** argv) {
       batch_s = "0", size_s = "0", classes_s = "1000", precision = "fp32", optimizer = "sgd",
       lr_s = "0.1", momentum_s = "0.9", wd_s = "0", engine = "heuristic", steps_s = "1",
       reuse_s = "1", pad_s = "1", stem_s = "auto", dropout_s, breakdown_path, check_s = "0",
-      cost_model, masks_s = "1", from_input_s = "1";
+      cost_model, masks_s = "1", from_input_s = "1", replays_s = "1";
   for (int i = 1; i < argc; ++i) {
     if (take_flag(i, argc, argv, "help", nullptr)) {
       std::cout << kUsage;
@@ -243,7 +248,8 @@ int run(int argc, char** argv) {
         take_flag(i, argc, argv, "dropout", &dropout_s) ||
         take_flag(i, argc, argv, "breakdown", &breakdown_path) ||
         take_flag(i, argc, argv, "check_finite", &check_s) ||
-        take_flag(i, argc, argv, "cost_model", &cost_model))
+        take_flag(i, argc, argv, "cost_model", &cost_model) ||
+        take_flag(i, argc, argv, "check_replays", &replays_s))
       continue;
     throw UserError(std::string("unknown flag '") + argv[i] + "' (see --help)");
   }
@@ -316,6 +322,9 @@ int run(int argc, char** argv) {
     throw UserError("--bn_mask_from_input takes 1 or 0, not '" + from_input_s + "'");
   opt.bn_mask_from_input = from_input_s == "1";
   opt.stem = parse_stem_choice(stem_s);
+  if (replays_s != "0" && replays_s != "1")
+    throw UserError("--check_replays takes 1 or 0, not '" + replays_s + "'");
+  const bool check_replays = replays_s == "1";
   const int steps = int(parse_count(steps_s, "steps"));
   if (steps < 1) throw UserError("--steps must be at least 1");
 
@@ -330,7 +339,8 @@ int run(int argc, char** argv) {
     const long b = parse_count(batch_s, "batch");
     if (b < 1) throw UserError("--breakdown needs --batch=N, N at least 1");
     opt.batch = int(b);
-    return breakdown(g, opt, breakdown_path, int(parse_count(check_s, "check_finite")));
+    return breakdown(g, opt, breakdown_path, int(parse_count(check_s, "check_finite")),
+                     check_replays);
   }
   const HostWeights w = load_weights(g, weights_path);
   const SafetensorsFile wf = SafetensorsFile::load(weights_path);
@@ -367,6 +377,7 @@ int run(int argc, char** argv) {
 
   require_cuda_device();
   GpuContext ctx;
+  ctx.check_replays = check_replays;
   TrainModel m(ctx, g, w, opt);
   m.set_input(x);
   m.set_labels(labels);

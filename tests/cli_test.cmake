@@ -21,6 +21,8 @@ expect_failure("infer bad engine list" "--exclude_engines takes cuDNN engine nam
 expect_failure("bad build threads" "--build_threads takes a whole number" ${BENCH} --build_threads=0)
 expect_failure("infer bad build threads" "--build_threads takes a whole number" ${INFER} --network=resnet50 --output=x.safetensors --build_threads=lots)
 expect_failure("bad graph tune" "--graph_tune_us takes microseconds" ${BENCH} --graph_tune_us=-3)
+expect_failure("infer bad check_replays" "--check_replays takes true or false, not 'no'" ${INFER} --network=resnet50 --output=x.safetensors --check_replays=no)
+expect_failure("train_step bad check_replays" "--check_replays takes 1 or 0, not 'no'" ${TRAIN} --network=resnet50 --breakdown=${CMAKE_CURRENT_BINARY_DIR}/bd.json --batch=2 --check_replays=no)
 expect_failure("infer bad graph tune" "--graph_tune_us must be a number" ${INFER} --network=resnet50 --output=x.safetensors --graph_tune_us=soon)
 expect_failure("bad depthwise" "--depthwise takes auto, cudnn or cnnbench, not 'ours'" ${BENCH} --depthwise=ours)
 expect_failure("bad stem" "--stem takes auto, cudnn or cnnbench, not 'mine'" ${BENCH} --stem=mine)

@@ -222,19 +222,21 @@ grep -q -- "--num-cuda-barriers" "$L" && fail "SYNC_BARRIERS=off still passed --
 grep -q -- "--tool racecheck --racecheck-memcpy-async no --print-limit" "$L" || fail "TOOL_ARGS not passed: $(cat "$L")"
 grep -q -- "every run's tool with \`--racecheck-memcpy-async no\`" "$T/offb/summary.md" || fail "summary without TOOL_ARGS"
 grep -q "| resnet50 | fp16 | infer | racecheck | 0 | 0 | 0 |" "$T/offb/summary.md" || fail "SYNC_BARRIERS=off row: $(cat "$T/offb/summary.md")"
-# EAGER_TOOLS: racecheck's inference runs eagerly by default, memcheck's and training's not; empty:
-# none does.
+# LEAN_TOOLS: racecheck's runs are lean by default (inference eager, no replay checks at build in
+# either binary), memcheck's not; empty: none is.
 SANITIZER="$T/newer-sanitizer" NETS=resnet50 PRECISIONS=fp16 TOOLS="racecheck memcheck" \
-  bash "$SRC/tools/sanitize_gpu.sh" "$T/eager" >/dev/null 2>&1 || fail "eager run failed"
-grep -q -- "cnnbench_infer .* --eager$" "$T/eager/resnet50_fp16_infer_racecheck.log" ||
-  fail "racecheck inference not eager: $(cat "$T/eager/resnet50_fp16_infer_racecheck.log")"
-grep -q -- "--eager" "$T/eager/resnet50_fp16_infer_memcheck.log" && fail "memcheck inference eager"
-grep -q -- "--eager" "$T/eager/resnet50_fp16_train_racecheck.log" && fail "training given --eager"
-grep -q -- "inference runs one eager forward (\`--eager\`) under: racecheck" "$T/eager/summary.md" ||
-  fail "summary without the eager runs"
-SANITIZER="$T/newer-sanitizer" NETS=resnet50 PRECISIONS=fp16 MODES=infer TOOLS=racecheck EAGER_TOOLS= \
-  bash "$SRC/tools/sanitize_gpu.sh" "$T/graph" >/dev/null 2>&1 || fail "EAGER_TOOLS= run failed"
-grep -q -- "--eager" "$T/graph/resnet50_fp16_infer_racecheck.log" && fail "EAGER_TOOLS= still eager"
+  bash "$SRC/tools/sanitize_gpu.sh" "$T/lean" >/dev/null 2>&1 || fail "lean run failed"
+grep -q -- "cnnbench_infer .* --eager --check_replays=false$" "$T/lean/resnet50_fp16_infer_racecheck.log" ||
+  fail "racecheck inference not lean: $(cat "$T/lean/resnet50_fp16_infer_racecheck.log")"
+grep -q -- "cnnbench_train_step .* --check_replays=0$" "$T/lean/resnet50_fp16_train_racecheck.log" ||
+  fail "racecheck training not lean: $(cat "$T/lean/resnet50_fp16_train_racecheck.log")"
+grep -q -- "--eager\|--check_replays" "$T/lean/resnet50_fp16_infer_memcheck.log" && fail "memcheck inference lean"
+grep -q -- "--check_replays" "$T/lean/resnet50_fp16_train_memcheck.log" && fail "memcheck training lean"
+grep -q -- "lean runs (.*) under: racecheck" "$T/lean/summary.md" || fail "summary without the lean runs"
+SANITIZER="$T/newer-sanitizer" NETS=resnet50 PRECISIONS=fp16 TOOLS=racecheck LEAN_TOOLS= \
+  bash "$SRC/tools/sanitize_gpu.sh" "$T/full" >/dev/null 2>&1 || fail "LEAN_TOOLS= run failed"
+grep -q -- "--eager\|--check_replays" "$T/full/resnet50_fp16_infer_racecheck.log" "$T/full/resnet50_fp16_train_racecheck.log" &&
+  fail "LEAN_TOOLS= still lean"
 # A target killed under the tool (calls 82 and 85: status 9, no gtest output): the row says so, and
 # the host's memory is sampled while the runs go (host_mem.log and a line under the table).
 # race_stand_in NAME STATUS LINE...: racecheck over TESTS='GpuOps.*' with a stand-in that prints

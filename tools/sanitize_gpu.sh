@@ -40,15 +40,17 @@ END=$((SECONDS + ${BUDGET:-1000000}))
 read -r -a OURS_I <<<"${OURS_INFER---depthwise=cnnbench --stem=cnnbench}"
 read -r -a OURS_T <<<"${OURS_TRAIN---stem=cnnbench}"
 read -r -a EXTRA <<<"${EXTRA_ARGS:-}"
-# EAGER_TOOLS (default racecheck): under these tools an inference run is one eager forward
-# (cnnbench_infer --eager) instead of the graph path's eager forward, capture and replays, about
-# five forwards of the same kernels with the same arguments. racecheck looks for shared-memory
-# hazards inside each launch, which a replay repeats but does not change; whole networks under it
-# took over 300 s a run in the graph path (calls 76, 102, 109). EAGER_TOOLS= keeps the graph path.
-read -r -a EAGER_A <<<"${EAGER_TOOLS-racecheck}"
-eager_for() {
+# LEAN_TOOLS (default racecheck): under these tools a run does the least work that still runs
+# every kernel of the network: inference is one eager forward (cnnbench_infer --eager) instead of
+# the graph path's eager forward, capture and replays, and neither binary replays each conv plan
+# from a CUDA graph at build to check it (--check_replays), which ran each conv three times more.
+# racecheck looks for shared-memory hazards inside each launch, which a replay repeats but does
+# not change; whole networks under it took over 300 s a run (calls 76, 102, 109). LEAN_TOOLS=
+# keeps the full runs.
+read -r -a LEAN_A <<<"${LEAN_TOOLS-racecheck}"
+lean_for() {
   local t
-  for t in "${EAGER_A[@]}"; do [ "$t" = "$1" ] && return 0; done
+  for t in "${LEAN_A[@]}"; do [ "$t" = "$1" ] && return 0; done
   return 1
 }
 # TOOL_ARGS go to compute-sanitizer itself, every run (e.g. "--racecheck-memcpy-async no" to see
@@ -132,7 +134,7 @@ S="$OUT/summary.md"
   done
   [ ${#EXTRA[@]} -gt 0 ] && echo "- every run with \`${EXTRA[*]}\`"
   [ ${#TOOL_ARGS_A[@]} -gt 0 ] && echo "- every run's tool with \`${TOOL_ARGS_A[*]}\`"
-  [ ${#EAGER_A[@]} -gt 0 ] && echo "- inference runs one eager forward (\`--eager\`) under: ${EAGER_A[*]}"
+  [ ${#LEAN_A[@]} -gt 0 ] && echo "- lean runs (inference \`--eager --check_replays=false\`, training \`--check_replays=0\`) under: ${LEAN_A[*]}"
   [ ${#FILTER[@]} -gt 0 ] && echo "- only the kernels \`${FILTER[*]}\` names are checked"
   [ ${#EXCLUDE[@]} -gt 0 ] && echo "- the kernels \`${EXCLUDE[*]}\` names are not checked"
   echo
@@ -156,10 +158,11 @@ run_one() {
   elif [ "$mode" = infer ]; then
     cmd=("$B/cnnbench_infer" --network="$net" --precision="$p" --batch=2
          --engine=heuristic --output="/tmp/sanitize_$$_$i.safetensors" "${OURS_I[@]}" "${EXTRA[@]}")
-    eager_for "$tool" && cmd+=(--eager)
+    lean_for "$tool" && cmd+=(--eager --check_replays=false)
   else
     cmd=("$B/cnnbench_train_step" --network="$net" --precision="$p" --batch=2
          --engine=heuristic --breakdown="/tmp/sanitize_$$_$i.json" --check_finite=1 "${OURS_T[@]}" "${EXTRA[@]}")
+    lean_for "$tool" && cmd+=(--check_replays=0)
   fi
   # racecheck and synccheck look at shared memory and barriers only; memcheck and
   # initcheck at global memory. --check-device-heap no: none of our kernels mallocs.

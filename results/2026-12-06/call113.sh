@@ -15,9 +15,10 @@
 # C: cnnbench ResNet-50 fp16 inference at batch 2 with the exclusions and (a) TOOL_ARGS
 #    "--racecheck-memcpy-async no", (b) SYNC_BARRIERS=off (no --num-cuda-barriers), (c) both.
 #    The first clean one (0 errors, exit 0) runs the network matrix's racecheck cells after it
-#    (fp16 and fp32), two at a time, with the time left. Inference under racecheck is now one
-#    eager forward (sanitize_gpu.sh's EAGER_TOOLS, default racecheck) instead of about five
-#    forwards of the graph path: the fp32 runs timed out at 208 to 300 s before (calls 76, 102, 109).
+#    (fp16 and fp32), two at a time, with the time left. Runs under racecheck are now lean
+#    (sanitize_gpu.sh's LEAN_TOOLS, default racecheck): inference one eager forward instead of
+#    about five, and no conv plan replayed at build in either binary (--check_replays): the fp32
+#    runs timed out at 208 to 300 s before (calls 76, 102, 109).
 set -u
 O=${OUT:-/tmp/out}
 END=$((SECONDS + ${BUDGET:-560}))
