@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <memory>
 #include <vector>
 
 #include "harness/check.h"
@@ -224,7 +225,10 @@ void ConvBackwardOp::prepare(GpuContext& ctx, EngineMode mode, int top_k,
   DType chosen_dw = t;
   std::string why = "heuristics offer no engine";
   std::vector<std::string> skip = ctx.excluded;  // and engines whose graph replay disagreed
-  std::vector<uint8_t> initial;                  // the output as it was, restored at the end
+  // The output as it was, restored at the end; not zeroed first (the copy fills it: zeroing 411
+  // MB, a data gradient at batch 256, cost about as much as the copy).
+  std::unique_ptr<uint8_t[]> initial;
+  size_t initial_bytes = 0;
   record_.rejected.clear();
   bool chosen = false;
   int tried = 0;
@@ -243,9 +247,10 @@ void ConvBackwardOp::prepare(GpuContext& ctx, EngineMode mode, int top_k,
                                          : size_t(filter_dims(spec_).numel()) * dtype_size(dwt);
     // Saved only where a run will write it (timing or the replay check): at a large batch the
     // copy both ways took most of a training model's build (20 s at ResNet-50's 1,024 images).
-    if (runs && initial.empty()) {
-      initial.assign(max_out_bytes, 0);
-      CNN_CHECK_CUDA(cudaMemcpy(initial.data(), out_, max_out_bytes, cudaMemcpyDeviceToHost));
+    if (runs && !initial) {
+      initial.reset(new uint8_t[max_out_bytes]);
+      initial_bytes = max_out_bytes;
+      CNN_CHECK_CUDA(cudaMemcpy(initial.get(), out_, max_out_bytes, cudaMemcpyDeviceToHost));
     }
     bool got = false;
     for (int attempt = 0; attempt < 8 && !got; ++attempt) {
@@ -322,8 +327,8 @@ void ConvBackwardOp::prepare(GpuContext& ctx, EngineMode mode, int top_k,
                      ? size_t(spec_.x.numel()) * dtype_size(t)
                      : size_t(filter_dims(spec_).numel()) * dtype_size(chosen_dw);
   }
-  if (!initial.empty())
-    CNN_CHECK_CUDA(cudaMemcpy(out_, initial.data(), initial.size(), cudaMemcpyHostToDevice));
+  if (initial)
+    CNN_CHECK_CUDA(cudaMemcpy(out_, initial.get(), initial_bytes, cudaMemcpyHostToDevice));
   if (!chosen && paddable()) {
     prepare_padded(ctx, mode, top_k, scratch);
     record_.build_ms =
