@@ -31,6 +31,7 @@ struct WgArgs {
   int Ho, Wo, K, R, S, C, stride, ph;
   int SC, KR, cols, MT, NT;
   int cpr;  // dy's 16-byte chunks a pixel (K / 8: 2, 4 or 8)
+  int swz;  // log2(8 / cpr): pixels that share a 128-byte line of dy's buffer
 };
 
 Ring wg_ring(const StemWgradSpec& s, int row_width) {
@@ -45,16 +46,18 @@ WgArgs wg_args(const StemWgradSpec& s, const StemWgradGeometry& g) {
   a.stride = s.stride, a.ph = s.pad;
   a.SC = g.taps_row, a.KR = g.kr, a.cols = g.cols;
   a.MT = s.y.c / 16, a.NT = g.cols / 8, a.cpr = s.y.c / 8;
+  a.swz = a.cpr == 8 ? 0 : a.cpr == 4 ? 1 : 2;
   return a;
 }
 
 #define CNN_HD __host__ __device__ __forceinline__
 
 // dy's rows of a tile in shared memory as they are in dy ([pixel][K]), 16 bytes (8 channels) a
-// chunk, chunk c of pixel p at chunk c XOR (p mod cpr): the 8 pixels an ldmatrix reads at one
-// chunk then sit in 8 different 16-byte bank groups (K = 64; 2-way conflicts at K = 32).
+// chunk, chunk c of pixel p at chunk c XOR ((p >> swz) mod cpr), where 2^swz pixels share a
+// 128-byte line: the 8 pixels an ldmatrix reads at one chunk then sit in 8 different 16-byte bank
+// groups for K = 16, 32 and 64 alike.
 CNN_HD int wg_dy_at(const WgArgs& a, int p, int c) {
-  return p * a.K + ((c ^ (p & (a.cpr - 1))) << 3);
+  return p * a.K + ((c ^ ((p >> a.swz) & (a.cpr - 1))) << 3);
 }
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
@@ -108,8 +111,7 @@ __device__ __forceinline__ void wg_load_a(const void* buf, const WgArgs& a, int 
     const unsigned at = smem_addr(b + 2 * wg_dy_at(a, p, j & 1));
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
                  : "=r"(fa[0][0]), "=r"(fa[0][1])
-                 : "r"(at)
-                 : "memory");
+                 : "r"(at));
     return;
   }
 #pragma unroll
@@ -119,8 +121,7 @@ __device__ __forceinline__ void wg_load_a(const void* buf, const WgArgs& a, int 
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(fa[2 * mp][0]), "=r"(fa[2 * mp][1]), "=r"(fa[2 * mp + 1][0]),
                    "=r"(fa[2 * mp + 1][1])
-                 : "r"(at)
-                 : "memory");
+                 : "r"(at));
   }
 }
 

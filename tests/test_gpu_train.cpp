@@ -882,8 +882,9 @@ TEST(GpuTrain, MaxPoolPlacesGiveTheBackwardFromXBitForBit) {
 // direct loops: ResNet's stem at batch 2 (224x224: a tile a row of 112, 224 tiles over the
 // kernel's blocks, one each), the same over 5 blocks (45 tiles each: the next tile's dy and rows
 // loaded while one computes, and the ring filled whole at the second image), a small 3x3/1 conv of
-// 4 channels (a ring of 4 rows) and a 3x3/3 one (no rows shared), fp16 and bf16, dw overwritten
-// and accumulated; the scratch's first bytes after the partial sums untouched.
+// 4 channels (a ring of 4 rows), a 3x3/3 one (no rows shared) and a 3x3/2 one into 16 outputs (the
+// ring, and ldmatrix's x2 form), fp16 and bf16, dw overwritten and accumulated; the scratch's
+// first bytes after the partial sums untouched.
 TEST(GpuTrain, StemWgradMatchesItsHostCodeAndTheReference) {
   const unsigned seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
@@ -892,11 +893,9 @@ TEST(GpuTrain, StemWgradMatchesItsHostCodeAndTheReference) {
     Dims x;
     int K, kernel, stride, pad, max_blocks;
   };
-  const Case cases[] = {{{2, 3, 224, 224}, 64, 7, 2, 3, 0},
-                        {{2, 3, 224, 224}, 64, 7, 2, 3, 5},
-                        {{3, 4, 10, 13}, 32, 3, 1, 1, 0},
-                        {{3, 4, 10, 13}, 32, 3, 1, 1, 4},
-                        {{2, 3, 30, 30}, 16, 3, 3, 0, 3}};
+  const Case cases[] = {{{2, 3, 224, 224}, 64, 7, 2, 3, 0}, {{2, 3, 224, 224}, 64, 7, 2, 3, 5},
+                        {{3, 4, 10, 13}, 32, 3, 1, 1, 0},   {{3, 4, 10, 13}, 32, 3, 1, 1, 4},
+                        {{2, 3, 30, 30}, 16, 3, 3, 0, 3},   {{2, 3, 30, 30}, 16, 3, 2, 1, 3}};
   for (DType t : {DType::F16, DType::BF16})
     for (const Case& c : cases)
       for (bool accumulate : {false, true}) {

@@ -126,6 +126,14 @@ TEST(Stem, KernelCodeMatchesTheConvolutionOnTheHost) {
   EXPECT_EQ(r.taps_pad, 160);
   EXPECT_EQ(r.pixels, int64_t(256) * 112 * 112);
   EXPECT_EQ(r.smem, size_t(64) * 168 * 2 + size_t(128) * 168 * 2);
+  // The rows kernel's ring for it: 7 rows and the next tile's 2, each of 127 * 2 * 3 + 24 = 786
+  // elements (7 a thread, so loaded ahead), beside the weights' rows of 200 (ldw).
+  const StemRowsGeometry rr =
+      stem_rows_geometry(spec_of({256, 3, 224, 224}, 64, 7, 2, 3, Act::ReLU, 8));
+  EXPECT_EQ(rr.row_width, 786);
+  EXPECT_EQ(rr.ring_rows, 9);
+  EXPECT_EQ(rr.tiles, int64_t(256) * 112);
+  EXPECT_EQ(rr.smem, (size_t(64) * 200 + size_t(9) * 786) * 2);
 }
 
 TEST(Stem, GeometryRefusesWhatTheKernelCannotRun) {
