@@ -45,10 +45,13 @@ class CompareBreakdownsTest(unittest.TestCase):
         a = self.write("call81/b/r50.json", breakdown(
             46824.5, {"backward batchnorm+relu": 6582.7, "forward conv": 6503.8,
                       "backward batchnorm+add+relu": 9863.9}))
-        b = self.write("call87/b/r50.json", breakdown(
+        second = breakdown(
             42159.8, {"backward batchnorm+relu": 5037.7, "forward conv": 6573.8,
                       "backward batchnorm+add+relu": 6404.8, "new kind": 10.0},
-            env={"CNNBENCH_BN_BWD_FREE_REGS": "1"}))
+            env={"CNNBENCH_BN_BWD_FREE_REGS": "1"})
+        second["phases_s"] = {"build": 81.25, "step_graph": 1.5, "each_launch": 6.04,
+                              "ceilings": 2.0}
+        b = self.write("call87/b/r50.json", second)
         md = os.path.join(self.dir, "out.md")
         rc, out, _ = self.run_tool(a, b, "--out-md", md)
         self.assertEqual(rc, 0)
@@ -64,6 +67,10 @@ class CompareBreakdownsTest(unittest.TestCase):
         self.assertIn("step 42,159.8 us (6,072 img/s)", out)
         self.assertIn("switches: CNNBENCH_BN_BWD_FREE_REGS=1", out)
         self.assertIn("switches: none", out)
+        # The run's own phases where the file has them (the baseline has none).
+        self.assertIn("(6,072 img/s); the run build 81.2 s, step graph 1.5 s, each launch 6.0 s, "
+                      "ceilings 2.0 s", out)
+        self.assertEqual(out.count("; the run "), 1)
         with open(md) as f:
             self.assertEqual(f.read(), out)
 

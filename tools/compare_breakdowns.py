@@ -82,8 +82,14 @@ def describe(label, d):
     flags = ", ".join(f"{k} {d[k]}" for k in FLAGS if k in d)
     step = float(d["step_us"])
     img_s = d["batch"] * 1e6 / step if step > 0 else 0.0
+    # Where the run's own time went (cnnbench_train_step --breakdown since 046cb5a), if recorded.
+    phases = d.get("phases_s") or {}
+    run_s = ""
+    if phases:
+        run_s = "; the run " + ", ".join(f"{k.replace('_', ' ')} {float(v):.1f} s"
+                                        for k, v in phases.items())
     return (f"- **{label}**: {d['network']} {d['precision']} batch {d['batch']}, {flags}; "
-            f"switches: {env_s}; step {step:,.1f} us ({img_s:,.0f} img/s)")
+            f"switches: {env_s}; step {step:,.1f} us ({img_s:,.0f} img/s){run_s}")
 
 
 def table(labels, docs, stages):
