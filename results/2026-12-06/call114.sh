@@ -7,6 +7,7 @@
 #    CNNBENCH_STEM_WGRAD=1 with the padded-stem training steps; then racecheck and synccheck on the
 #    first test alone (its cp.async double buffer and the ring's slots are the new hazards a
 #    missing barrier would make).
+# N: if time is left, ncu on the weight gradient's two kernels in the step (see below).
 # A: ResNet-50 fp16 training at 256, cnnbench_train_step --breakdown (heuristic engines), 170 s a
 #    run (a run took about 95 s in calls 107 and 110; with ConvBackwardOp's replay check on a
 #    window of the output (f7dc47d) predicted 20 to 30 s, the "this run:" line says
@@ -54,4 +55,18 @@ ls $O/a/r50_*.json >/dev/null 2>&1 && python3 tools/compare_breakdowns.py $(ls $
   $O/a/r50_wgrad.json $O/a/r50_wgrad_stem.json $O/a/r50_stem.json 2>/dev/null) \
   --out-md $O/a/compare.md >/dev/null 2>&1 && grep -E "filter conv|forward conv|step" $O/a/compare.md
 (cd $O && tar czf a.tgz --remove-files a)
+# N (what time is left): ncu on the weight gradient's kernels in the training step at 256 (the
+# metrics call 90's ncu run used: duration, DRAM bytes, grid, registers, warps active), so that a
+# miss says whether it is latency or bandwidth without another call.
+if ((END - SECONDS > 100)); then
+  mkdir -p $O/n
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  CNNBENCH_STEM_WGRAD=1 LC_ALL=C timeout $(lim 150) $NCU --print-units base --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active \
+    --cache-control none --clock-control none -k "regex:stem_wgrad" -c 4 --csv --page raw \
+    $B/cnnbench_train_step --network=resnet50 --precision=fp16 --batch=256 --stem=cnnbench \
+    --breakdown=$O/n/r50.json >$O/n/ncu.csv 2>$O/n/ncu.err
+  echo "N rc=$? ${SECONDS}s"; tail -2 $O/n/ncu.err
+  python3 tools/ncu_kernel_table.py $O/n/ncu.csv 2>&1 | head -12
+  (cd $O && tar czf n.tgz --remove-files n)
+fi
 echo "call114 end ${SECONDS}s"
