@@ -44,4 +44,17 @@ for m in d.get("models", []):
             print(m.get("mode", "?"), m.get("batch"), l.get("engine"), "|", l.get("engine_notes"))
 PY
 (cd $O && tar czf r.tgz --remove-files r)
+# N (what time is left): ncu on the rows kernel's first launches at 256 (the stem op's race under
+# autotune with CNNBENCH_STEM_ROWS=1), call 90's metrics.
+if ((END - SECONDS > 150)); then
+  mkdir -p $O/n
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  CNNBENCH_STEM_ROWS=1 LC_ALL=C timeout $(lim 200) $NCU --print-units base --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active \
+    --cache-control none --clock-control none -k "regex:stem_rows_kernel|stem_kernel" -c 4 --csv \
+    --page raw $B/cnnbench_infer --network=resnet50 --precision=fp16 --batch=256 \
+    --engine=autotune --stem=auto --output=/tmp/c115.safetensors >$O/n/ncu.csv 2>$O/n/ncu.err
+  echo "N rc=$? ${SECONDS}s"; tail -2 $O/n/ncu.err
+  python3 tools/ncu_kernel_table.py $O/n/ncu.csv 2>&1 | head -12
+  (cd $O && tar czf n.tgz --remove-files n)
+fi
 echo "call115 end ${SECONDS}s"
