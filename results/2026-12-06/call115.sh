@@ -50,7 +50,7 @@ if ((END - SECONDS > 150)); then
   mkdir -p $O/n
   NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   CNNBENCH_STEM_ROWS=1 LC_ALL=C timeout $(lim 200) $NCU --print-units base --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active \
-    --cache-control none --clock-control none -k "regex:stem_rows_kernel|stem_kernel" -c 4 --csv \
+    --cache-control none --clock-control none -k "regex:stem_rows_kernel" -c 2 --csv \
     --page raw $B/cnnbench_infer --network=resnet50 --precision=fp16 --batch=256 \
     --engine=autotune --stem=auto --output=/tmp/c115.safetensors >$O/n/ncu.csv 2>$O/n/ncu.err
   echo "N rc=$? ${SECONDS}s"; tail -2 $O/n/ncu.err
