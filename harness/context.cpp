@@ -1,6 +1,6 @@
 #include "harness/context.h"
 
-#include <unistd.h>
+#include <unistd.h>  // environ
 
 #include <fstream>
 
@@ -15,6 +15,23 @@ std::string version_string(size_t v) {
 
 std::string cuda_version_string(int v) {
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+std::map<std::string, std::string> cnnbench_switches() {
+  std::map<std::string, std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (kv.rfind("CNNBENCH_", 0) == 0 && eq != std::string::npos)
+      out[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return out;
+}
+
+std::string switches_text(const std::map<std::string, std::string>& switches) {
+  std::string out;
+  for (const auto& [k, v] : switches) out += (out.empty() ? "" : ",") + k + "=" + v;
+  return out.empty() ? "none" : out;
 }
 
 std::vector<std::pair<std::string, std::string>> context_entries(const DeviceInfo& d) {
@@ -45,6 +62,7 @@ std::vector<std::pair<std::string, std::string>> context_entries(const DeviceInf
       {"cublas_library_path", d.cublas_library_path},
       {"cnnbench_version", CNNBENCH_VERSION},
       {"cnnbench_git", CNNBENCH_GIT},
+      {"cnnbench_switches", switches_text(cnnbench_switches())},
   };
 }
 

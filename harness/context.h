@@ -37,8 +37,13 @@ struct DeviceInfo {
   std::string ecc = "unknown";  // "on" / "off"
 };
 
-// Key/value pairs for benchmark::AddCustomContext, in a fixed order.
+// Key/value pairs for benchmark::AddCustomContext, in a fixed order. They include
+// "cnnbench_switches": the CNNBENCH_* environment variables this process runs under (the kernels'
+// A/B switches, such as CNNBENCH_STEM_WGRAD=1), as KEY=VALUE joined by commas, or "none".
 std::vector<std::pair<std::string, std::string>> context_entries(const DeviceInfo& d);
+// The CNNBENCH_* environment variables, sorted by name.
+std::map<std::string, std::string> cnnbench_switches();
+std::string switches_text(const std::map<std::string, std::string>& switches);
 std::string version_string(size_t cudnn_style_version);  // 91900 -> "9.19.0"
 std::string cuda_version_string(int v);                  // 13000 -> "13.0"
 

@@ -13,13 +13,12 @@
 #include <map>
 #include <string>
 
-#include <unistd.h>  // environ
-
 #include <nlohmann/json.hpp>
 
 #include "harness/breakdown.h"
 #include "harness/ceilings.h"
 #include "harness/check.h"
+#include "harness/context.h"
 #include "harness/safetensors.h"
 #include "harness/session.h"
 #include "kernels/timing.h"
@@ -191,12 +190,7 @@ int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path, 
   j["pad_channels"] = opt.pad_channels;
   // The kernels' A/B switches set for this run (CNNBENCH_BN_EXACT_SILU=1 and the like).
   nlohmann::ordered_json env = nlohmann::ordered_json::object();
-  for (char** e = environ; *e; ++e) {
-    const std::string kv = *e;
-    const size_t eq = kv.find('=');
-    if (kv.rfind("CNNBENCH_", 0) == 0 && eq != std::string::npos)
-      env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  for (const auto& [k, v] : cnnbench_switches()) env[k] = v;
   j["cnnbench_env"] = env;
   j["step_us"] = step_us;
   j["launches_sum_us"] = sum;

@@ -1,6 +1,8 @@
 // The JSON context keys and the counters' names and arithmetic.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <set>
 #include <vector>
 
@@ -34,6 +36,21 @@ TEST(Context, CarriesDeviceAndVersions) {
   EXPECT_EQ(ctx["cublas_version"], "13.1.0");
   EXPECT_EQ(ctx["driver_version"], "13.0");
   EXPECT_EQ(ctx["gpu_compute_capability"], "9.0");
+  // The kernels' A/B switches this process runs under, sorted, beside the versions.
+  ASSERT_EQ(setenv("CNNBENCH_ZZ_TEST_SWITCH", "7", 1), 0);
+  ASSERT_EQ(setenv("CNNBENCH_AA_TEST_SWITCH", "x", 1), 0);
+  std::map<std::string, std::string> with;
+  for (const auto& kv : context_entries(d)) with.emplace(kv);
+  const std::string sw = with["cnnbench_switches"];
+  const size_t a = sw.find("CNNBENCH_AA_TEST_SWITCH=x"), z = sw.find("CNNBENCH_ZZ_TEST_SWITCH=7");
+  EXPECT_NE(a, std::string::npos) << sw;
+  EXPECT_NE(z, std::string::npos) << sw;
+  EXPECT_LT(a, z) << sw;
+  unsetenv("CNNBENCH_ZZ_TEST_SWITCH");
+  unsetenv("CNNBENCH_AA_TEST_SWITCH");
+  EXPECT_EQ(cnnbench_switches().count("CNNBENCH_ZZ_TEST_SWITCH"), 0u);
+  EXPECT_EQ(switches_text({}), "none");
+  EXPECT_EQ(switches_text({{"CNNBENCH_A", "1"}, {"CNNBENCH_B", "0"}}), "CNNBENCH_A=1,CNNBENCH_B=0");
   // What NVML adds (issue 8): unknown until discovered, then as found.
   for (const char* key :
        {"gpu_uuid", "gpu_power_limit_w", "gpu_app_sm_clock_mhz", "gpu_app_mem_clock_mhz",

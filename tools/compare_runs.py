@@ -39,7 +39,8 @@ VERSION_KEYS = ["gpu_name", "gpu_uuid", "gpu_sm_count", "gpu_memory_mib", "gpu_s
                 "driver_version",
                 "cuda_runtime_version", "cudnn_version_loaded", "cudnn_version_compiled",
                 "cudnn_library_path", "cublas_version", "cublas_version_compiled",
-                "cublas_library_path", "cnnbench_version", "cnnbench_git", "host_name",
+                "cublas_library_path", "cnnbench_version", "cnnbench_git", "cnnbench_switches",
+                "host_name",
                 "engine_choice", "exclude_engines", "graph_edges", "share_plans", "config", "date"]
 
 
