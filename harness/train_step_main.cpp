@@ -79,8 +79,7 @@ int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path, 
   // Where the run's own time goes (a breakdown took about 95 s a run on an H100 in calls 107 and
   // 110, of a device call's 600): printed and kept in the JSON's "phases_s".
   using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
-  auto last = t0;
+  auto last = Clock::now();
   nlohmann::ordered_json phases = nlohmann::ordered_json::object();
   auto phase = [&](const char* name) {
     const auto now = Clock::now();

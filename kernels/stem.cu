@@ -214,8 +214,7 @@ constexpr size_t kRowsMaxSmem = 227u << 10;
 
 struct RowArgs : ShapeArgs {
   int SC, KR, ldw, PW, NT;
-  stem_rows::Ring ring;
-  int64_t tiles;
+  stem_rows::Ring ring;  // the tiles (ring.tiles) and the rows kept in shared memory
 };
 
 stem_rows::Ring row_ring(const StemSpec& s, int row_width) {
@@ -228,7 +227,6 @@ RowArgs row_args(const StemSpec& s, const StemRowsGeometry& g) {
   static_cast<ShapeArgs&>(a) = shape_args(s);
   a.SC = g.taps_row, a.KR = g.kr, a.ldw = g.ldw, a.PW = g.row_width, a.NT = s.y.c / 8;
   a.ring = row_ring(s, g.row_width);
-  a.tiles = g.tiles;
   return a;
 }
 
@@ -331,7 +329,7 @@ __device__ __forceinline__ void rows_tile(const T* patch, const T* ws, const T* 
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
-  const int ih0 = rt.oh * a.stride - a.ph;
+  const int ih0 = stem_rows::first_row(a.ring, rt);
   for (int r = 0; r < a.R; ++r) {
     const int row = stem_rows::slot(a.ring, ih0 + r) * a.PW;
     for (int kk = 0; kk < a.KR; kk += 8) {
@@ -398,7 +396,7 @@ void emulate_rows_t(const T* x, const T* w, const T* bias, T* y, const RowArgs& 
   float acc[32][2][8][4];
   // Two blocks (the output does not depend on how many: each pixel is one tile's), so that the
   // ring's paths all run: down the rows, across an image's or a segment's end, a block's start.
-  const int blocks = int(std::min<int64_t>(a.tiles, 2));
+  const int blocks = int(std::min<int64_t>(a.ring.tiles, 2));
   for (int blk = 0; blk < blocks; ++blk) {
     const int64_t lo = stem_rows::first_tile(ring, blocks, blk),
                   hi = stem_rows::first_tile(ring, blocks, blk + 1);
@@ -406,7 +404,7 @@ void emulate_rows_t(const T* x, const T* w, const T* bias, T* y, const RowArgs& 
       stem_rows::fill_all(x, patch.data(), ring, stem_rows::tile_at(ring, lo), t);
     for (int64_t tile = lo; tile < hi; ++tile) {
       const RowTile rt = stem_rows::tile_at(ring, tile);
-      const int ih0 = rt.oh * a.stride - a.ph;
+      const int ih0 = stem_rows::first_row(ring, rt);
       for (int warp = 0; warp < kRowThreads / 32; ++warp) {
         const int p0 = warp * 32;
         if (p0 >= rt.count) continue;
@@ -481,9 +479,9 @@ void launch_rows_t(const void* x, const void* w, const void* bias, void* y, cons
                                                                    kRowThreads, smem));
       it = resident.emplace(std::make_pair(device, smem), sms * std::max(per_sm, 1)).first;
     }
-    grid = int(std::min<int64_t>(a.tiles, it->second));
+    grid = int(std::min<int64_t>(a.ring.tiles, it->second));
   }
-  grid = int(std::min<int64_t>(grid, a.tiles));  // a block a tile at most
+  grid = int(std::min<int64_t>(grid, a.ring.tiles));  // a block a tile at most
   stem_rows_kernel<T>
       <<<grid, kRowThreads, smem, stream>>>(static_cast<const T*>(x), static_cast<const T*>(w),
                                             static_cast<const T*>(bias), static_cast<T*>(y), a);

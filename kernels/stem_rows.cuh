@@ -85,6 +85,11 @@ CNN_HD Tile tile_at(const Ring& g, int64_t tile) {
   return t;
 }
 
+// The input row of tile t's first window row (its output row's, so negative in the padding).
+CNN_HD int first_row(const Ring& g, const Tile& t) {
+  return t.oh * g.stride - g.ph;
+}
+
 // Whether tile + 1 is the row below tile (same image and segment) and takes only its new rows.
 CNN_HD bool successor(const Ring& g, int64_t tile) {
   return g.ahead && (tile + 1) % g.Ho != 0;
@@ -132,7 +137,7 @@ CNN_HD T elem(const T* x, const RowSrc& r, int j) {
 // All R input rows of tile t into their slots.
 template <typename T>
 CNN_HD void fill_all(const T* x, T* rows, const Ring& g, const Tile& t, int tid) {
-  const int ih0 = t.oh * g.stride - g.ph;
+  const int ih0 = first_row(g, t);
   for (int r = 0; r < g.R; ++r) {
     const RowSrc src = row_src(g, t, ih0 + r);
     T* dst = rows + slot(g, ih0 + r) * g.PW;
@@ -149,7 +154,7 @@ struct NewRows {
 
 template <typename T>
 CNN_HD void load_new(const T* x, NewRows<T>& pre, const Ring& g, const Tile& t, int tid) {
-  const int ih = t.oh * g.stride - g.ph + g.R - g.stride;
+  const int ih = first_row(g, t) + g.R - g.stride;  // its new rows
 #pragma unroll
   for (int r = 0; r < kMaxNewRows; ++r) {
     if (r >= g.stride) break;
@@ -162,7 +167,7 @@ CNN_HD void load_new(const T* x, NewRows<T>& pre, const Ring& g, const Tile& t, 
 
 template <typename T>
 CNN_HD void store_new(T* rows, const NewRows<T>& pre, const Ring& g, const Tile& t, int tid) {
-  const int ih = t.oh * g.stride - g.ph + g.R - g.stride;
+  const int ih = first_row(g, t) + g.R - g.stride;  // its new rows
 #pragma unroll
   for (int r = 0; r < kMaxNewRows; ++r) {
     if (r >= g.stride) break;

@@ -27,9 +27,8 @@ using stem_rows::Ring;
 using WgTile = stem_rows::Tile;
 
 struct WgArgs {
-  Ring ring;  // the image's rows and the tiles (stem_rows.cuh)
-  int Ho, Wo, K, R, S, C, stride, ph;
-  int SC, KR, cols, MT, NT;
+  Ring ring;  // the image, the conv's shape, the tiles and the rows (stem_rows.cuh)
+  int K, SC, KR, cols, MT, NT;
   int cpr;  // dy's 16-byte chunks a pixel (K / 8: 2, 4 or 8)
   int swz;  // log2(8 / cpr): pixels that share a 128-byte line of dy's buffer
 };
@@ -42,9 +41,7 @@ Ring wg_ring(const StemWgradSpec& s, int row_width) {
 WgArgs wg_args(const StemWgradSpec& s, const StemWgradGeometry& g) {
   WgArgs a{};
   a.ring = wg_ring(s, g.row_width);
-  a.Ho = s.y.h, a.Wo = s.y.w, a.K = s.y.c, a.R = s.kernel, a.S = s.kw(), a.C = s.x.c;
-  a.stride = s.stride, a.ph = s.pad;
-  a.SC = g.taps_row, a.KR = g.kr, a.cols = g.cols;
+  a.K = s.y.c, a.SC = g.taps_row, a.KR = g.kr, a.cols = g.cols;
   a.MT = s.y.c / 16, a.NT = g.cols / 8, a.cpr = s.y.c / 8;
   a.swz = a.cpr == 8 ? 0 : a.cpr == 4 ? 1 : 2;
   return a;
@@ -80,7 +77,7 @@ __device__ __forceinline__ void cp_async_wait() {
 // from count on), every pixel slot of the tile, kStemWgradPix of them.
 template <typename T>
 CNN_HD void wg_copy_dy(const T* dy, T* buf, const WgArgs& a, const WgTile& t, int tid) {
-  const int64_t base = ((t.n * a.Ho + t.oh) * a.Wo + t.ow0) * int64_t(a.K);
+  const int64_t base = ((t.n * a.ring.Ho + t.oh) * a.ring.Wo + t.ow0) * int64_t(a.K);
   for (int e = tid; e < kStemWgradPix * a.cpr; e += kStemWgradThreads) {
     const int p = e / a.cpr, c = e - p * a.cpr;  // cpr a power of 2: a shift
     const bool valid = p < t.count;
@@ -142,8 +139,9 @@ CNN_HD int wg_b_offset(const WgArgs& a, int ih0, int r, int j) {
 template <typename T>
 CNN_HD Two<T> wg_b(const T* rows, const WgArgs& a, int off, int p) {
   if (off < 0) return {zero_value<T>(), zero_value<T>()};
-  const T* src = rows + off + p * a.stride * a.C;
-  return {src[0], src[a.stride * a.C]};
+  const int step = a.ring.stride * a.ring.C;  // one pixel to the next
+  const T* src = rows + off + p * step;
+  return {src[0], src[step]};
 }
 
 // Lane (g, q) of warp w's accumulators into the block's partial sums [K][cols]: column tile
@@ -165,6 +163,11 @@ CNN_HD void wg_store_partial(const float (&acc)[kMaxMTiles][kTilesPerWarp][4], f
     }
 }
 
+// dW's elements (KRSC).
+CNN_HD int wg_dw_count(const WgArgs& a) {
+  return a.K * a.ring.R * a.ring.S * a.ring.C;
+}
+
 // The reduce's block: kRedElems elements of dw by kRedLanes lanes; lane l adds the partial sums
 // of blocks l, l + kRedLanes, ... in that order, then the lanes' sums are added pairwise (l and
 // l + 4, l and l + 2, l and l + 1). A fixed order: the same sums on every run and every card.
@@ -172,8 +175,9 @@ constexpr int kRedElems = 32, kRedLanes = 8;
 
 // Lane l's sum for dw's element e (KRSC: k, r, s, c).
 CNN_HD float wg_reduce_lane(const float* part, const WgArgs& a, int blocks, int e, int l) {
-  const int c = e % a.C, s = e / a.C % a.S, r = e / (a.C * a.S) % a.R, k = e / (a.C * a.S * a.R);
-  const int64_t at = int64_t(k) * a.cols + r * a.KR + s * a.C + c;
+  const int C = a.ring.C, S = a.ring.S, R = a.ring.R;
+  const int c = e % C, s = e / C % S, r = e / (C * S) % R, k = e / (C * S * R);
+  const int64_t at = int64_t(k) * a.cols + r * a.KR + s * C + c;
   const int64_t plane = int64_t(a.K) * a.cols;
   float sum = 0.0f;
 #pragma unroll 4
@@ -232,7 +236,7 @@ __global__ void __launch_bounds__(kStemWgradThreads, 3)
       cp_async_wait<0>();
     }
     __syncthreads();  // tile k's dy and rows in place
-    const int ih0 = t.oh * a.stride - a.ph;
+    const int ih0 = stem_rows::first_row(a.ring, t);
     int off[kTilesPerWarp];
 #pragma unroll
     for (int jt = 0; jt < kTilesPerWarp; ++jt) off[jt] = wg_b_offset(a, ih0, br[jt], bj[jt]);
@@ -261,7 +265,7 @@ __global__ void __launch_bounds__(kRedElems* kRedLanes)
     stem_wgrad_reduce(const float* __restrict__ part, float* __restrict__ dw, WgArgs a, int blocks,
                       bool accumulate) {
   __shared__ float sh[kRedElems][kRedLanes];
-  const int total = a.K * a.R * a.S * a.C;
+  const int total = wg_dw_count(a);
   const int i = threadIdx.x / kRedLanes, l = threadIdx.x % kRedLanes;
   const int e = blockIdx.x * kRedElems + i;
   sh[i][l] = e < total ? wg_reduce_lane(part, a, blocks, e, l) : 0.0f;
@@ -289,7 +293,7 @@ void emulate_t(const T* x, const T* dy, float* dw, const WgArgs& a, int blocks, 
     for (int64_t tile = lo; tile < hi; ++tile) {
       const WgTile t = stem_rows::tile_at(a.ring, tile);
       for (int tid = 0; tid < kStemWgradThreads; ++tid) wg_copy_dy(dy, buf.data(), a, t, tid);
-      const int ih0 = t.oh * a.stride - a.ph;
+      const int ih0 = stem_rows::first_row(a.ring, t);
       for (int p0 = 0; p0 < t.count; p0 += 8)
         for (int warp = 0; warp < kWarps; ++warp)
           for (int jt = 0; jt < kTilesPerWarp; ++jt) {
@@ -329,7 +333,7 @@ void emulate_t(const T* x, const T* dy, float* dw, const WgArgs& a, int blocks, 
         wg_store_partial(acc[warp][lane], part.data() + size_t(blk) * a.K * a.cols, a, warp,
                          lane / 4, lane % 4);
   }
-  const int total = a.K * a.R * a.S * a.C;
+  const int total = wg_dw_count(a);
   for (int e = 0; e < total; ++e) {
     float v[kRedLanes];
     for (int l = 0; l < kRedLanes; ++l) v[l] = wg_reduce_lane(part.data(), a, blocks, e, l);
@@ -405,7 +409,7 @@ void launch_stem_wgrad(DType t, const void* x, const void* dy, float* dw, const 
         static_cast<const T*>(x), static_cast<const T*>(dy), part, a);
   });
   CNN_CHECK_LAUNCH();
-  const int total = a.K * a.R * a.S * a.C;
+  const int total = wg_dw_count(a);
   stem_wgrad_reduce<<<(total + kRedElems - 1) / kRedElems, kRedElems * kRedLanes, 0, stream>>>(
       part, dw, a, g.blocks, s.accumulate);
   CNN_CHECK_LAUNCH();
