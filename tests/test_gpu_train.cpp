@@ -919,10 +919,16 @@ TEST(GpuTrain, StemWgradMatchesItsHostCodeAndTheReference) {
         std::ostringstream what;
         what << dtype_name(t) << " " << g.x.str() << " -> " << g.y.str() << ", " << geo.blocks
              << " blocks" << (accumulate ? ", accumulate" : "");
-        EXPECT_LT(rel_l2(got, to_ref(host)), 1e-5) << what.str() << ": against the host threads";
+        // A block sums its tiles' products in fp32 (the mma's accumulators), the host in another
+        // order: the difference grows with the square root of a block's sum. One tile a block
+        // (112 pixels) stays under 1e-5; 45 tiles a block (5,040 pixels) measured 1.17e-5 on an
+        // H100 (call 116). A wrong tap, tile or row is off by 1e-3 or more.
+        const double terms = double((geo.tiles + geo.blocks - 1) / geo.blocks) * kStemWgradPix;
+        const double tol = std::max(1e-5, 4e-7 * std::sqrt(terms));
+        EXPECT_LT(rel_l2(got, to_ref(host)), tol) << what.str() << ": against the host threads";
         RefVec ref = conv_backward_filter_ref(to_ref(x), to_ref(dy), g);
         if (accumulate) ref = add(ref, dw0);
-        EXPECT_LT(rel_l2(got, ref), 1e-5) << what.str() << ": against the reference";
+        EXPECT_LT(rel_l2(got, ref), tol) << what.str() << ": against the reference";
         const std::vector<float> tail = scratch.download();
         int touched = 0;
         for (size_t i = geo.scratch / sizeof(float); i < tail.size(); ++i)
