@@ -1,7 +1,9 @@
 """Tests of tools/sanitizer_matrix.py on a small made-up results tree: a cell clean in one table
 and timed out in another, one only incomplete (a cuda::barrier overflow), one with findings, one
-clean under a kernel filter, one clean with kernels excluded, expected cells with no row, a row outside the matrix, a malformed
-row, both header layouts, a unit test's row, and a missing root.
+clean under a kernel filter, one clean with kernels excluded, racecheck rows read with their logs
+(races in vendor kernels alone, a race with one of ours, errors not all shown), PyTorch-alone
+repro logs, expected cells with no row, a row outside the matrix, a malformed row, both header
+layouts, a unit test's row, and a missing root.
 
 Run from the repository root:  python3 -m unittest -v tests/test_sanitizer_matrix.py
 """
@@ -22,6 +24,12 @@ NEW = ("| network | precision | mode | tool | errors | of which unchecked launch
        "first error in |\n|---|---|---|---|---:|---:|---:|---:|---|\n")
 OLD = ("| network | precision | mode | tool | errors | exit | first error in |\n"
        "|---|---|---|---|---:|---:|---|\n")
+
+def RACE(kernel, read, write):
+    """racecheck's report of one race, as compute-sanitizer 2025.3 prints it."""
+    return (f"========= Error: Race reported between Read access at {kernel}+{read}\n"
+            f"=========     and Write access at {kernel}+{write} [128 hazards]\n=========\n")
+
 
 FILES = {
     # The older layout (no unchecked-launch or seconds column): the clean run of the cell.
@@ -53,6 +61,33 @@ FILES = {
     # A unit test's racecheck run: listed apart, under its folder's name.
     "2026-12-06_h100/call102/r/GpuOps.PoolingMatchesReference/summary.md":
         NEW + "| test_gpu | all | tests | racecheck | 0 | 0 | 0 | 2 | – |\n",
+    # Racecheck rows that lost their count ('?', the older script), their logs beside them: races
+    # between vendor kernels alone (VENDOR); a race with one of ours (FINDINGS); more errors counted
+    # than races shown (FINDINGS: the rest's kernels are unknown).
+    "2026-12-05_h100/call76/z/b/summary.md":
+        NEW + "| alexnet | fp16 | infer | racecheck | ? | 0 | 0 | 59 | – |\n"
+        + "| alexnet | fp16 | train | racecheck | ? | 0 | 0 | 186 | – |\n"
+        + "| vgg16_bn | fp16 | infer | racecheck | ? | 0 | 0 | 90 | – |\n",
+    "2026-12-05_h100/call76/z/b/alexnet_fp16_infer_racecheck.log":
+        RACE("nvjet_sm90_hsh_64x8_64x16_2x1_v_bz_splitK_relubias_TNT", "0xb30", "0x2f60")
+        + RACE("sm90_xmma_fprop_implicit_gemm_f16f16", "0x10", "0x20")
+        + "========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)\n",
+    "2026-12-05_h100/call76/z/b/alexnet_fp16_train_racecheck.log":
+        RACE("nvjet_sm90_hsh_64x8_64x16_2x1_v_bz_NNT", "0xb30", "0x2f60")
+        + RACE("void cnnbench::(anonymous namespace)::pool_kernel<__half>(const __half *)", "0x40",
+               "0x80")
+        + "========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)\n",
+    "2026-12-05_h100/call76/z/b/vgg16_bn_fp16_infer_racecheck.log":
+        RACE("nvjet_sm90_hsh_64x8_64x16_2x1_v_bz_NNT", "0xb30", "0x2f60")
+        + "========= RACECHECK SUMMARY: 5 hazards displayed (5 errors, 0 warnings)\n",
+    # tools/racecheck_torch_repro.py's logs: one with a race (listed), one without (not listed).
+    "2026-12-06_h100/call118/t/plain_fp16.log":
+        "========= COMPUTE-SANITIZER\ntorch 2.11.0+cu130, cuDNN 91900, NVIDIA H100 80GB HBM3, "
+        "fp16, batch 2\n" + RACE("nvjet_sm90_hsh_32x64_64x16_2x1_v_bz_NNN", "0xb00", "0x29e0")
+        + "ok\n========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n",
+    "2026-12-06_h100/call118/t/exclude_fp32.log":
+        "torch 2.11.0+cu130, cuDNN 91900, NVIDIA H100 80GB HBM3, fp32, batch 2\nok\n"
+        "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n",
     # Not a sanitizer table: skipped without a word.
     "README.md": "| network | img/s |\n|---|---:|\n| resnet50 | 3000 |\n",
 }
@@ -119,6 +154,31 @@ class Matrix(unittest.TestCase):
         self.assertTrue(detail.startswith("10 errors (and 2 unchecked launches)"), detail)
         self.assertIn("cnnbench::pool_vec", detail)
 
+    def test_races_in_vendor_kernels_alone_are_vendor_with_the_count_from_the_log(self):
+        status, detail, source, rows = self.cells[("racecheck", "alexnet", "fp16", "infer")]
+        self.assertEqual(status, "VENDOR")
+        self.assertIn("2 races, every one between accesses of vendor kernels", detail)
+        self.assertIn("`nvjet_sm90_hsh_64x8_64x16_2x1_v_bz_splitK_relubias_TNT`", detail)
+        self.assertIn("`sm90_xmma_fprop_implicit_gemm_f16f16`", detail)
+        self.assertEqual(rows, "1 (1 vendor)")
+
+    def test_a_race_with_one_of_our_kernels_is_a_finding(self):
+        status, detail, source, rows = self.cells[("racecheck", "alexnet", "fp16", "train")]
+        self.assertEqual(status, "FINDINGS")
+        self.assertTrue(detail.startswith("2 errors"), detail)
+
+    def test_errors_not_all_shown_are_findings_not_vendor(self):
+        status, detail, source, rows = self.cells[("racecheck", "vgg16_bn", "fp16", "infer")]
+        self.assertEqual(status, "FINDINGS")
+        self.assertTrue(detail.startswith("5 errors"), detail)
+
+    def test_the_pytorch_repro_logs_with_races_are_listed(self):
+        part = self.text.split("## The vendors' kernels without cnnbench", 1)[1].split("\n## ")[0]
+        self.assertIn("| 2026-12-06_h100/call118/t/plain_fp16.log | torch 2.11.0+cu130, cuDNN "
+                      "91900, NVIDIA H100 80GB HBM3, fp16, batch 2 | 1 | 1 | "
+                      "`nvjet_sm90_hsh_32x64_64x16_2x1_v_bz_NNN` |", part)
+        self.assertNotIn("exclude_fp32", part)
+
     def test_kernel_filter_is_clean_but_named(self):
         status, detail, source, rows = self.cells[("racecheck", "alexnet", "fp32", "infer")]
         self.assertEqual(status, "CLEAN")
@@ -150,8 +210,9 @@ class Matrix(unittest.TestCase):
         self.assertEqual(len(sm.expected_cells()), 160)
 
     def test_totals(self):
-        self.assertIn("**Totals: 3 clean (2 of them under a kernel filter), 1 findings, "
-                      "1 incomplete, 155 not run of 160 expected.**", self.text)
+        self.assertIn("**Totals: 3 clean (2 of them under a kernel filter), 1 with races in "
+                      "vendor kernels alone, 3 findings, 1 incomplete, 152 not run of 160 "
+                      "expected.**", self.text)
         self.assertIn("## synccheck: 0 clean, 0 findings, 1 incomplete, 39 not run of 40 expected",
                       self.text)
 
@@ -174,7 +235,7 @@ class Matrix(unittest.TestCase):
             self.assertEqual(f.read(), self.text)
         to_stdout = self.tool("--root", self.root)
         self.assertEqual(to_stdout.stdout, self.text)
-        self.assertIn("from 8 rows of 5 sanitizer tables", self.text)
+        self.assertIn("from 11 rows of 6 sanitizer tables", self.text)
 
     def test_the_out_file_is_not_read(self):
         with tempfile.TemporaryDirectory() as d:

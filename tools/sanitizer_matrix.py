@@ -12,14 +12,23 @@ skipped. Bullets before a table that say "only the kernels `F` names are checked
 names are not checked" or "every run with `ARGS`" qualify its rows.
 
 A row is CLEAN where errors, unchecked launches and the exit status are all 0 (and no
-cuda::barrier overflow is noted); FINDINGS where the tool counted more errors than launches it left
-unchecked; otherwise INCOMPLETE (timed out, not run, a cuda::barrier overflow, launches left
+cuda::barrier overflow is noted); VENDOR where racecheck counted errors and its log beside the
+table (tools/sanitize_gpu.sh's NET_PRECISION_MODE_TOOL.log) shows every one of them, each a race
+between accesses of vendor kernels (cuBLAS's nvjet, cuDNN's and CUTLASS's: VENDOR_RE) and none of
+ours; FINDINGS where the tool counted more errors than launches it left unchecked; otherwise
+INCOMPLETE (timed out, not run, a cuda::barrier overflow, launches left
 unchecked, out of memory, the target killed, errors not counted). A cell takes its best row: any
-CLEAN one, else the most informative other (FINDINGS, then the incomplete run that got furthest:
+CLEAN one, else the most informative other (FINDINGS, then VENDOR, then the incomplete run that got furthest:
 launches unchecked > overflow > a failed exit > timed out (the longest) > not run; a run over every
 kernel before one under a kernel filter; then the later file). Expected cells no row names are NOT
-RUN. The unit tests' rows (network test_gpu, mode tests; the test is the summary's folder) are
+RUN. A table that lost its error count ('?', before the script read racecheck's summary line)
+takes it from that log where the log has one. The unit tests' rows (network test_gpu, mode tests; the test is the summary's folder) are
 listed apart, one line a row.
+
+Logs under ROOT written by tools/racecheck_torch_repro.py (cuDNN's and cuBLAS's kernels through
+PyTorch alone, no cnnbench code; its "torch V, cuDNN N, GPU, precision, batch B" line) that report
+races are listed after the matrix with the kernels they name: the evidence that a VENDOR cell's
+races need no cnnbench code.
 
 Writes markdown to stdout, or to FILE with --out (a FILE inside ROOT is not read back). Exit 0;
 2 with one line where ROOT is not a directory or FILE cannot be written.
@@ -40,7 +49,18 @@ INFER_ONLY = ("yolor_csp_x", "stylegan2_f", "stylegan3_t", "stylegan_xl")
 MODES = ("infer", "train")
 
 CLEAN, FINDINGS, INCOMPLETE, NOT_RUN = "CLEAN", "FINDINGS", "INCOMPLETE", "NOT RUN"
-STATUS_ORDER = {NOT_RUN: 0, INCOMPLETE: 1, FINDINGS: 2, CLEAN: 3}
+VENDOR = "VENDOR"
+# A finding in our kernels outranks one in the vendors' alone: a cell shows it.
+STATUS_ORDER = {NOT_RUN: 0, INCOMPLETE: 1, VENDOR: 2, FINDINGS: 3, CLEAN: 4}
+# Kernels of cuBLAS (nvjet, the sm90_xmma GEMMs), cuDNN (xmma, cudnn, its runtime-fusion
+# kernels) and CUTLASS; ours are all in namespace cnnbench.
+VENDOR_RE = re.compile(r"^(void )?(nvjet_|sm\d+_xmma|xmma_|cudnn|cutlass|cublas|ampere_|"
+                       r"hopper_|sm\d+_)")
+RACE_RE = re.compile(r"Race reported between \w+ access at (.+?)\+0x[0-9a-f]+\s*$")
+RACE_AND_RE = re.compile(r"^=+\s+and \w+ access at (.+?)\+0x[0-9a-f]+")
+RACE_SUMMARY_RE = re.compile(r"RACECHECK SUMMARY: .*\((\d+) errors?")
+ERROR_SUMMARY_RE = re.compile(r"ERROR SUMMARY: (\d+) error")
+REPRO_RE = re.compile(r"^torch \S+, cuDNN \d+, .+, \w+, batch \d+$")
 # Among INCOMPLETE rows, how far the run got (higher: more was checked).
 NOTHING, TIMED_OUT, FAILED, OVERFLOW, UNCHECKED = range(5)
 
@@ -99,6 +119,39 @@ def count(text):
     return int(text)
 
 
+def read_log(path):
+    """What a sanitizer log says: {"errors": the summary's count or None, "races": [the two
+    kernels of each race reported, in order], "header": the repro's first line or None}."""
+    info = {"errors": None, "races": [], "header": None}
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    pending = None
+    for line in lines:
+        m = RACE_RE.search(line)
+        if m:
+            pending = m.group(1)
+            info["races"].append((pending, None))
+            continue
+        m = RACE_AND_RE.search(line)
+        if m and pending is not None:
+            info["races"][-1] = (pending, m.group(1))
+            pending = None
+            continue
+        m = RACE_SUMMARY_RE.search(line) or ERROR_SUMMARY_RE.search(line)
+        if m:
+            info["errors"] = int(m.group(1))
+        if info["header"] is None and REPRO_RE.match(line.strip()):
+            info["header"] = line.strip()
+    return info
+
+
+def is_vendor(kernel):
+    return kernel is not None and bool(VENDOR_RE.match(kernel)) and "cnnbench" not in kernel
+
+
 def natural_key(path):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path)]
 
@@ -154,22 +207,48 @@ def parse_file(path, rel, warn):
                 warn(f"{where}: errors, unchecked launches or exit is not a count; row skipped")
                 i += 1
                 continue
+            log = None
+            if os.path.basename(path) == "summary.md":
+                name = "_".join((get("network"), get("precision"), get("mode"), get("tool")))
+                log = read_log(os.path.join(os.path.dirname(path), name + ".log"))
+            errors_text = get("errors")
+            if errors is None and log and log["errors"] is not None and get("tool") == "racecheck":
+                errors, errors_text = log["errors"], f"{log['errors']} (from its log)"
             rows.append(Row(path=rel, line=i + 1, network=get("network"),
                             precision=get("precision"), mode=get("mode"), tool=get("tool"),
-                            errors=errors, errors_text=get("errors"), unchecked=unchecked,
+                            errors=errors, errors_text=errors_text, unchecked=unchecked,
                             counts_unchecked="unchecked" in cols, exit=exit_status,
                             exit_text=get("exit"), seconds=seconds, first=get("first"),
-                            kernel_filter=kernel_filter, extra=extra))
+                            kernel_filter=kernel_filter, extra=extra, log=log))
             i += 1
         kernel_filter = extra = None  # a table's bullets come before it: none carry to the next
     return rows
 
 
-def scan(root, skip, warn):
+def repro_log(path):
+    """read_log(path) where the log is tools/racecheck_torch_repro.py's (its header line in the
+    first 2 KB), else None."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            head = f.read(2048)
+    except OSError:
+        return None
+    if not any(REPRO_RE.match(x.strip()) for x in head.splitlines()):
+        return None
+    return read_log(path)
+
+
+def scan(root, skip, warn, repros=None):
     rows = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for name in sorted(filenames):
+            if name.endswith(".log") and repros is not None:
+                path = os.path.join(dirpath, name)
+                info = repro_log(path)
+                if info is not None:
+                    repros.append((os.path.relpath(path, root).replace(os.sep, "/"), info))
+                continue
             if not name.endswith(".md"):
                 continue
             path = os.path.join(dirpath, name)
@@ -198,6 +277,12 @@ def classify(r):
         note = re.sub(r"^[–-] \((.*)\)$", r"\1", first)
         return INCOMPLETE, OVERFLOW, f"{errs}, exit {r.exit_text}: {note}"
     unchecked = r.unchecked or 0
+    vendor = vendor_kernels(r)
+    if vendor:
+        shown = ", ".join(f"`{k}`" for k in vendor[:3])
+        more = f" and {len(vendor) - 3} more" if len(vendor) > 3 else ""
+        return VENDOR, r.errors, (f"{r.errors} races, every one between accesses of vendor "
+                                  f"kernels: {shown}{more}")
     if r.errors is not None and r.errors > unchecked:
         detail = f"{r.errors - unchecked} errors"
         if unchecked:
@@ -217,6 +302,22 @@ def classify(r):
         detail = f"{what}, {errs}" + (f" ({unchecked} launches unchecked)" if unchecked else "")
         return INCOMPLETE, FAILED, detail + (f": {first}" if first else "")
     return INCOMPLETE, UNCHECKED, f"{unchecked} launches unchecked (of {r.errors} errors counted)"
+
+
+def vendor_kernels(r):
+    """The vendor kernels, sorted, of a racecheck row whose log shows every error it counted as a
+    race between vendor kernels' accesses; [] otherwise (no log, errors not all shown, one of ours
+    in a race, unchecked launches, a failed exit)."""
+    log = getattr(r, "log", None)
+    if r.tool != "racecheck" or not log or not r.errors or r.unchecked or r.exit:
+        return []
+    races = log["races"]
+    if len(races) < r.errors:
+        return []  # some counted errors are not shown: their kernels are unknown
+    names = {k for pair in races for k in pair}
+    if not all(is_vendor(k) for k in names):
+        return []
+    return sorted(names)
 
 
 def qualifiers(r):
@@ -256,8 +357,8 @@ def cell_table(keys, by_cell):
         status, _, detail = classify(r)
         detail = "; ".join(x for x in (detail, qualifiers(r)) if x) or "–"
         seen = [classify(x)[0] for x in rows]
-        by_status = ", ".join(f"{seen.count(s)} {s.lower()}" for s in (CLEAN, FINDINGS, INCOMPLETE)
-                              if s in seen)
+        by_status = ", ".join(f"{seen.count(s)} {s.lower()}"
+                              for s in (CLEAN, VENDOR, FINDINGS, INCOMPLETE) if s in seen)
         out.append(f"| {net} | {p} | {mode} | {status} | {md(detail)} | {r.where} | "
                    f"{len(rows)} ({by_status}) |")
     return out
@@ -268,7 +369,7 @@ def md(text):
 
 
 def tally(keys, by_cell):
-    t = {CLEAN: 0, FINDINGS: 0, INCOMPLETE: 0, NOT_RUN: 0, "filtered": 0}
+    t = {CLEAN: 0, VENDOR: 0, FINDINGS: 0, INCOMPLETE: 0, NOT_RUN: 0, "filtered": 0}
     for k in keys:
         rows = by_cell.get(k)
         if not rows:
@@ -286,11 +387,29 @@ def totals_line(t, n):
     clean = f"{t[CLEAN]} clean"
     if t["filtered"]:
         clean += f" ({t['filtered']} of them under a kernel filter)"
-    return (f"{clean}, {t[FINDINGS]} findings, {t[INCOMPLETE]} incomplete, {t[NOT_RUN]} not run "
-            f"of {n} expected")
+    vendor = f"{t[VENDOR]} with races in vendor kernels alone, " if t[VENDOR] else ""
+    return (f"{clean}, {vendor}{t[FINDINGS]} findings, {t[INCOMPLETE]} incomplete, "
+            f"{t[NOT_RUN]} not run of {n} expected")
 
 
-def report(rows, root_label):
+def repro_section(repros):
+    """The PyTorch-alone racecheck logs that report races, a line each."""
+    out = ["## The vendors' kernels without cnnbench (tools/racecheck_torch_repro.py)", ""]
+    hits = [(p, i) for p, i in repros if i["races"]]
+    if not hits:
+        return out + ["No log of it under the root reports a race.", ""]
+    out += ["Races racecheck reports in cuDNN's and cuBLAS's kernels run through PyTorch, with no "
+            "cnnbench code in the process:", "",
+            "| log | run | races | errors counted | kernels |", "|---|---|---:|---:|---|"]
+    for path, info in sorted(hits, key=lambda x: natural_key(x[0])):
+        names = sorted({k for pair in info["races"] for k in pair if k})
+        errors = "?" if info["errors"] is None else str(info["errors"])
+        out.append(f"| {path} | {md(info['header'])} | {len(info['races'])} | {errors} | "
+                   + ", ".join(f"`{k}`" for k in names) + " |")
+    return out + [""]
+
+
+def report(rows, root_label, repros=None):
     expected = expected_cells()
     exp_set = set(expected)
     units = [r for r in rows if r.network == "test_gpu" or r.mode == "tests"]
@@ -308,7 +427,10 @@ def report(rows, root_label):
            + ", ".join(INFER_ONLY) + " in inference (they have no training step); fp16 and "
            "fp32; under " + ", ".join(TOOLS) + ".", "",
            "A cell is CLEAN if any run of it counted 0 errors, 0 unchecked launches and exit 0; "
-           "else FINDINGS if a run counted errors beyond the launches the tool left unchecked; "
+           "else FINDINGS if a run counted errors beyond the launches the tool left unchecked "
+           "and not all in vendor kernels; "
+           "else VENDOR if racecheck's log shows every error it counted as a race between "
+           "accesses of vendor kernels (cuBLAS, cuDNN, CUTLASS), none of ours; "
            "else INCOMPLETE (the run that got furthest is shown); NOT RUN where no row names it. "
            "\"rows\" counts every run of the cell by its own status.", "",
            f"**Totals: {totals_line(t, len(expected))}.**", ""]
@@ -323,6 +445,8 @@ def report(rows, root_label):
         for tool in sorted({k[3] for k in extra}):
             out += [f"{tool}:", ""] + cell_table([k for k in extra if k[3] == tool], by_cell)
             out += [""]
+    if repros is not None:
+        out += repro_section(repros)
     out += ["## Unit tests (test_gpu, one row a run; the test is the summary's folder)", ""]
     if not units:
         out += ["None.", ""]
@@ -357,8 +481,9 @@ def main(argv=None):
     skip = os.path.realpath(a.out) if a.out else None
     def warn(msg):
         print(f"sanitizer_matrix.py: {msg}", file=sys.stderr)
-    rows = scan(a.root, skip, warn)
-    text = report(rows, os.path.basename(os.path.normpath(a.root)) or a.root)
+    repros = []
+    rows = scan(a.root, skip, warn, repros)
+    text = report(rows, os.path.basename(os.path.normpath(a.root)) or a.root, repros)
     if not a.out:
         sys.stdout.write(text)
         return 0
