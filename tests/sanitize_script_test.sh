@@ -222,6 +222,17 @@ grep -q -- "--num-cuda-barriers" "$L" && fail "SYNC_BARRIERS=off still passed --
 grep -q -- "--tool racecheck --racecheck-memcpy-async no --print-limit" "$L" || fail "TOOL_ARGS not passed: $(cat "$L")"
 grep -q -- "every run's tool with \`--racecheck-memcpy-async no\`" "$T/offb/summary.md" || fail "summary without TOOL_ARGS"
 grep -q "| resnet50 | fp16 | infer | racecheck | 0 | 0 | 0 |" "$T/offb/summary.md" || fail "SYNC_BARRIERS=off row: $(cat "$T/offb/summary.md")"
+# PRINT_LIMIT reaches the tool; a bad one is refused before any run.
+SANITIZER="$T/newer-sanitizer" NETS=resnet50 PRECISIONS=fp16 MODES=infer TOOLS=racecheck PRINT_LIMIT=500 \
+  bash "$SRC/tools/sanitize_gpu.sh" "$T/plim" >/dev/null 2>&1 || fail "PRINT_LIMIT=500 run failed"
+grep -q -- "--print-limit 500 " "$T/plim/resnet50_fp16_infer_racecheck.log" ||
+  fail "PRINT_LIMIT not passed: $(cat "$T/plim/resnet50_fp16_infer_racecheck.log")"
+err=$(PRINT_LIMIT=lots SANITIZER="$T/newer-sanitizer" NETS=resnet50 TOOLS=racecheck \
+  bash "$SRC/tools/sanitize_gpu.sh" "$T/badplim" 2>&1 >/dev/null)
+rc=$?
+[ $rc -eq 2 ] && [[ "$err" == *"PRINT_LIMIT must be a positive whole number, got 'lots'"* ]] ||
+  fail "bad PRINT_LIMIT: exit $rc, '$err'"
+[ -e "$T/badplim/summary.md" ] && fail "bad PRINT_LIMIT still ran"
 # LEAN_TOOLS: racecheck's runs are lean by default (inference eager, no replay checks at build in
 # either binary), memcheck's not; empty: none is.
 SANITIZER="$T/newer-sanitizer" NETS=resnet50 PRECISIONS=fp16 TOOLS="racecheck memcheck" \

@@ -56,6 +56,11 @@ lean_for() {
 # TOOL_ARGS go to compute-sanitizer itself, every run (e.g. "--racecheck-memcpy-async no" to see
 # whether a tool failure follows the tracking of asynchronous copies); the summary names them.
 read -r -a TOOL_ARGS_A <<<"${TOOL_ARGS:-}"
+# PRINT_LIMIT: the errors a run's log shows (the tool's --print-limit, default 20). The matrix
+# (tools/sanitizer_matrix.py) calls a racecheck cell VENDOR only where the log shows every error
+# it counted, so runs that may report many vendor races want more.
+PRINT_LIMIT=${PRINT_LIMIT:-20}
+[[ $PRINT_LIMIT =~ ^[1-9][0-9]*$ ]] || { echo "sanitize_gpu: PRINT_LIMIT must be a positive whole number, got '$PRINT_LIMIT'" >&2; exit 2; }
 # Tool options this compute-sanitizer has (CUDA 13.0's tool):
 # - initcheck and memcheck track TMA bulk copies (Hopper's cuDNN kernels store through them) only
 #   with --check-bulk-copy yes. (initcheck's 50,156 reports on ResNet-50 in calls 60 to 68 were not
@@ -175,7 +180,7 @@ run_one() {
       mv "$log" "${log%.log}.barriers$last.log"
     fi
     read -r -a extra <<<"$(tool_opts "$tool" "$b")"
-    timeout "$t" "$CS" --tool "$tool" "${extra[@]}" "${TOOL_ARGS_A[@]}" "${FILTER[@]}" "${EXCLUDE[@]}" --print-limit 20 "${cmd[@]}" >"$log" 2>&1
+    timeout "$t" "$CS" --tool "$tool" "${extra[@]}" "${TOOL_ARGS_A[@]}" "${FILTER[@]}" "${EXCLUDE[@]}" --print-limit "$PRINT_LIMIT" "${cmd[@]}" >"$log" 2>&1
     rc=$?
     last=$b
     tried+=("$b")
