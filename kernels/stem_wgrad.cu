@@ -98,30 +98,6 @@ CNN_HD Two<T> wg_a(const T* buf, const WgArgs& a, int k, int p) {
   return {buf[wg_dy_at(a, p, k >> 3) + (k & 7)], buf[wg_dy_at(a, p + 1, k >> 3) + (k & 7)]};
 }
 
-// The device's A fragments of pixels p0 .. p0 + 7 for every m tile: ldmatrix.x4.trans takes two m
-// tiles (lane l gives the address of pixel p0 + l % 8 at chunk 2 mt + l / 8), x2 the one of K = 16.
-__device__ __forceinline__ void wg_load_a(const void* buf, const WgArgs& a, int p0, int lane,
-                                          uint32_t (&fa)[kMaxMTiles][2]) {
-  const int p = p0 + (lane & 7), j = lane >> 3;
-  const unsigned char* b = static_cast<const unsigned char*>(buf);
-  if (a.MT == 1) {
-    const unsigned at = smem_addr(b + 2 * wg_dy_at(a, p, j & 1));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
-                 : "=r"(fa[0][0]), "=r"(fa[0][1])
-                 : "r"(at));
-    return;
-  }
-#pragma unroll
-  for (int mp = 0; mp < kMaxMTiles / 2; ++mp) {
-    if (2 * mp >= a.MT) break;
-    const unsigned at = smem_addr(b + 2 * wg_dy_at(a, p, 4 * mp + j));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(fa[2 * mp][0]), "=r"(fa[2 * mp][1]), "=r"(fa[2 * mp + 1][0]),
-                   "=r"(fa[2 * mp + 1][1])
-                 : "r"(at));
-  }
-}
-
 // Where a B fragment's column col (window row col / KR, tap col % KR of it) lies: its window row
 // and its element in that row, or -1 at taps past S * C (zeros); the same for every tile.
 CNN_HD void wg_b_col(const WgArgs& a, int col, int* r, int* j) {
@@ -192,10 +168,77 @@ CNN_HD void wg_reduce_tree(float* v, int l, int half) {
 
 #undef CNN_HD
 
+// A warp's products for one tile: its kTilesPerWarp column tiles by the MT m tiles, 8 pixels a
+// step, a full tile's 14 steps unrolled by 2. The fragments are wg_a's and wg_b's (A by
+// ldmatrix.trans: lane l gives the address of pixel p0 + l % 8 at chunk 2 mt + l / 8, x4 two m
+// tiles a load, x2 the one of K = 16), with no branch in the steps: a warp's column tiles past NT
+// and the columns past S * C (wg_b_offset's -1) read where column 0 reads and are masked to zeros
+// (their products are never stored, or add zeros, as before); the A addresses move by a constant
+// (p0 is a multiple of 8, so a lane's swizzle does not change) and the B places by
+// p0 * stride * C. Call 116's loop (a branch around every mma and load: 255 PTX instructions for
+// 24 mma) ran 18 us a tile where its mma, loads and bytes take 2 to 4.
+template <typename T, int MT, int STEP>
+__device__ __forceinline__ void wg_products(const T* cur, const T* rows, const WgArgs& a, int ih0,
+                                            const int (&br)[kTilesPerWarp],
+                                            const int (&bj)[kTilesPerWarp], int warp, int lane,
+                                            int count, float (&acc)[kMaxMTiles][kTilesPerWarp][4]) {
+  // STEP: stride * C where it is compiled in (6: ResNet's stem, then every B load of an unrolled
+  // tile is a register plus a constant), 0 where it is read at run time.
+  const int q = lane % 4, step = STEP > 0 ? STEP : a.ring.stride * a.ring.C;
+  int boff[kTilesPerWarp];
+  uint32_t keep[kTilesPerWarp];
+  const int col0 = wg_b_offset(a, ih0, 0, 0);  // column 0's: a masked column reads where it reads
+#pragma unroll
+  for (int jt = 0; jt < kTilesPerWarp; ++jt) {
+    const int off = wg_b_offset(a, ih0, br[jt], bj[jt]);
+    const bool valid = warp + kWarps * jt < a.NT && off >= 0;
+    boff[jt] = (valid ? off : col0) + 2 * q * step;
+    keep[jt] = valid ? 0xFFFFFFFFu : 0u;
+  }
+  // Lane l's ldmatrix row at p0 = 0: pixel l % 8, chunk 2 mt + l / 8 (x4: two m tiles a load).
+  unsigned at[MT > 1 ? MT / 2 : 1];
+  const unsigned char* b8 = reinterpret_cast<const unsigned char*>(cur);
+#pragma unroll
+  for (int mp = 0; mp < (MT > 1 ? MT / 2 : 1); ++mp)
+    at[mp] =
+        smem_addr(b8 + 2 * wg_dy_at(a, lane & 7, MT > 1 ? 4 * mp + (lane >> 3) : (lane >> 3) & 1));
+  auto one_step = [&](int p0) {
+    uint32_t fa[kMaxMTiles][2];
+    const unsigned da = unsigned(p0) * (16u * MT) * 2u;  // p0 pixels of K = 16 MT, 2 bytes each
+    if (MT == 1) {
+      asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                   : "=r"(fa[0][0]), "=r"(fa[0][1])
+                   : "r"(at[0] + da));
+    } else {
+#pragma unroll
+      for (int mp = 0; mp < MT / 2; ++mp)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(fa[2 * mp][0]), "=r"(fa[2 * mp][1]), "=r"(fa[2 * mp + 1][0]),
+                       "=r"(fa[2 * mp + 1][1])
+                     : "r"(at[mp] + da));
+    }
+    const int ps = p0 * step;
+#pragma unroll
+    for (int jt = 0; jt < kTilesPerWarp; ++jt) {
+      const T* src = rows + boff[jt] + ps;
+      const uint32_t b = mma::reg_of(Two<T>{src[0], src[step]}) & keep[jt];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) mma::mma_16x8x8<T>(acc[mt][jt], fa[mt][0], fa[mt][1], b);
+    }
+  };
+  if (count == kStemWgradPix) {
+#pragma unroll 2  // fully unrolled, ResNet's kernel spilled 36 bytes at 168 registers
+    for (int p0 = 0; p0 < kStemWgradPix; p0 += 8) one_step(p0);
+  } else {
+    for (int p0 = 0; p0 < count; p0 += 8) one_step(p0);
+  }
+}
+
 // A block takes tiles [lo, hi) in order, two of dy's tile buffers in turn: while tile k computes,
 // tile k + 1's dy is in flight (cp.async) and, where k + 1 is the row below, its new input rows
-// are in registers, stored into the ring's free slots once k's products are issued.
-template <typename T>
+// are in registers, stored into the ring's free slots once k's products are issued. MT: K / 16;
+// STEP: wg_products'.
+template <typename T, int MT, int STEP>
 __global__ void __launch_bounds__(kStemWgradThreads, 3)
     stem_wgrad_kernel(const T* __restrict__ x, const T* __restrict__ dy, float* __restrict__ part,
                       WgArgs a) {
@@ -236,23 +279,8 @@ __global__ void __launch_bounds__(kStemWgradThreads, 3)
       cp_async_wait<0>();
     }
     __syncthreads();  // tile k's dy and rows in place
-    const int ih0 = stem_rows::first_row(a.ring, t);
-    int off[kTilesPerWarp];
-#pragma unroll
-    for (int jt = 0; jt < kTilesPerWarp; ++jt) off[jt] = wg_b_offset(a, ih0, br[jt], bj[jt]);
-    for (int p0 = 0; p0 < t.count; p0 += 8) {
-      uint32_t fa[kMaxMTiles][2];
-      wg_load_a(cur, a, p0, lane, fa);
-#pragma unroll
-      for (int jt = 0; jt < kTilesPerWarp; ++jt) {
-        const int nt = warp + kWarps * jt;
-        if (nt >= a.NT) continue;
-        const uint32_t b = mma::reg_of(wg_b(rows, a, off[jt], p0 + 2 * q));
-#pragma unroll
-        for (int mt = 0; mt < kMaxMTiles; ++mt)
-          if (mt < a.MT) mma::mma_16x8x8<T>(acc[mt][jt], fa[mt][0], fa[mt][1], b);
-      }
-    }
+    wg_products<T, MT, STEP>(cur, rows, a, stem_rows::first_row(a.ring, t), br, bj, warp, lane,
+                             t.count, acc);
     if (succ) stem_rows::store_new(rows, pre, a.ring, tn, tid);  // slots tile k does not read
     __syncthreads();  // every warp done with tile k's dy buffer and rows
     if (more && !succ) stem_rows::fill_all(x, rows, a.ring, tn, tid);
@@ -343,6 +371,22 @@ void emulate_t(const T* x, const T* dy, float* dw, const WgArgs& a, int blocks, 
   }
 }
 
+template <typename T, int MT, int STEP>
+void wg_launch(const StemWgradGeometry& g, const WgArgs& a, const T* x, const T* dy, float* part,
+               cudaStream_t stream) {
+  if (g.smem > (48u << 10)) stem_rows::raise_smem_once<stem_wgrad_kernel<T, MT, STEP>>();
+  stem_wgrad_kernel<T, MT, STEP><<<g.blocks, kStemWgradThreads, g.smem, stream>>>(x, dy, part, a);
+}
+
+template <typename T, int MT>
+void wg_launch_step(const StemWgradGeometry& g, const WgArgs& a, const T* x, const T* dy,
+                    float* part, cudaStream_t stream) {
+  if (a.ring.stride * a.ring.C == 6)
+    wg_launch<T, MT, 6>(g, a, x, dy, part, stream);
+  else
+    wg_launch<T, MT, 0>(g, a, x, dy, part, stream);
+}
+
 }  // namespace
 
 StemWgradGeometry stem_wgrad_geometry(const StemWgradSpec& s) {
@@ -404,9 +448,13 @@ void launch_stem_wgrad(DType t, const void* x, const void* dy, float* dw, const 
   float* part = static_cast<float*>(scratch);
   stem_rows::by_half_type(t, "launch_stem_wgrad", [&](auto tag) {
     using T = decltype(tag);
-    if (g.smem > (48u << 10)) stem_rows::raise_smem_once<stem_wgrad_kernel<T>>();
-    stem_wgrad_kernel<T><<<g.blocks, kStemWgradThreads, g.smem, stream>>>(
-        static_cast<const T*>(x), static_cast<const T*>(dy), part, a);
+    const T *tx = static_cast<const T*>(x), *tdy = static_cast<const T*>(dy);
+    if (a.MT == 1)
+      wg_launch_step<T, 1>(g, a, tx, tdy, part, stream);
+    else if (a.MT == 2)
+      wg_launch_step<T, 2>(g, a, tx, tdy, part, stream);
+    else
+      wg_launch_step<T, 4>(g, a, tx, tdy, part, stream);
   });
   CNN_CHECK_LAUNCH();
   const int total = wg_dw_count(a);
