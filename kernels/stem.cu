@@ -352,9 +352,66 @@ __device__ __forceinline__ void rows_tile(const T* patch, const T* ws, const T* 
   rows_epilogue(acc, bias, y, a, rt, p0, g, q);
 }
 
+// ResNet's stem (7x7 / 2 over 3 channels into 64 outputs: NT 8, stride * C 6, KR 24, S * C 21)
+// with every bound, stride and mask compiled in: rows_tile's fragments in its order (the same
+// sums, bit for bit), but no branch in the 21 steps of a tile and each load a register plus a
+// constant: an A word is its pixel's taps kk + 2q, kk + 2q + 1 of window row r (masked past 21),
+// a B word output nt * 8 + g's. Call 117: rows_tile, a branch and run-time products around every
+// load, ran the tile in 17 us where its mma and bytes take a few.
+struct ResNetStem {
+  static constexpr int NT = 8, STEP = 6, KR = 24, SC = 21, R = 7;
+  static constexpr int LDW = 200;  // stem_rows_geometry's weight row for R * KR = 168
+  static bool matches(const RowArgs& a) {
+    return a.NT == NT && a.stride * a.C == STEP && a.KR == KR && a.SC == SC && a.R == R &&
+           a.ldw == LDW;
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ void rows_tile_resnet(const T* patch, const T* ws, const T* bias, T* y,
+                                                 const RowArgs& a, const RowTile& rt, int p0, int g,
+                                                 int q) {
+  using F = ResNetStem;
+  float acc[2][8][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
+  const int ih0 = stem_rows::first_row(a.ring, rt);
+  const T* wl =
+      ws + g * a.ldw + 2 * q;  // output g's taps 2q, 2q + 1; output nt * 8 + g: + nt * 8 ldw
+  const int pa = (p0 + g) * F::STEP + 2 * q;  // pixel p0 + g's taps 2q, 2q + 1 in a row
+  // The last kk (16): taps 16 + 2q and 17 + 2q, zero from 21 on (rows_a's masks).
+  const uint32_t last = q <= 1 ? 0xFFFFFFFFu : q == 2 ? 0x0000FFFFu : 0u;
+#pragma unroll 1  // all 7 unrolled spilled 16 bytes at 128 registers
+  for (int r = 0; r < F::R; ++r) {
+    const T* arow = patch + stem_rows::slot(a.ring, ih0 + r) * a.PW + pa;
+#pragma unroll
+    for (int kk = 0; kk < F::KR; kk += 8) {
+      const uint32_t m = kk + 8 < F::KR ? 0xFFFFFFFFu : last;
+      uint32_t fa[2][2];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        fa[mt][0] = *reinterpret_cast<const uint32_t*>(arow + mt * 16 * F::STEP + kk) & m;
+        fa[mt][1] = *reinterpret_cast<const uint32_t*>(arow + (mt * 16 + 8) * F::STEP + kk) & m;
+      }
+#pragma unroll
+      for (int nt = 0; nt < F::NT; ++nt) {
+        const uint32_t b = *reinterpret_cast<const uint32_t*>(wl + nt * 8 * a.ldw + r * F::KR + kk);
+        mma_16x8x8<T>(acc[0][nt], fa[0][0], fa[0][1], b);
+        mma_16x8x8<T>(acc[1][nt], fa[1][0], fa[1][1], b);
+      }
+    }
+  }
+  rows_epilogue(acc, bias, y, a, rt, p0, g, q);
+}
+
 // A block takes tiles [lo, hi) in order; while tile k computes, tile k + 1's new rows (where it is
 // the row below) are in registers, stored into the ring's free slots after k's products.
-template <typename T>
+// kResNet: the tiles by rows_tile_resnet (a launch where ResNetStem::matches).
+template <typename T, bool kResNet>
 __global__ void __launch_bounds__(kRowThreads, 4)
     stem_rows_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                      T* __restrict__ y, RowArgs a) {
@@ -375,8 +432,13 @@ __global__ void __launch_bounds__(kRowThreads, 4)
     const RowTile next = more ? stem_rows::tile_at(ring, k + 1) : rt;
     stem_rows::NewRows<T> pre;
     if (succ) stem_rows::load_new(x, pre, ring, next, tid);
-    __syncthreads();  // the weights staged; tile k's rows in place
-    if (p0 < rt.count) rows_tile(patch, ws, bias, y, a, rt, p0, g, q);  // else no pixels here
+    __syncthreads();      // the weights staged; tile k's rows in place
+    if (p0 < rt.count) {  // else no pixels here
+      if constexpr (kResNet)
+        rows_tile_resnet(patch, ws, bias, y, a, rt, p0, g, q);
+      else
+        rows_tile(patch, ws, bias, y, a, rt, p0, g, q);
+    }
     if (succ) stem_rows::store_new(patch, pre, ring, next, tid);  // slots tile k does not read
     __syncthreads();  // every warp done with tile k's rows
     if (more && !succ) stem_rows::fill_all(x, patch, ring, next, tid);
@@ -462,30 +524,39 @@ void launch_t(const void* x, const void* w, const void* bias, void* y, const Ste
   CNN_CHECK_CUDA(cudaGetLastError());
 }
 
-template <typename T>
-void launch_rows_t(const void* x, const void* w, const void* bias, void* y, const RowArgs& a,
+template <typename T, bool kResNet>
+void launch_rows_k(const void* x, const void* w, const void* bias, void* y, const RowArgs& a,
                    size_t smem, int grid, cudaStream_t stream) {
-  const int device = raise_smem_once<stem_rows_kernel<T>>();
+  const int device = raise_smem_once<stem_rows_kernel<T, kResNet>>();
   if (grid <= 0) {  // persistent blocks: as many as are resident at once (registers, shared memory)
     // Asked once per device and shared-memory size: eager launches pay no occupancy query.
-    static std::mutex mu;
+    static std::mutex mu;  // one map a kernel: each instantiation has its own
     static std::map<std::pair<int, size_t>, int> resident;
     std::lock_guard<std::mutex> lock(mu);
     auto it = resident.find({device, smem});
     if (it == resident.end()) {
       int sms = 0, per_sm = 0;
       CNN_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-      CNN_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stem_rows_kernel<T>,
-                                                                   kRowThreads, smem));
+      CNN_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &per_sm, stem_rows_kernel<T, kResNet>, kRowThreads, smem));
       it = resident.emplace(std::make_pair(device, smem), sms * std::max(per_sm, 1)).first;
     }
     grid = int(std::min<int64_t>(a.ring.tiles, it->second));
   }
   grid = int(std::min<int64_t>(grid, a.ring.tiles));  // a block a tile at most
-  stem_rows_kernel<T>
+  stem_rows_kernel<T, kResNet>
       <<<grid, kRowThreads, smem, stream>>>(static_cast<const T*>(x), static_cast<const T*>(w),
                                             static_cast<const T*>(bias), static_cast<T*>(y), a);
   CNN_CHECK_CUDA(cudaGetLastError());
+}
+
+template <typename T>
+void launch_rows_t(const void* x, const void* w, const void* bias, void* y, const RowArgs& a,
+                   size_t smem, int grid, cudaStream_t stream) {
+  if (ResNetStem::matches(a))
+    launch_rows_k<T, true>(x, w, bias, y, a, smem, grid, stream);
+  else
+    launch_rows_k<T, false>(x, w, bias, y, a, smem, grid, stream);
 }
 
 }  // namespace
