@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device call 125 (written 2026-12-06 10:00 UTC, not yet run): why the stem's two ring kernels run
+# Device call 125 (written 2026-12-06 09:25 UTC, not yet run): why the stem's two ring kernels run
 # 5 to 8x slower than their bytes and FLOPs allow. Carry .carry. About 150 s.
 # Call 116: the weight gradient's second form 1,332.9 us (cuDNN 877.2) at 396 blocks x 72 tiles:
 # 18 us a tile, 32K cycles, where its 336 mma.sync m16n8k8 a warp a tile, its ldmatrix and

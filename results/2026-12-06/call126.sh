@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device call 126 (written 2026-12-06 10:05 UTC, not yet run): issue 10's racecheck leftovers
+# Device call 126 (written 2026-12-06 09:30 UTC, not yet run): issue 10's racecheck leftovers
 # (results/sanitizer_matrix.md: 23 racecheck cells incomplete). Carry .carry. STEPS picks.
 #   STEPS=F (fp16, about 540 s): every kernel checked (no filter: with one, fp16 runs end in
 #     "Internal Sanitizer Error: ... failed to handle a hardware exception", and PyTorch alone does
