@@ -380,12 +380,11 @@ __device__ __forceinline__ void rows_tile_resnet(const T* patch, const T* ws, co
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
   const int ih0 = stem_rows::first_row(a.ring, rt);
-  const T* wl =
-      ws + g * a.ldw + 2 * q;  // output g's taps 2q, 2q + 1; output nt * 8 + g: + nt * 8 ldw
+  const T* wl = ws + g * F::LDW + 2 * q;  // output g's taps 2q, 2q + 1; nt * 8 + g's: + nt * 8 LDW
   const int pa = (p0 + g) * F::STEP + 2 * q;  // pixel p0 + g's taps 2q, 2q + 1 in a row
   // The last kk (16): taps 16 + 2q and 17 + 2q, zero from 21 on (rows_a's masks).
   const uint32_t last = q <= 1 ? 0xFFFFFFFFu : q == 2 ? 0x0000FFFFu : 0u;
-#pragma unroll 1  // all 7 unrolled spilled 16 bytes at 128 registers
+#pragma unroll 1  // the 7 rows unrolled spilled 16 to 52 bytes at 128 registers
   for (int r = 0; r < F::R; ++r) {
     const T* arow = patch + stem_rows::slot(a.ring, ih0 + r) * a.PW + pa;
 #pragma unroll
@@ -399,7 +398,8 @@ __device__ __forceinline__ void rows_tile_resnet(const T* patch, const T* ws, co
       }
 #pragma unroll
       for (int nt = 0; nt < F::NT; ++nt) {
-        const uint32_t b = *reinterpret_cast<const uint32_t*>(wl + nt * 8 * a.ldw + r * F::KR + kk);
+        const uint32_t b =
+            *reinterpret_cast<const uint32_t*>(wl + nt * 8 * F::LDW + r * F::KR + kk);
         mma_16x8x8<T>(acc[0][nt], fa[0][0], fa[0][1], b);
         mma_16x8x8<T>(acc[1][nt], fa[1][0], fa[1][1], b);
       }
