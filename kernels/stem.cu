@@ -613,6 +613,7 @@ StemRowsGeometry stem_rows_geometry(const StemSpec& s) {
   if (g.smem > kRowsMaxSmem)
     throw std::invalid_argument("stem kernel (rows): " + std::to_string(g.smem) +
                                 " bytes of shared memory, over " + std::to_string(kRowsMaxSmem));
+  g.resnet = ResNetStem::matches(row_args(s, g));
   return g;
 }
 

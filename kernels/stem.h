@@ -96,13 +96,15 @@ const char* stem_variant_name(StemVariant v);  // "tile", "rows"
 // The rows kernel's layout (host only); throws std::invalid_argument where stem_geometry does or
 // the shared memory would pass 227 KiB.
 struct StemRowsGeometry {
-  int taps_row = 0;   // S * C
-  int kr = 0;         // rounded up to 8
-  int ldw = 0;        // shared weight rows' stride: at least R * kr, ldw / 2 = 4 (mod 32)
-  int row_width = 0;  // elements of an input row in shared memory
-  int ring_rows = 0;  // the ring's slots (kernels/stem_rows.cuh): R + stride, or R
-  int64_t tiles = 0;  // N * Ho * ceil(Wo / 128)
-  size_t smem = 0;    // weights [K][ldw] + the ring [ring_rows][row_width]
+  int taps_row = 0;     // S * C
+  int kr = 0;           // rounded up to 8
+  int ldw = 0;          // shared weight rows' stride: at least R * kr, ldw / 2 = 4 (mod 32)
+  int row_width = 0;    // elements of an input row in shared memory
+  int ring_rows = 0;    // the ring's slots (kernels/stem_rows.cuh): R + stride, or R
+  int64_t tiles = 0;    // N * Ho * ceil(Wo / 128)
+  size_t smem = 0;      // weights [K][ldw] + the ring [ring_rows][row_width]
+  bool resnet = false;  // ResNet's stem (7x7/2, 3 channels, 64 outputs): its tiles' code has the
+                        // shape compiled in (kernels/stem.cu, rows_tile_resnet)
 };
 StemRowsGeometry stem_rows_geometry(const StemSpec& s);
 

@@ -134,6 +134,13 @@ TEST(Stem, KernelCodeMatchesTheConvolutionOnTheHost) {
   EXPECT_EQ(rr.ring_rows, 9);
   EXPECT_EQ(rr.tiles, int64_t(256) * 112);
   EXPECT_EQ(rr.smem, (size_t(64) * 200 + size_t(9) * 786) * 2);
+  // Its tiles take the code with ResNet's shape compiled in (weights' rows of 200 included); the
+  // same conv into 32 outputs, EfficientNet's 3x3/2 and a 4-channel image do not.
+  EXPECT_TRUE(rr.resnet);
+  EXPECT_TRUE(stem_rows_geometry(spec_of({1, 3, 20, 20}, 64, 7, 2, 3, Act::ReLU, 8)).resnet);
+  EXPECT_FALSE(stem_rows_geometry(spec_of({2, 3, 224, 224}, 32, 7, 2, 3, Act::ReLU, 8)).resnet);
+  EXPECT_FALSE(stem_rows_geometry(spec_of({2, 3, 224, 224}, 32, 3, 2, 1, Act::SiLU, 8)).resnet);
+  EXPECT_FALSE(stem_rows_geometry(spec_of({2, 4, 224, 224}, 64, 7, 2, 3, Act::ReLU, 8)).resnet);
 }
 
 TEST(Stem, GeometryRefusesWhatTheKernelCannotRun) {
