@@ -322,13 +322,7 @@ template <typename T>
 __device__ __forceinline__ void rows_tile(const T* patch, const T* ws, const T* bias, T* y,
                                           const RowArgs& a, const RowTile& rt, int p0, int g,
                                           int q) {
-  float acc[2][8][4];
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
+  float acc[2][8][4] = {};
   const int ih0 = stem_rows::first_row(a.ring, rt);
   for (int r = 0; r < a.R; ++r) {
     const int row = stem_rows::slot(a.ring, ih0 + r) * a.PW;
@@ -372,13 +366,7 @@ __device__ __forceinline__ void rows_tile_resnet(const T* patch, const T* ws, co
                                                  const RowArgs& a, const RowTile& rt, int p0, int g,
                                                  int q) {
   using F = ResNetStem;
-  float acc[2][8][4];
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
+  float acc[2][8][4] = {};
   const int ih0 = stem_rows::first_row(a.ring, rt);
   const T* wl = ws + g * F::LDW + 2 * q;  // output g's taps 2q, 2q + 1; nt * 8 + g's: + nt * 8 LDW
   const int pa = (p0 + g) * F::STEP + 2 * q;  // pixel p0 + g's taps 2q, 2q + 1 in a row
@@ -410,7 +398,7 @@ __device__ __forceinline__ void rows_tile_resnet(const T* patch, const T* ws, co
 
 // A block takes tiles [lo, hi) in order; while tile k computes, tile k + 1's new rows (where it is
 // the row below) are in registers, stored into the ring's free slots after k's products.
-// kResNet: the tiles by rows_tile_resnet (a launch where ResNetStem::matches).
+// kResNet: the tiles by rows_tile_resnet (a launch where StemRowsGeometry::resnet).
 template <typename T, bool kResNet>
 __global__ void __launch_bounds__(kRowThreads, 4)
     stem_rows_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
@@ -552,8 +540,8 @@ void launch_rows_k(const void* x, const void* w, const void* bias, void* y, cons
 
 template <typename T>
 void launch_rows_t(const void* x, const void* w, const void* bias, void* y, const RowArgs& a,
-                   size_t smem, int grid, cudaStream_t stream) {
-  if (ResNetStem::matches(a))
+                   size_t smem, int grid, bool resnet, cudaStream_t stream) {
+  if (resnet)  // StemRowsGeometry::resnet
     launch_rows_k<T, true>(x, w, bias, y, a, smem, grid, stream);
   else
     launch_rows_k<T, false>(x, w, bias, y, a, smem, grid, stream);
@@ -663,7 +651,7 @@ void launch_stem(DType t, const void* x, const void* w, const void* bias, void* 
     if (g.tiles == 0) return;
     const RowArgs a = row_args(s, g);
     by_half_type(t, "launch_stem", [&](auto tag) {
-      launch_rows_t<decltype(tag)>(x, w, bias, y, a, g.smem, grid, stream);
+      launch_rows_t<decltype(tag)>(x, w, bias, y, a, g.smem, grid, g.resnet, stream);
     });
     return;
   }
