@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device call 114 (written 2026-12-06 07:55 UTC, not yet run): the stem weight gradient's second
-# form (559cc66), its first GPU run. Carry .carry (bins.txz packed at 6261726, 09:57 UTC: the branch-free steps). About 480 s.
+# form (559cc66), its first GPU run. Carry .carry (bins.txz packed at d7e9645, 10:07 UTC: the branch-free steps). About 480 s.
 # G: GpuTrain.StemWgradMatchesItsHostCodeAndTheReference (ResNet's stem at batch 2 over 396 blocks
 #    and over 5 blocks of 45 tiles each, a 3x3/1 conv's ring of 4 rows, a 3x3/3 conv that shares no
 #    rows) and GpuTrain.PlacesAndStemWgradRefuseMisalignedBuffers (dy now 16-byte aligned), under

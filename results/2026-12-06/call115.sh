@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device call 115 (written 2026-12-06 07:55 UTC, not yet run): the stem's rows kernel with the ring
-# of input rows (ec94406), its first GPU run. Carry .carry (bins.txz packed at 6261726, 09:57 UTC: ResNet's stem compiled in).
+# of input rows (ec94406), its first GPU run. Carry .carry (bins.txz packed at d7e9645, 10:07 UTC: ResNet's stem compiled in).
 # About 420 s.
 # G: GpuOps.StemKernelMatchesItsHostCode (both kernels against their host threads: ResNet's stem
 #    at 224 on a grid of 100 blocks, VGG's 3x3/1, AlexNet's 11x11/4 (no rows shared), a slice,

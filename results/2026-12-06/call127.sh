@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device call 127 (written 2026-12-06 10:00 UTC, not yet run): the next session's first call,
 # the work picked on the card that comes (named nvidia-h200, an H100 came three sessions running).
-# Carry .carry (packed at 6261726). At most 580 s.
+# Carry .carry (packed at d7e9645). At most 580 s.
 # On an H200: issue 9's eight targets beside PyTorch (results/2026-12-05_h200/call56.sh).
 # Else: the stem weight gradient with its branch-free steps (call114.sh: tests, sanitizers, the
 # A/B breakdown, ncu basics), then the rows kernel with ResNet's stem compiled in (call115.sh:
