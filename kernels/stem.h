@@ -88,8 +88,10 @@ bool stem_aligned(const void* image, const ConvBuffers& b);
 //         32 pixels by all K outputs; the epilogue from the accumulators to y. Right on an H100
 //         but 2x slower than the tile kernel (call 68) when it filled all R rows and then
 //         computed, every tile; now its blocks walk down the rows with the next tile's new rows
-//         loaded while one computes (the ring of kernels/stem_rows.cuh), not yet timed. Raced
-//         only with CNNBENCH_STEM_ROWS=1.
+//         loaded while one computes (the ring of kernels/stem_rows.cuh), and ResNet's stem is
+//         compiled in (StemRowsGeometry::resnet). Raced against the tile kernel by default since
+//         call 127 (H100, ResNet-50 fp16 at 256: 644.6 against 891.3 us; at 32 it lost, 148.4
+//         against 132.4); CNNBENCH_STEM_ROWS=0 leaves it out of the race.
 enum class StemVariant { Tile, Rows };
 const char* stem_variant_name(StemVariant v);  // "tile", "rows"
 

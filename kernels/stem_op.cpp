@@ -110,13 +110,13 @@ void StemConvOp::prepare(GpuContext& ctx, EngineMode mode, int top_k, const Tune
       why = text;
       return false;
     };
-    // With CNNBENCH_STEM_ROWS=1, the rows kernel, where its shared memory fits, raced against the
-    // tile kernel; it is kept only if right and faster. Not raced by default: on an H100 (call 68,
-    // ResNet-50 fp16) it took 285.5 / 1,896 us at batch 32 / 256 against the tile kernel's 134.4 /
-    // 923 us.
+    // The rows kernel, where its shared memory fits, raced against the tile kernel; it is kept
+    // only if right and faster. Raced by default since call 127 (H100, ResNet-50 fp16: 644.6
+    // against the tile kernel's 891.3 us at 256, 676.9 against 923.7 in the training step; it
+    // lost at 32, 148.4 against 132.4). CNNBENCH_STEM_ROWS=0 leaves it out (the A/B).
+    static const bool rows_raced = env_int_in("CNNBENCH_STEM_ROWS", 1, 0, 1) == 1;
     auto rows_wanted = [&] {
-      const char* env = std::getenv("CNNBENCH_STEM_ROWS");
-      if (!env || std::string(env) != "1") return false;
+      if (!rows_raced) return false;
       try {
         stem_rows_geometry(ss_);
         return true;
