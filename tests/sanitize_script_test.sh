@@ -268,9 +268,15 @@ race_stand_in() {
 race_stand_in killed 9 "========= Error: process didn't terminate successfully" \
   "========= Target application returned an error" \
   "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
-grep -q "| test_gpu | all | tests | racecheck | 0 | 0 | 9 | [0-9]* | (the target ended with status 9 and no summary of its own) |" \
+grep -q "| test_gpu | all | tests | racecheck | 0 | 0 | 9 | [0-9]* | (the target ended with status 9 and no summary of its own" \
   "$T/killed/summary.md" || fail "killed row: $(cat "$T/killed/summary.md")"
 if command -v free >/dev/null && command -v ps >/dev/null; then
+  # The killed row carries the host's memory while it ran: a sample's available MiB.
+  low=$(grep -oE "own; the host had as little as [0-9]+ MiB available \(largest process [0-9]+ MiB\) while it ran\) \|" \
+    "$T/killed/summary.md" | grep -oE "[0-9]+ MiB available" | grep -oE "^[0-9]+")
+  [ -n "$low" ] || fail "killed row without the host's memory: $(cat "$T/killed/summary.md")"
+  awk -v m="$low" '$6 == m { found = 1 } END { exit !found }' "$T/killed/host_mem.log" ||
+    fail "killed row's $low MiB is no sample of host_mem.log: $(cat "$T/killed/host_mem.log")"
   grep -qE "^[0-9]+ s used [0-9]+ available [0-9]+ top_rss_mib [0-9]+$" "$T/killed/host_mem.log" ||
     fail "host_mem.log: $(cat "$T/killed/host_mem.log")"
   grep -qE "^- host memory while the runs went .*lowest available [0-9]+ MiB, largest process [0-9]+ MiB" \

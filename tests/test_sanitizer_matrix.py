@@ -1,9 +1,9 @@
 """Tests of tools/sanitizer_matrix.py on a small made-up results tree: a cell clean in one table
 and timed out in another, one only incomplete (a cuda::barrier overflow), one with findings, one
 clean under a kernel filter, one clean with kernels excluded, racecheck rows read with their logs
-(races in vendor kernels alone, a race with one of ours, errors not all shown), PyTorch-alone
-repro logs, expected cells with no row, a row outside the matrix, a malformed row, both header
-layouts, a unit test's row, and a missing root.
+(races in vendor kernels alone, a race with one of ours, errors not all shown), a run killed with
+the host's memory of its table, PyTorch-alone repro logs, expected cells with no row, a row
+outside the matrix, a malformed row, both header layouts, a unit test's row, and a missing root.
 
 Run from the repository root:  python3 -m unittest -v tests/test_sanitizer_matrix.py
 """
@@ -88,6 +88,13 @@ FILES = {
     "2026-12-06_h100/call118/t/exclude_fp32.log":
         "torch 2.11.0+cu130, cuDNN 91900, NVIDIA H100 80GB HBM3, fp32, batch 2\nok\n"
         "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n",
+    # A run killed with status 9 (the OOM killer's signal, calls 128 and 129), and the table's
+    # line of the host's memory under it.
+    "2026-12-06_h100/call128/f/train/summary.md":
+        NEW + "| resnet152 | fp16 | train | racecheck | 0 | 0 | 9 | 40 | (the target ended with "
+              "status 9 and no summary of its own) |\n"
+        + "\n- host memory while the runs went (`host_mem.log`): lowest available 4101 MiB, "
+          "largest process 81371 MiB resident\n",
     # Not a sanitizer table: skipped without a word.
     "README.md": "| network | img/s |\n|---|---:|\n| resnet50 | 3000 |\n",
 }
@@ -179,6 +186,14 @@ class Matrix(unittest.TestCase):
                       "`nvjet_sm90_hsh_32x64_64x16_2x1_v_bz_NNN` |", part)
         self.assertNotIn("exclude_fp32", part)
 
+    def test_a_killed_run_carries_its_tables_host_memory(self):
+        status, detail, source, rows = self.cells[("racecheck", "resnet152", "fp16", "train")]
+        self.assertEqual(status, "INCOMPLETE")
+        self.assertEqual(detail, "exit 9, 0 errors: the target ended with status 9 and no summary "
+                         "of its own; over that table's runs the host had as little as 4,101 MiB "
+                         "available (largest process 81,371 MiB)")
+        self.assertEqual(source, "2026-12-06_h100/call128/f/train/summary.md:3")
+
     def test_kernel_filter_is_clean_but_named(self):
         status, detail, source, rows = self.cells[("racecheck", "alexnet", "fp32", "infer")]
         self.assertEqual(status, "CLEAN")
@@ -211,7 +226,7 @@ class Matrix(unittest.TestCase):
 
     def test_totals(self):
         self.assertIn("**Totals: 3 clean (2 of them under a kernel filter), 1 with races in "
-                      "vendor kernels alone, 3 findings, 1 incomplete, 152 not run of 160 "
+                      "vendor kernels alone, 3 findings, 2 incomplete, 151 not run of 160 "
                       "expected.**", self.text)
         self.assertIn("## synccheck: 0 clean, 0 findings, 1 incomplete, 39 not run of 40 expected",
                       self.text)
@@ -235,7 +250,7 @@ class Matrix(unittest.TestCase):
             self.assertEqual(f.read(), self.text)
         to_stdout = self.tool("--root", self.root)
         self.assertEqual(to_stdout.stdout, self.text)
-        self.assertIn("from 11 rows of 6 sanitizer tables", self.text)
+        self.assertIn("from 12 rows of 7 sanitizer tables", self.text)
 
     def test_the_out_file_is_not_read(self):
         with tempfile.TemporaryDirectory() as d:

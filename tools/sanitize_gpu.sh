@@ -211,6 +211,13 @@ run_one() {
   if [ -z "${first:-}" ] && grep -q "didn't terminate successfully" "$log" &&
     ! grep -qE '^\[ +(PASSED|FAILED) +\]|^cnnbench[a-z_]*: ' "$log"; then
     first="(the target ended with status $rc and no summary of its own)"
+    # Killed by a signal (9: what the kernel's OOM killer sends): the host's memory while it ran,
+    # from the samples since the one before it started (calls 128 and 129: available memory fell
+    # to 2 to 6 GiB of 128 while unfiltered racecheck runs died with 9). Other runs going at the
+    # same time (JOBS) count too: the host's, not this process's.
+    local low
+    low=$(window_mem "$t0")
+    [ -n "$low" ] && first="${first%)}; the host had as little as $low while it ran)"
   fi
   printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$net" "$p" "$mode" "$tool" "$errors" \
     "$untracked" "$rc" "$((SECONDS - t0))" "${first:-–}" >"$row"
@@ -239,6 +246,15 @@ rm -rf "$OUT/rows" && mkdir -p "$OUT/rows"
 # resident MiB), to OUT_DIR/host_mem.log: the tools hold much host memory, and a run killed for it
 # leaves no message of its own.
 # (Needs procps's free and ps; without them nothing is sampled and the summary says so.)
+# The lowest available MiB and the largest resident process in host_mem.log's samples from the
+# one before second $1 on: "N MiB available (largest process M MiB)", or nothing if none.
+window_mem() {
+  [ -f "$OUT/host_mem.log" ] || return 0
+  awk -v a="$1" '$1 + 5 >= a && $6 != "" {
+      if (min == "" || $6 < min) min = $6
+      if ($8 > max) max = $8 }
+    END { if (min != "") printf "%d MiB available (largest process %d MiB)", min, max }' "$OUT/host_mem.log"
+}
 mem_sample() {
   echo "$SECONDS s $(free -m | awk '/^Mem:/ {print "used", $3, "available", $7}') top_rss_mib" \
     "$(ps -eo rss= --sort=-rss | head -1 | awk '{print int($1 / 1024)}')"

@@ -69,6 +69,9 @@ BLANK = ("", "–", "-", "—")
 FILTER_RE = re.compile(r"only the kernels `([^`]*)` names are checked")
 EXCLUDE_RE = re.compile(r"the kernels `([^`]*)` names are not checked")
 EXTRA_RE = re.compile(r"every run with `([^`]*)`")
+# tools/sanitize_gpu.sh's line under its table: the host's memory over all of that table's runs.
+HOST_MEM_RE = re.compile(r"^- host memory while the runs went.*lowest available (\d+) MiB, "
+                         r"largest process (\d+) MiB")
 
 
 def expected_cells():
@@ -222,6 +225,13 @@ def parse_file(path, rel, warn):
                             kernel_filter=kernel_filter, extra=extra, log=log))
             i += 1
         kernel_filter = extra = None  # a table's bullets come before it: none carry to the next
+    host_mem = None  # the summary's host memory line, after its table: for runs killed by a signal
+    for line in lines:
+        m = HOST_MEM_RE.match(line.strip())
+        if m:
+            host_mem = (int(m.group(1)), int(m.group(2)))
+    for r in rows:
+        r.host_mem = host_mem
     return rows
 
 
@@ -300,7 +310,14 @@ def classify(r):
     if r.exit:
         what = "out of memory" if "out of memory" in low else f"exit {r.exit_text}"
         detail = f"{what}, {errs}" + (f" ({unchecked} launches unchecked)" if unchecked else "")
-        return INCOMPLETE, FAILED, detail + (f": {first}" if first else "")
+        detail += f": {first}" if first else ""
+        # Killed by a signal (9, or 137 through timeout): where the row does not say the host's
+        # memory while it ran (older tables), the table's own line does, over all its runs.
+        host_mem = getattr(r, "host_mem", None)
+        if r.exit in (9, 137) and host_mem and "as little as" not in low:
+            detail += (f"; over that table's runs the host had as little as {host_mem[0]:,} MiB "
+                       f"available (largest process {host_mem[1]:,} MiB)")
+        return INCOMPLETE, FAILED, detail
     return INCOMPLETE, UNCHECKED, f"{unchecked} launches unchecked (of {r.errors} errors counted)"
 
 
