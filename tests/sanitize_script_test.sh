@@ -248,6 +248,16 @@ SANITIZER="$T/newer-sanitizer" NETS=resnet50 PRECISIONS=fp16 TOOLS=racecheck LEA
   bash "$SRC/tools/sanitize_gpu.sh" "$T/full" >/dev/null 2>&1 || fail "LEAN_TOOLS= run failed"
 grep -q -- "--eager\|--check_replays" "$T/full/resnet50_fp16_infer_racecheck.log" "$T/full/resnet50_fp16_train_racecheck.log" &&
   fail "LEAN_TOOLS= still lean"
+# BATCH: the networks' batch, named in the summary; anything but a batch size is one line, exit 2.
+SANITIZER="$T/fake-sanitizer" NETS=resnet50 PRECISIONS=fp16 TOOLS=memcheck BATCH=1 \
+  bash "$SRC/tools/sanitize_gpu.sh" "$T/b1" >/dev/null 2>&1 || fail "BATCH=1 run failed"
+grep -q -- "cnnbench_infer .*--batch=1 " "$T/b1/resnet50_fp16_infer_memcheck.log" || fail "BATCH=1 not passed on"
+grep -q -- "cnnbench_train_step .*--batch=1 " "$T/b1/resnet50_fp16_train_memcheck.log" || fail "BATCH=1 not passed on (train)"
+grep -q "^- every network at batch 1$" "$T/b1/summary.md" || fail "summary without the batch"
+grep -q "at batch" "$T/out/summary.md" && fail "the default batch named in the summary"
+err=$(SANITIZER="$T/fake-sanitizer" BATCH=0 bash "$SRC/tools/sanitize_gpu.sh" "$T/b0" 2>&1 >/dev/null)
+rc=$?
+[ $rc -eq 2 ] && [[ "$err" == *"BATCH='0' is not a batch size"* ]] || fail "BATCH=0: exit $rc, '$err'"
 # A target killed under the tool (calls 82 and 85: status 9, no gtest output): the row says so, and
 # the host's memory is sampled while the runs go (host_mem.log and a line under the table).
 # race_stand_in NAME STATUS LINE...: racecheck over TESTS='GpuOps.*' with a stand-in that prints

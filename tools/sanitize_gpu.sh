@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# compute-sanitizer over the zoo (issue 10): every network of NETS at batch 2, in each precision of
-# PRECISIONS, inference (cnnbench_infer, heuristic engines, one eager forward and the graph's check)
-# and training (cnnbench_train_step --check_finite=1: one eager step, forward, backward and the
-# optimizer), under each tool of TOOLS (memcheck racecheck initcheck synccheck). One process per
+# compute-sanitizer over the zoo (issue 10): every network of NETS at batch BATCH (default 2), in
+# each precision of PRECISIONS, inference (cnnbench_infer, heuristic engines, one eager forward
+# and the graph's check) and training (cnnbench_train_step --check_finite=1: one eager step,
+# forward, backward and the optimizer), under each tool of TOOLS (memcheck racecheck initcheck synccheck). One process per
 # (network, precision, mode, tool), RUN_TIMEOUT seconds each (the tools slow a run 10-100x).
 #
 #   NETS="resnet50 efficientnet_b0" TOOLS=memcheck JOBS=6 bash tools/sanitize_gpu.sh OUT_DIR
@@ -34,6 +34,10 @@ PRECISIONS=${PRECISIONS:-"fp16 fp32"}
 TOOLS=${TOOLS:-"memcheck racecheck initcheck synccheck"}
 MODES=${MODES:-"infer train"}
 T=${RUN_TIMEOUT:-300}
+# BATCH (default 2): the networks' batch. Unfiltered racecheck held up to 125 GB of host memory in
+# one process and the OOM killer ended it (calls 128 and 129); batch 1 is the smallest run there is.
+BATCH=${BATCH:-2}
+[[ "$BATCH" =~ ^[1-9][0-9]{0,3}$ ]] || { echo "sanitize_gpu: BATCH='$BATCH' is not a batch size (1 to 9999)" >&2; exit 2; }
 # BUDGET: seconds for the whole script (a device call's limit); each run's timeout is cut to what
 # is left, and a run with under 15 s left is not started (its row says so). Nothing outlives it.
 END=$((SECONDS + ${BUDGET:-1000000}))
@@ -137,6 +141,7 @@ S="$OUT/summary.md"
     ((${#ladder[@]} > 1)) && more=" (again with ${ladder[*]:1} while the tool reports a cuda::barrier overflow)"
     echo "- $tool: \`$(tool_opts "$tool")\`$more"
   done
+  [ "$BATCH" != 2 ] && echo "- every network at batch $BATCH"
   [ ${#EXTRA[@]} -gt 0 ] && echo "- every run with \`${EXTRA[*]}\`"
   [ ${#TOOL_ARGS_A[@]} -gt 0 ] && echo "- every run's tool with \`${TOOL_ARGS_A[*]}\`"
   [ ${#LEAN_A[@]} -gt 0 ] && echo "- lean runs (inference \`--eager --check_replays=false\`, training \`--check_replays=0\`) under: ${LEAN_A[*]}"
@@ -161,11 +166,11 @@ run_one() {
   if [ "$mode" = tests ]; then
     cmd=("$B/tests/test_gpu" --gtest_filter="$TESTS" --gtest_brief=1)
   elif [ "$mode" = infer ]; then
-    cmd=("$B/cnnbench_infer" --network="$net" --precision="$p" --batch=2
+    cmd=("$B/cnnbench_infer" --network="$net" --precision="$p" --batch="$BATCH"
          --engine=heuristic --output="/tmp/sanitize_$$_$i.safetensors" "${OURS_I[@]}" "${EXTRA[@]}")
     lean_for "$tool" && cmd+=(--eager --check_replays=false)
   else
-    cmd=("$B/cnnbench_train_step" --network="$net" --precision="$p" --batch=2
+    cmd=("$B/cnnbench_train_step" --network="$net" --precision="$p" --batch="$BATCH"
          --engine=heuristic --breakdown="/tmp/sanitize_$$_$i.json" --check_finite=1 "${OURS_T[@]}" "${EXTRA[@]}")
     lean_for "$tool" && cmd+=(--check_replays=0)
   fi
