@@ -2,8 +2,9 @@
 # compute-sanitizer over the zoo (issue 10): every network of NETS at batch BATCH (default 2), in
 # each precision of PRECISIONS, inference (cnnbench_infer, heuristic engines, one eager forward
 # and the graph's check) and training (cnnbench_train_step --check_finite=1: one eager step,
-# forward, backward and the optimizer), under each tool of TOOLS (memcheck racecheck initcheck synccheck). One process per
-# (network, precision, mode, tool), RUN_TIMEOUT seconds each (the tools slow a run 10-100x).
+# forward, backward and the optimizer), under each tool of TOOLS (memcheck racecheck initcheck
+# synccheck). One process per (network, precision, mode, tool), RUN_TIMEOUT seconds each (the
+# tools slow a run 10-100x).
 #
 #   NETS="resnet50 efficientnet_b0" TOOLS=memcheck JOBS=6 bash tools/sanitize_gpu.sh OUT_DIR
 #   NETS= TOOLS=racecheck TESTS='GpuKernels.*:GpuOps.*' bash tools/sanitize_gpu.sh OUT_DIR
