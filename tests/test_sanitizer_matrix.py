@@ -2,8 +2,9 @@
 and timed out in another, one only incomplete (a cuda::barrier overflow), one with findings, one
 clean under a kernel filter, one clean with kernels excluded, racecheck rows read with their logs
 (races in vendor kernels alone, a race with one of ours, errors not all shown), a run killed with
-the host's memory of its table, PyTorch-alone repro logs, expected cells with no row, a row
-outside the matrix, a malformed row, both header layouts, a unit test's row, and a missing root.
+the host's memory of its table, a run at batch 1, PyTorch-alone repro logs, expected cells with no
+row, a row outside the matrix, a malformed row, both header layouts, a unit test's row, and a
+missing root.
 
 Run from the repository root:  python3 -m unittest -v tests/test_sanitizer_matrix.py
 """
@@ -95,6 +96,10 @@ FILES = {
               "status 9 and no summary of its own) |\n"
         + "\n- host memory while the runs went (`host_mem.log`): lowest available 4101 MiB, "
           "largest process 81371 MiB resident\n",
+    # A run at batch 1 (sanitize_gpu.sh BATCH=1): clean, and its detail says the batch.
+    "2026-12-07_h100/call133/k/summary.md":
+        "- racecheck: `--num-cuda-barriers 4096`\n- every network at batch 1\n\n" + NEW
+        + "| efficientnet_b0 | fp16 | train | racecheck | 0 | 0 | 0 | 61 | – |\n",
     # Not a sanitizer table: skipped without a word.
     "README.md": "| network | img/s |\n|---|---:|\n| resnet50 | 3000 |\n",
 }
@@ -194,6 +199,13 @@ class Matrix(unittest.TestCase):
                          "available (largest process 81,371 MiB)")
         self.assertEqual(source, "2026-12-06_h100/call128/f/train/summary.md:3")
 
+    def test_a_batch_other_than_two_is_named(self):
+        status, detail, source, rows = self.cells[("racecheck", "efficientnet_b0", "fp16", "train")]
+        self.assertEqual(status, "CLEAN")
+        self.assertEqual(detail, "at batch 1")
+        self.assertEqual(self.cells[("racecheck", "resnet50", "fp16", "infer")][1],
+                         "the kernels `--kernel-name-exclude kns=nvjet` names unchecked")
+
     def test_kernel_filter_is_clean_but_named(self):
         status, detail, source, rows = self.cells[("racecheck", "alexnet", "fp32", "infer")]
         self.assertEqual(status, "CLEAN")
@@ -225,8 +237,8 @@ class Matrix(unittest.TestCase):
         self.assertEqual(len(sm.expected_cells()), 160)
 
     def test_totals(self):
-        self.assertIn("**Totals: 3 clean (2 of them under a kernel filter), 1 with races in "
-                      "vendor kernels alone, 3 findings, 2 incomplete, 151 not run of 160 "
+        self.assertIn("**Totals: 4 clean (2 of them under a kernel filter), 1 with races in "
+                      "vendor kernels alone, 3 findings, 2 incomplete, 150 not run of 160 "
                       "expected.**", self.text)
         self.assertIn("## synccheck: 0 clean, 0 findings, 1 incomplete, 39 not run of 40 expected",
                       self.text)
@@ -250,7 +262,7 @@ class Matrix(unittest.TestCase):
             self.assertEqual(f.read(), self.text)
         to_stdout = self.tool("--root", self.root)
         self.assertEqual(to_stdout.stdout, self.text)
-        self.assertIn("from 12 rows of 7 sanitizer tables", self.text)
+        self.assertIn("from 13 rows of 8 sanitizer tables", self.text)
 
     def test_the_out_file_is_not_read(self):
         with tempfile.TemporaryDirectory() as d:

@@ -69,6 +69,7 @@ BLANK = ("", "–", "-", "—")
 FILTER_RE = re.compile(r"only the kernels `([^`]*)` names are checked")
 EXCLUDE_RE = re.compile(r"the kernels `([^`]*)` names are not checked")
 EXTRA_RE = re.compile(r"every run with `([^`]*)`")
+BATCH_RE = re.compile(r"every network at batch (\d+)")  # BATCH other than the default 2
 # tools/sanitize_gpu.sh's line under its table: the host's memory over all of that table's runs.
 HOST_MEM_RE = re.compile(r"^- host memory while the runs went.*lowest available (\d+) MiB, "
                          r"largest process (\d+) MiB")
@@ -173,7 +174,7 @@ def parse_file(path, rel, warn):
     with open(path, encoding="utf-8", errors="replace") as f:
         lines = f.read().splitlines()
     rows = []
-    kernel_filter = extra = None
+    kernel_filter = extra = batch = None
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -186,6 +187,9 @@ def parse_file(path, rel, warn):
         m = EXTRA_RE.search(line)
         if m and line.lstrip().startswith("-"):
             extra = m.group(1)
+        m = BATCH_RE.search(line)
+        if m and line.lstrip().startswith("-"):
+            batch = int(m.group(1))
         cols = header_columns(split_cells(line)) if line.lstrip().startswith("|") else None
         if cols is None or i + 1 >= len(lines) or not is_separator(split_cells(lines[i + 1])):
             i += 1
@@ -222,9 +226,9 @@ def parse_file(path, rel, warn):
                             errors=errors, errors_text=errors_text, unchecked=unchecked,
                             counts_unchecked="unchecked" in cols, exit=exit_status,
                             exit_text=get("exit"), seconds=seconds, first=get("first"),
-                            kernel_filter=kernel_filter, extra=extra, log=log))
+                            kernel_filter=kernel_filter, extra=extra, batch=batch, log=log))
             i += 1
-        kernel_filter = extra = None  # a table's bullets come before it: none carry to the next
+        kernel_filter = extra = batch = None  # a table's bullets come before it: none carry on
     host_mem = None  # the summary's host memory line, after its table: for runs killed by a signal
     for line in lines:
         m = HOST_MEM_RE.match(line.strip())
@@ -345,6 +349,8 @@ def qualifiers(r):
         q.append(f"checked only the kernels `{r.kernel_filter}` names")
     if r.extra:
         q.append(f"with `{r.extra}`")
+    if getattr(r, "batch", None):
+        q.append(f"at batch {r.batch}")
     return "; ".join(q)
 
 
