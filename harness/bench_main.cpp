@@ -1133,6 +1133,7 @@ int run(int argc_in, char** argv_in) {
   add_context("pad_channels", opt.pad_channels ? "true" : "false");
   add_context("depthwise", depthwise_choice_name(opt.depthwise));
   add_context("stem", stem_choice_name(opt.stem));
+  add_context("stem_wgrad", kernel_choice_name(stem_wgrad_choice_from_env()));  // training
   add_context("plan_cache", plan_cache ? plan_cache->path() : "none");
   add_context("weights", opt.weights_path.empty()
                              ? "random, seed " + std::to_string(opt.config.seed)

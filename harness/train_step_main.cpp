@@ -51,6 +51,9 @@ const char* kUsage =
             mask in the backward instead of recomputing it from the input (for comparison)
   --stem=auto|cudnn|cnnbench  the padded stem's forward conv (fp16, bf16): auto races cuDNN's
             against our stem kernel under autotune (kernels/stem.h); cudnn or cnnbench alone
+  --stem_wgrad=auto|cudnn|cnnbench  the padded stem's weight gradient: cnnbench (default; or
+            CNNBENCH_STEM_WGRAD=1), our kernel from the input itself; cudnn (0), on the padded
+            copy; auto (2), under autotune the faster of the two (kernels/stem_wgrad_op.h)
   --check_replays=0  no plan is replayed from a CUDA graph at build to check it gives what a
             direct run gives (each conv then runs there once less than three times; for the
             sanitizer runs, tools/sanitize_gpu.sh)
@@ -187,6 +190,7 @@ int breakdown(const Graph& g, const TrainOptions& opt, const std::string& path, 
   j["relu_mask_tails"] = masks;
   j["bn_mask_from_input"] = opt.bn_mask_from_input;
   j["pad_channels"] = opt.pad_channels;
+  j["stem_wgrad"] = kernel_choice_name(opt.stem_wgrad);
   // The kernels' A/B switches set for this run (CNNBENCH_BN_EXACT_SILU=1 and the like).
   nlohmann::ordered_json env = nlohmann::ordered_json::object();
   for (const auto& [k, v] : cnnbench_switches()) env[k] = v;
@@ -210,8 +214,8 @@ int run(int argc, char** argv) {
   std::string network, weights_path, input_path, labels_path, output_path, report_path,
       batch_s = "0", size_s = "0", classes_s = "1000", precision = "fp32", optimizer = "sgd",
       lr_s = "0.1", momentum_s = "0.9", wd_s = "0", engine = "heuristic", steps_s = "1",
-      reuse_s = "1", pad_s = "1", stem_s = "auto", dropout_s, breakdown_path, check_s = "0",
-      cost_model, masks_s = "1", from_input_s = "1", replays_s = "1";
+      reuse_s = "1", pad_s = "1", stem_s = "auto", wgrad_s, dropout_s, breakdown_path,
+      check_s = "0", cost_model, masks_s = "1", from_input_s = "1", replays_s = "1";
   for (int i = 1; i < argc; ++i) {
     if (take_flag(i, argc, argv, "help", nullptr)) {
       std::cout << kUsage;
@@ -238,6 +242,7 @@ int run(int argc, char** argv) {
         take_flag(i, argc, argv, "relu_masks", &masks_s) ||
         take_flag(i, argc, argv, "bn_mask_from_input", &from_input_s) ||
         take_flag(i, argc, argv, "stem", &stem_s) ||
+        take_flag(i, argc, argv, "stem_wgrad", &wgrad_s) ||
         take_flag(i, argc, argv, "dropout", &dropout_s) ||
         take_flag(i, argc, argv, "breakdown", &breakdown_path) ||
         take_flag(i, argc, argv, "check_finite", &check_s) ||
@@ -315,6 +320,7 @@ int run(int argc, char** argv) {
     throw UserError("--bn_mask_from_input takes 1 or 0, not '" + from_input_s + "'");
   opt.bn_mask_from_input = from_input_s == "1";
   opt.stem = parse_stem_choice(stem_s);
+  if (!wgrad_s.empty()) opt.stem_wgrad = parse_kernel_choice(wgrad_s, "stem_wgrad");
   if (replays_s != "0" && replays_s != "1")
     throw UserError("--check_replays takes 1 or 0, not '" + replays_s + "'");
   const bool check_replays = replays_s == "1";

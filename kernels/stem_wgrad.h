@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/kernel_choice.h"
 #include "kernels/tensor.h"
 
 namespace cnnbench {
@@ -74,6 +75,14 @@ bool stem_wgrad_eligible(DType t, const StemWgradSpec& s, const char** why = nul
 // dy 16-byte aligned. t: F16 or BF16.
 void launch_stem_wgrad(DType t, const void* x, const void* dy, float* dw, const StemWgradSpec& s,
                        void* scratch, cudaStream_t stream);
+
+// Who computes the training step's padded stem weight gradient (TrainOptions::stem_wgrad):
+// cnnbench (ours), cudnn (on the padded copy), or auto (under autotune the faster of the two,
+// kernels/stem_wgrad_op.h; ours under heuristics). stem_wgrad_choice maps CNNBENCH_STEM_WGRAD's
+// values 0, 1, 2 to cudnn, cnnbench, auto; stem_wgrad_choice_from_env reads it once (default 1:
+// ours, the default since call 127; 2 until the race has run on a GPU).
+KernelChoice stem_wgrad_choice(int env_value);
+KernelChoice stem_wgrad_choice_from_env();
 
 // The kernels' thread code on the host (host buffers of type t; dw fp32): the fills, the
 // fragments each lane loads and the partial sums' layout are the kernels' own code; the m16n8k8

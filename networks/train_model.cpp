@@ -16,6 +16,7 @@
 #include "kernels/pointwise.h"
 #include "kernels/pool.h"
 #include "kernels/stem_wgrad.h"
+#include "kernels/stem_wgrad_op.h"
 #include "kernels/storage.h"
 #include "kernels/timing.h"
 #include "kernels/train_kernels.h"
@@ -164,15 +165,19 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   // input, weights and weight gradient buffers.
   struct Padded {
     int channels = 0, x = -1, w = -1, dw = -1;
-    int wgrad_scratch =
-        -1;  // our weight-gradient kernel's partial sums (not with CNNBENCH_STEM_WGRAD=0)
+    int wgrad_scratch = -1;  // our weight gradient's partial sums (where it may run)
     StemWgradSpec wgrad;
+    // The weight gradient's race (stem_wgrad auto, autotune), set when the backward is built and
+    // read by the forward's launch (which outlives this map: hence a shared slot).
+    std::shared_ptr<StemWgradOp*> race = std::make_shared<StemWgradOp*>(nullptr);
   };
-  // The padded stems' weight gradient by our kernel from the image itself (kernels/stem_wgrad.h)
-  // instead of cuDNN's on the padded copy. On by default since call 127 (H100, ResNet-50 fp16 at
-  // 256: 481.0 us against cuDNN's 876.9, the step 38.74 against 39.14 ms); CNNBENCH_STEM_WGRAD=0
-  // gives the weight gradient back to cuDNN (the A/B).
-  static const bool stem_wgrad = env_int_in("CNNBENCH_STEM_WGRAD", 1, 0, 1) == 1;
+  // The padded stems' weight gradient (TrainOptions::stem_wgrad): by our kernel from the image
+  // itself (kernels/stem_wgrad.h), the default since call 127 (H100, ResNet-50 fp16 at 256: 481.0
+  // us against cuDNN's 876.9, the step 38.74 against 39.14 ms); cuDNN's on the padded copy; or,
+  // under autotune, raced (kernels/stem_wgrad_op.h) where every process need not choose alike.
+  const bool stem_wgrad = opt.stem_wgrad != KernelChoice::Cudnn;
+  const bool wgrad_race = opt.stem_wgrad == KernelChoice::Auto &&
+                          opt.engine == EngineMode::Autotune && !opt.fp32_weight_gradients;
   std::map<int, Padded> padded;
   struct Upload {
     int id;
@@ -372,6 +377,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   };
   std::vector<std::pair<ConvBackwardOp*, std::string>> filter_ops;
   std::vector<std::string> fp32_grads;  // parameters whose gradient our kernels write in fp32
+  std::vector<std::pair<StemWgradOp*, std::string>> wgrad_races;  // theirs or ours: after prepare
   auto conv_spec = [&](int id) {
     const Node& n = nodes[id];
     ConvSpec s;
@@ -443,9 +449,13 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
             if (race && stem_eligible(cs, C) && stem_aligned(x0, b))
               ours = static_cast<StemConvOp*>(
                   own(std::make_unique<StemConvOp>(cs, b, x0, C, opt.stem, false)));
-            const bool wgrad_ours = pd->second.wgrad_scratch >= 0;
+            // Whether our weight gradient reads the image itself: settled by the race's prepare
+            // where it races (false before: cuDNN's candidates are built on a real copy).
+            const bool wgrad_kernel = pd->second.wgrad_scratch >= 0;
+            const std::shared_ptr<StemWgradOp*> wgrad_slot = pd->second.race;
             add([=](cudaStream_t st) {
               launch_pad_channels(t, wp, Cp, w0, C, wrows, st);  // read by both forwards
+              const bool wgrad_ours = wgrad_kernel && (!*wgrad_slot || (*wgrad_slot)->runs_ours());
               if (!(ours && !ours->runs_cudnn() && wgrad_ours))
                 launch_pad_channels(t, xp, Cp, x0, C, xrows, st);
             });
@@ -588,6 +598,21 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
               Op* c = own(std::make_unique<ConvBackwardOp>(s, ConvGrad::Filter, b));
               add([c](cudaStream_t st) { c->run(st); }, c);
               filter_ops.push_back({static_cast<ConvBackwardOp*>(c), g.params()[n.params[0]].name});
+            } else if (pd->second.wgrad_scratch >= 0 && wgrad_race) {  // ours against cuDNN's
+              StemWgradOp::Ours o;
+              o.t = t, o.image = vptr(x), o.dy = dy, o.dw = pgrad(n, 0);
+              o.scratch = arena_.ptr(pd->second.wgrad_scratch), o.spec = pd->second.wgrad;
+              StemWgradOp::Cudnn cd;
+              cd.spec = s;
+              cd.spec.x.c = pd->second.channels;
+              cd.buffers.x = arena_.ptr(pd->second.x), cd.buffers.dy = dy;
+              cd.buffers.dw = arena_.ptr(pd->second.dw);
+              cd.channels = s.x.c, cd.rows = int64_t(n.out.c) * n.kernel * n.kernel_w;
+              cd.dw = pgrad(n, 0);
+              auto* r = static_cast<StemWgradOp*>(own(std::make_unique<StemWgradOp>(o, cd)));
+              *pd->second.race = r;
+              add([r](cudaStream_t st) { r->run(st); }, r);
+              wgrad_races.push_back({r, g.params()[n.params[0]].name});
             } else if (pd->second.wgrad_scratch >= 0) {  // ours, from the image itself, in fp32
               const StemWgradSpec ws = pd->second.wgrad;
               const void* image = vptr(x);
@@ -846,6 +871,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   // reads it in t): known once the ops are prepared.
   for (const auto& [op, name] : filter_ops) params_.at(name).grad_t = op->dw_type();
   for (const std::string& name : fp32_grads) params_.at(name).grad_t = DType::F32;
+  for (const auto& [op, name] : wgrad_races) params_.at(name).grad_t = op->dw_type();
 
   mark("prepare on data");
   // 3. The optimizer, after the backward: with fp16, first the overflow check of every gradient

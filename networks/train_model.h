@@ -36,6 +36,7 @@
 #include "harness/arena.h"
 #include "kernels/op.h"
 #include "kernels/stem.h"
+#include "kernels/stem_wgrad.h"
 #include "kernels/train_kernels.h"
 #include "networks/graph.h"
 #include "networks/train_plan.h"
@@ -74,6 +75,12 @@ struct TrainOptions {
   // against our stem kernel on the input itself under autotune (kernels/stem.h); the padded copy
   // is still written, for the weight gradient.
   StemChoice stem = StemChoice::Auto;
+  // Such a padded stem's weight gradient: cnnbench, our kernel from the input itself (dW in
+  // fp32); cudnn, cuDNN's on the padded copy, narrowed; auto, under autotune the faster of the two
+  // (kernels/stem_wgrad_op.h; ours under heuristics, and where fp32_weight_gradients asks every
+  // process to choose alike). The default from CNNBENCH_STEM_WGRAD (1: cnnbench, 0: cudnn, 2:
+  // auto).
+  KernelChoice stem_wgrad = stem_wgrad_choice_from_env();
   // A BatchNorm + ReLU with no residual recomputes ReLU's mask from its input in the backward
   // instead of reading the saved activation (bit for bit the same mask; two reads fewer).
   bool bn_mask_from_input = true;

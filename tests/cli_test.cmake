@@ -22,6 +22,7 @@ expect_failure("bad build threads" "--build_threads takes a whole number" ${BENC
 expect_failure("infer bad build threads" "--build_threads takes a whole number" ${INFER} --network=resnet50 --output=x.safetensors --build_threads=lots)
 expect_failure("bad graph tune" "--graph_tune_us takes microseconds" ${BENCH} --graph_tune_us=-3)
 expect_failure("infer bad check_replays" "--check_replays takes true or false, not 'no'" ${INFER} --network=resnet50 --output=x.safetensors --check_replays=no)
+expect_failure("train_step bad stem_wgrad" "--stem_wgrad takes auto, cudnn or cnnbench, not 'ours'" ${TRAIN} --network=resnet50 --breakdown=${CMAKE_CURRENT_BINARY_DIR}/bd.json --batch=2 --stem_wgrad=ours)
 expect_failure("train_step bad check_replays" "--check_replays takes 1 or 0, not 'no'" ${TRAIN} --network=resnet50 --breakdown=${CMAKE_CURRENT_BINARY_DIR}/bd.json --batch=2 --check_replays=no)
 expect_failure("infer bad graph tune" "--graph_tune_us must be a number" ${INFER} --network=resnet50 --output=x.safetensors --graph_tune_us=soon)
 expect_failure("bad depthwise" "--depthwise takes auto, cudnn or cnnbench, not 'ours'" ${BENCH} --depthwise=ours)

@@ -535,6 +535,56 @@ TEST(GpuTrainStep, StemKernelChangesNothing) {
       ours.loss(), theirs.loss(), eo, ec);
 }
 
+// The padded stem's weight gradient raced under autotune (TrainOptions::stem_wgrad auto,
+// kernels/stem_wgrad_op.h) against cuDNN's alone: the same loss, conv1's gradient held to the fp32
+// step as above, one record for the race naming both times, and the gradient's type the winner's
+// (fp32 where ours won). Both runs keep the forward on cuDNN, so the padded copy is written for
+// cuDNN's candidates, and skipped afterwards only where ours won.
+TEST(GpuTrainStep, StemWgradRaceKeepsOneAndChangesNothing) {
+  const Fixture f;
+  TrainOptions o = f.stem_options();
+  GpuContext ctx32;
+  TrainModel ref(ctx32, f.g, f.w, o);
+  f.first_step(ctx32, ref);
+  const std::vector<float> g32 = ref.gradient("conv1.weight");
+  const std::vector<double> gref(g32.begin(), g32.end());
+  GpuContext ctx;
+  o.precision = Precision::FP16;
+  o.pad_channels = true;
+  o.engine = EngineMode::Autotune;
+  o.stem = StemChoice::Cudnn;
+  o.stem_wgrad = KernelChoice::Auto;
+  TrainModel raced(ctx, f.g, f.w, o);
+  o.stem_wgrad = KernelChoice::Cudnn;
+  TrainModel theirs(ctx, f.g, f.w, o);
+  for (int step = 0; step < 2; ++step) {  // the second step: after the race, as the graph runs
+    f.first_step(ctx, raced);
+    f.first_step(ctx, theirs);
+    EXPECT_NEAR(raced.loss(), theirs.loss(), 2e-3 * std::max(1.0f, std::abs(theirs.loss())))
+        << "step " << step;
+  }
+  int races = 0;
+  bool ours = false;
+  for (const LayerRecord& r : raced.layers())
+    if (r.engine_notes.find(", ours ") != std::string::npos &&
+        r.engine_notes.rfind("cudnn ", 0) == 0) {
+      ++races;
+      ours = r.engine == "cnnbench stem weight gradient";
+      EXPECT_GT(r.tuned_us, 0.0) << r.engine_notes;
+      std::printf("  race: %s (%s)\n", r.engine.c_str(), r.engine_notes.c_str());
+    }
+  EXPECT_EQ(races, 1);
+  for (const TrainModel::GradientBuffer& b : raced.gradient_buffers())
+    if (b.name == "conv1.weight" && ours) EXPECT_EQ(b.type, DType::F32);
+  // With lr 0 the second step's gradients come from the same weights as the fp32 step's.
+  const double er = test::rel_l2(raced.gradient("conv1.weight"), gref);
+  const double ec = test::rel_l2(theirs.gradient("conv1.weight"), gref);
+  EXPECT_LT(er, 2 * ec + 0.02);
+  std::printf(
+      "  fp16: loss %.6f raced (%s), %.6f cuDNN; conv1.weight's gradient vs fp32 %.2e and %.2e\n",
+      raced.loss(), ours ? "ours" : "cuDNN's", theirs.loss(), er, ec);
+}
+
 // The same for EfficientNet-B0 (32 px, 10 classes, dropout off): BatchNorm fused with SiLU, whose
 // derivative the fused backward takes at bn(x) recomputed from x rather than read back. At 32 px
 // the last stages' BatchNorms see 4 rows a channel, the worst conditioning there is: in call 20

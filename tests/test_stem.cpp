@@ -16,6 +16,7 @@
 #include "kernels/conv_ref.h"
 #include "kernels/stem.h"
 #include "kernels/stem_wgrad.h"
+#include "kernels/stem_wgrad_op.h"
 #include "kernels/storage.h"
 #include "kernels/train_kernels.h"
 #include "kernels/train_refs.h"
@@ -473,6 +474,19 @@ TEST(StemWgrad, GeometryRefusesWhatTheKernelCannotServe) {
   StemWgradSpec wrong = r50;
   wrong.y.h = 111;
   EXPECT_THROW(stem_wgrad_geometry(wrong), std::invalid_argument);
+}
+
+// The training step's choice of the stem's weight gradient: CNNBENCH_STEM_WGRAD's values, and the
+// race's verdict (kernels/stem_wgrad_op.h): ours only where it was timed and ran faster.
+TEST(StemWgrad, ChoiceAndRaceVerdict) {
+  EXPECT_EQ(stem_wgrad_choice(0), KernelChoice::Cudnn);
+  EXPECT_EQ(stem_wgrad_choice(1), KernelChoice::Cnnbench);
+  EXPECT_EQ(stem_wgrad_choice(2), KernelChoice::Auto);
+  EXPECT_TRUE(stem_wgrad_ours_wins(481.0, 876.9));   // call 127 at 256
+  EXPECT_FALSE(stem_wgrad_ours_wins(876.9, 481.0));  // cuDNN faster
+  EXPECT_FALSE(stem_wgrad_ours_wins(500.0, 500.0));  // a tie keeps cuDNN's checked plan
+  EXPECT_FALSE(stem_wgrad_ours_wins(0.0, 876.9));    // ours refused (not timed)
+  EXPECT_FALSE(stem_wgrad_ours_wins(481.0, 0.0));    // cuDNN not timed
 }
 
 }  // namespace
