@@ -538,8 +538,8 @@ TEST(GpuTrainStep, StemKernelChangesNothing) {
 // The padded stem's weight gradient raced under autotune (TrainOptions::stem_wgrad auto,
 // kernels/stem_wgrad_op.h) against cuDNN's alone: the same loss, conv1's gradient held to the fp32
 // step as above, one record for the race naming both times, and the gradient's type the winner's
-// (fp32 where ours won). Both runs keep the forward on cuDNN, so the padded copy is written for
-// cuDNN's candidates, and skipped afterwards only where ours won.
+// (fp32 where ours won). Both keep the forward on cuDNN's conv, which reads the padded copy: the
+// copy is written every step, and the race's timing of cuDNN's path reads a real one.
 TEST(GpuTrainStep, StemWgradRaceKeepsOneAndChangesNothing) {
   const Fixture f;
   TrainOptions o = f.stem_options();
