@@ -11,9 +11,12 @@
 #  W: the weight gradient at other batches (timed only at 256 so far): cnnbench_train_step
 #     --breakdown at 32, 64 and 128, ours (the default) against CNNBENCH_STEM_WGRAD=0. Predicted:
 #     ours wins at 128 and 64 by 1.5x or more; at 32 (25 tiles a block's worth fewer) within 20%
-#     either way. If cuDNN wins somewhere, race the two in the training step's autotune.
-#  T: then call56.sh with what is left (the eight targets beside PyTorch, on the H100: the table
-#     at today's defaults; the issue's targets stay the H200's).
+#     either way. If cuDNN wins somewhere, R says whether the race then keeps it.
+#  R: the race itself (CNNBENCH_STEM_WGRAD=2, written after the rest of this script): the ResNet-50
+#     fp16 training benchmark autotuned at 32, 128 and 256 (wgrad_race.yaml), its layer records'
+#     conv1 lines (the stem's forward race and the weight gradient's, both times each). Predicted:
+#     ours kept at 128 and 256; at 32 either. Its GPU test ran in G (GpuTrainStep.*).
+#  Then call56.sh in a call of its own (the eight targets beside PyTorch).
 set -u
 O=${OUT:-/tmp/out}
 END=$((SECONDS + ${BUDGET:-580}))
@@ -46,8 +49,11 @@ for n in 128 64 32; do
   done
 done
 (cd $O && tar czf w.tgz --remove-files w)
-if (($(left) > 200)); then
-  mkdir -p $O/t56
-  OUT=$O/t56 BUDGET=$(left) bash results/2026-12-05_h200/call56.sh
-fi
+mkdir -p $O/r
+CNNBENCH_STEM_WGRAD=2 timeout $(lim 300) $B/cnnbench --config=results/2026-12-06/wgrad_race.yaml \
+  --benchmark_out=$O/r/race.json --layers_out=$O/r/race.layers.json >$O/r/race.log 2>&1
+echo "R rc=$? ${SECONDS}s"; grep -E "ERROR|_median" $O/r/race.log | cut -c1-120
+python3 -c "import json,sys; [print(m['model'], l['engine'], round(l['tuned_us'],1), l['engine_notes'][:150]) for m in json.load(open(sys.argv[1]))['models'] for l in m['layers'] if l['name'] == 'conv1']" \
+  $O/r/race.layers.json 2>&1 | head -12
+(cd $O && tar czf r.tgz --remove-files r)
 echo "call132 end ${SECONDS}s"
