@@ -19,6 +19,11 @@ O=${OUT:-/tmp/out}
 END=$((SECONDS + ${BUDGET:-570}))
 export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:$PWD/.carry/lib
 X="kns=nvjet kns=xmma kns=cudnn kns=cutlass"
+# The tool's own options (racecheck's, for what might hold less host memory), kept with the rows.
+mkdir -p $O/k
+CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+"$CS" --help >$O/k/compute_sanitizer_help.txt 2>&1
+grep -iE "racecheck" $O/k/compute_sanitizer_help.txt | head -12
 san() {  # out_dir nets precisions modes tools run_cap [extra env...]
   local d=$1 nets=$2 p=$3 modes=$4 tools=$5 cap=$6 left
   shift 6
