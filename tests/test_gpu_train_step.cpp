@@ -217,6 +217,25 @@ struct Fixture {
     m.step(ctx.stream);
     CNN_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
   }
+  // stem_options in fp16 with the stem padded to tensor-core widths (the stem kernels' case).
+  TrainOptions padded_fp16_options() const {
+    TrainOptions o = stem_options();
+    o.precision = Precision::FP16;
+    o.pad_channels = true;
+    return o;
+  }
+  // The fp32 step (stem_options): its loss and conv1's weight gradient, the stem tests' reference.
+  struct StemRef {
+    float loss = 0;
+    std::vector<double> grad;
+  };
+  StemRef fp32_stem_ref() const {
+    GpuContext ctx32;
+    TrainModel ref(ctx32, g, w, stem_options());
+    first_step(ctx32, ref);
+    const std::vector<float> g32 = ref.gradient("conv1.weight");
+    return {ref.loss(), {g32.begin(), g32.end()}};
+  }
 };
 
 TEST(GpuTrainStep, SmallResNetLearnsOneBatch) {
@@ -469,11 +488,8 @@ TEST(GpuTrainStep, ReluMasksChangeNothing) {
 TEST(GpuTrainStep, PaddedStemChangesNothingButTheFootprint) {
   const Fixture f;
   TrainOptions o = f.stem_options();
-  GpuContext ctx32;
-  TrainModel ref(ctx32, f.g, f.w, o);
-  f.first_step(ctx32, ref);
-  const std::vector<float> g32 = ref.gradient("conv1.weight");
-  const std::vector<double> gref(g32.begin(), g32.end());
+  const Fixture::StemRef ref = f.fp32_stem_ref();
+  const std::vector<double>& gref = ref.grad;
   for (Precision p : {Precision::TF32, Precision::FP16}) {
     GpuContext ctx;
     o.precision = p;
@@ -491,7 +507,7 @@ TEST(GpuTrainStep, PaddedStemChangesNothingButTheFootprint) {
     std::printf(
         "  %s: loss %.6f padded, %.6f not, %.6f fp32; conv1.weight's gradient vs fp32 "
         "%.2e padded, %.2e not\n",
-        name, padded.loss(), as_is.loss(), ref.loss(), ep, ea);
+        name, padded.loss(), as_is.loss(), ref.loss, ep, ea);
     const int Cp = padded_channels(3, 1, p);
     const size_t rows = size_t(64) * 7 * 7;  // conv1: 64 x 7 x 7
     const TrainModel::Footprint a = padded.footprint(), b = as_is.footprint();
@@ -507,15 +523,9 @@ TEST(GpuTrainStep, PaddedStemChangesNothingButTheFootprint) {
 // record names our kernel.
 TEST(GpuTrainStep, StemKernelChangesNothing) {
   const Fixture f;
-  TrainOptions o = f.stem_options();
-  GpuContext ctx32;
-  TrainModel ref(ctx32, f.g, f.w, o);
-  f.first_step(ctx32, ref);
-  const std::vector<float> g32 = ref.gradient("conv1.weight");
-  const std::vector<double> gref(g32.begin(), g32.end());
+  const std::vector<double> gref = f.fp32_stem_ref().grad;
+  TrainOptions o = f.padded_fp16_options();
   GpuContext ctx;
-  o.precision = Precision::FP16;
-  o.pad_channels = true;
   o.stem = StemChoice::Cnnbench;
   TrainModel ours(ctx, f.g, f.w, o);
   o.stem = StemChoice::Cudnn;
@@ -542,15 +552,9 @@ TEST(GpuTrainStep, StemKernelChangesNothing) {
 // copy is written every step, and the race's timing of cuDNN's path reads a real one.
 TEST(GpuTrainStep, StemWgradRaceKeepsOneAndChangesNothing) {
   const Fixture f;
-  TrainOptions o = f.stem_options();
-  GpuContext ctx32;
-  TrainModel ref(ctx32, f.g, f.w, o);
-  f.first_step(ctx32, ref);
-  const std::vector<float> g32 = ref.gradient("conv1.weight");
-  const std::vector<double> gref(g32.begin(), g32.end());
+  const std::vector<double> gref = f.fp32_stem_ref().grad;
+  TrainOptions o = f.padded_fp16_options();
   GpuContext ctx;
-  o.precision = Precision::FP16;
-  o.pad_channels = true;
   o.engine = EngineMode::Autotune;
   o.stem = StemChoice::Cudnn;
   o.stem_wgrad = KernelChoice::Auto;
