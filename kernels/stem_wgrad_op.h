@@ -49,8 +49,6 @@ class StemWgradOp : public Op {
   void run(cudaStream_t stream) override;
   bool runs_ours() const { return chosen_ && ours_; }
   DType dw_type() const;  // after prepare
-  double ours_us() const { return ours_us_; }
-  double cudnn_us() const { return cudnn_us_; }
 
  private:
   void run_ours(cudaStream_t stream) const;
