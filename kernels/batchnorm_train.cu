@@ -13,6 +13,8 @@
 // sigmoid_mufu): its derivative had made the fused backward issue-bound, at about half the
 // bandwidth of the ReLU form (issue 9). CNNBENCH_BN_EXACT_SILU=1 takes expf and an IEEE division
 // again (for comparison).
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
@@ -115,12 +117,14 @@ __global__ void bn_stats_partial(const T* x, int ld_x, int64_t rows, int C, int6
 // (lane l takes lane l + h where l is a multiple of 2h), so any number of lanes works.
 template <typename T, int V>
 __global__ void __launch_bounds__(kThreads)
-    bn_stats_vec(const T* x, int64_t rows, int C, int vx, int vy, int64_t rows_per, float* part) {
+    bn_stats_vec(const T* x, int64_t rows, int C, int vx, int vy, int64_t rows_per, float* part,
+                 bool rev) {
   __shared__ float sh[(2 * V + 1) * kThreads];
   const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
   const int pack = blockIdx.x * vx + col;
   const bool active = pack * V < C;
-  const int64_t r0 = int64_t(blockIdx.y) * rows_per, r1 = min(rows, r0 + rows_per);
+  const int64_t chunk = swept(blockIdx.y, gridDim.y, rev);  // rows and partials alike
+  const int64_t r0 = chunk * rows_per, r1 = min(rows, r0 + rows_per);
   float n = 0.0f, mean[V], m2[V];
 #pragma unroll
   for (int k = 0; k < V; ++k) mean[k] = 0.0f, m2[k] = 0.0f;
@@ -174,7 +178,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t plane = int64_t(gridDim.y) * C;
 #pragma unroll
   for (int k = 0; k < V; ++k) {
-    const int64_t at = int64_t(blockIdx.y) * C + pack * V + k;
+    const int64_t at = chunk * C + pack * V + k;
     part[at] = n;
     part[plane + at] = mean[k];
     part[2 * plane + at] = m2[k];
@@ -264,7 +268,7 @@ template <typename T, int V, Act A, bool M>
 __global__ void __launch_bounds__(kThreads)
     bn_apply_vec(const T* x, const T* z, T* y, uint8_t* mask, const float* mean,
                  const float* invstd, const float* gamma, const float* beta, int64_t rows, int C,
-                 int vx, int vy) {
+                 int vx, int vy, bool rev) {
   const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
   const int pack = blockIdx.x * vx + col;
   if (pack * V >= C) return;
@@ -276,7 +280,8 @@ __global__ void __launch_bounds__(kThreads)
     k[q] = invstd[c] * (gamma ? gamma[c] : 1.0f);
     b[q] = beta ? beta[c] : 0.0f;
   }
-  for (int64_t r = int64_t(blockIdx.y) * vy + lane; r < rows; r += int64_t(gridDim.y) * vy) {
+  for (int64_t i = int64_t(blockIdx.y) * vy + lane; i < rows; i += int64_t(gridDim.y) * vy) {
+    const int64_t r = swept(i, rows, rev);
     float v[V], zv[V];
     load_pack<T, V>(x + r * C, pack, v);
     if (z) load_pack<T, V>(z + r * C, pack, zv);
@@ -392,12 +397,13 @@ template <typename T, int V, Act A, bool M, MaskFrom S, int B>
 __global__ void __launch_bounds__(kThreads, B)
     bn_grad_sums_vec(const T* x, const T* y, const uint8_t* mask, const T* dy, const float* mean,
                      const float* invstd, const float* gamma, const float* beta, int64_t rows,
-                     int C, int vx, int vy, int64_t rows_per, float* part) {
+                     int C, int vx, int vy, int64_t rows_per, float* part, bool rev) {
   __shared__ float sh[2 * V * kThreads];
   const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
   const int pack = blockIdx.x * vx + col;
   const bool active = pack * V < C;
-  const int64_t r0 = int64_t(blockIdx.y) * rows_per, r1 = min(rows, r0 + rows_per);
+  const int64_t chunk = swept(blockIdx.y, gridDim.y, rev);  // rows and partials alike
+  const int64_t r0 = chunk * rows_per, r1 = min(rows, r0 + rows_per);
   float s[2][V], mu[V], is[V], kv[V], bv[V], kf[V];  // s: the sums of d and d * xhat
   // ReLU's mask: read from y, from the forward's bits, or recomputed (stored_positive).
   constexpr bool from_x = A == Act::ReLU && S == MaskFrom::X;
@@ -436,8 +442,8 @@ __global__ void __launch_bounds__(kThreads, B)
 #pragma unroll
   for (int q = 0; q < V; ++q) {
     const int64_t c = pack * V + q;
-    part[int64_t(blockIdx.y) * C + c] = s[0][q];
-    part[(chunks + blockIdx.y) * C + c] = s[1][q];
+    part[chunk * C + c] = s[0][q];
+    part[(chunks + chunk) * C + c] = s[1][q];
   }
 }
 
@@ -448,7 +454,7 @@ __global__ void __launch_bounds__(kThreads, B)
     bn_backward_dx_vec(const T* x, const T* y, const uint8_t* mask, const T* dy, T* dx, T* dz,
                        const float* mean, const float* invstd, const float* gamma,
                        const float* beta, const float* coef, int64_t rows, int C, int vx, int vy,
-                       bool accumulate, bool accumulate_dz) {
+                       bool accumulate, bool accumulate_dz, bool rev) {
   const int col = threadIdx.x % vx, lane = threadIdx.x / vx;
   const int pack = blockIdx.x * vx + col;
   if (pack * V >= C) return;
@@ -466,7 +472,8 @@ __global__ void __launch_bounds__(kThreads, B)
       bv[q] = beta ? beta[c] : 0.0f;
     }
   }
-  for (int64_t r = int64_t(blockIdx.y) * vy + lane; r < rows; r += int64_t(gridDim.y) * vy) {
+  for (int64_t i = int64_t(blockIdx.y) * vy + lane; i < rows; i += int64_t(gridDim.y) * vy) {
+    const int64_t r = swept(i, rows, rev);
     float d[V], xv[V], yv[V];
     load_pack<T, V>(dy + r * C, pack, d);
     load_pack<T, V>(x + r * C, pack, xv);
@@ -499,6 +506,21 @@ bool free_regs_forced() {
 bool exact_silu_forced() {
   static const bool forced = env_is_one("CNNBENCH_BN_EXACT_SILU");
   return forced;
+}
+
+// The row blocks of an apply or dx pass: vec_row_blocks', or under kBnSweepOneWave no more than
+// fit on the device at once (every block resident, so the grid-stride loop walks the rows as one
+// front, not once a wave).
+template <typename K>
+unsigned sweep_row_blocks(K kernel, int64_t rows, const VecGeom& g, int sweep) {
+  const unsigned want = vec_row_blocks(rows, g);
+  if (!(sweep & kBnSweepOneWave)) return want;
+  int dev = 0, sms = 0, per_sm = 0;
+  CNN_CHECK_CUDA(cudaGetDevice(&dev));
+  CNN_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CNN_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, g.vx * g.vy, 0));
+  const int64_t wave = std::max<int64_t>(1, int64_t(per_sm) * sms / g.tiles);
+  return unsigned(std::min<int64_t>(want, wave));
 }
 
 // Calls the body with A the compile-time activation (None, ReLU or SiLU) and M whether SiLU's
@@ -557,6 +579,24 @@ size_t channel_reduce_scratch_bytes(int64_t rows, int channels, int segments) {
   return (3 * size_t(room) * size_t(segments) + 3) * size_t(channels) * sizeof(float);
 }
 
+namespace {
+std::atomic<int>& sweep_bits() {
+  static std::atomic<int> bits{env_int_in("CNNBENCH_BN_SWEEP", 0, 0, kBnSweepAll)};
+  return bits;
+}
+}  // namespace
+
+int bn_sweep() {
+  return sweep_bits().load(std::memory_order_relaxed);
+}
+
+int set_bn_sweep(int bits) {
+  if (bits < 0 || bits > kBnSweepAll)
+    throw std::invalid_argument("set_bn_sweep: " + std::to_string(bits) + " is not 0 to " +
+                                std::to_string(kBnSweepAll));
+  return sweep_bits().exchange(bits);
+}
+
 bool bn_relu_masks_available() {
   return !scalar_bn_forced();
 }
@@ -585,16 +625,19 @@ void launch_bn_forward_train(DType t, const void* x, const void* z, void* y, con
       const VecGeom g = vec_geom(C, V);
       const int chunks = vec_chunks(s.rows, C, g);
       const int64_t rows_per = (s.rows + chunks - 1) / chunks;
+      const int sweep = bn_sweep();
       bn_stats_vec<T, V><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
-          static_cast<const T*>(x), s.rows, C, g.vx, g.vy, rows_per, part);
+          static_cast<const T*>(x), s.rows, C, g.vx, g.vy, rows_per, part,
+          (sweep & kBnSweepStats) != 0);
       CNN_CHECK_LAUNCH();
       launch_bn_stats_finalize(part, C, chunks, s.rows, eps, momentum, keep, mean, invstd,
                                running_mean, running_var, stream);
       CNN_DISPATCH_BN_ACT(s.act, {
-        bn_apply_vec<T, V, A, M>
-            <<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
-                static_cast<const T*>(x), static_cast<const T*>(z), static_cast<T*>(y), relu_mask,
-                mean, invstd, gamma, beta, s.rows, C, g.vx, g.vy);
+        const auto kernel = bn_apply_vec<T, V, A, M>;
+        kernel<<<dim3(g.tiles, sweep_row_blocks(kernel, s.rows, g, sweep)), g.vx * g.vy, 0,
+                 stream>>>(static_cast<const T*>(x), static_cast<const T*>(z), static_cast<T*>(y),
+                           relu_mask, mean, invstd, gamma, beta, s.rows, C, g.vx, g.vy,
+                           (sweep & kBnSweepApply) != 0);
       });
       CNN_CHECK_LAUNCH();
     });
@@ -644,6 +687,7 @@ void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, v
       const int chunks = vec_chunks(s.rows, C, g);
       const int64_t rows_per = (s.rows + chunks - 1) / chunks;
       const MaskFrom from = relu_mask ? MaskFrom::Bits : y ? MaskFrom::Y : MaskFrom::X;
+      const int sweep = bn_sweep();
       CNN_DISPATCH_BN_ACT(s.act, {
         auto run = [&](auto mask_from) {
           constexpr MaskFrom S = decltype(mask_from)::value;
@@ -652,7 +696,7 @@ void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, v
             bn_grad_sums_vec<T, V, A, M, S, B><<<dim3(g.tiles, chunks), g.vx * g.vy, 0, stream>>>(
                 static_cast<const T*>(x), static_cast<const T*>(y), relu_mask,
                 static_cast<const T*>(dy), mean, invstd, gamma, beta, s.rows, C, g.vx, g.vy,
-                rows_per, part);
+                rows_per, part, (sweep & kBnSweepSums) != 0);
             CNN_CHECK_LAUNCH();
             with_fin_channels(C, 1, [&](auto tc) {
               constexpr int TC = decltype(tc)::value;
@@ -661,11 +705,13 @@ void launch_bn_backward(DType t, const void* x, const void* y, const void* dy, v
                                                                                 out);
             });
             CNN_CHECK_LAUNCH();
-            bn_backward_dx_vec<T, V, A, M, S, B>
-                <<<dim3(g.tiles, vec_row_blocks(s.rows, g)), g.vx * g.vy, 0, stream>>>(
-                    static_cast<const T*>(x), static_cast<const T*>(y), relu_mask,
-                    static_cast<const T*>(dy), static_cast<T*>(dx), static_cast<T*>(dz), mean,
-                    invstd, gamma, beta, coef, s.rows, C, g.vx, g.vy, accumulate, accumulate_dz);
+            const auto dx_kernel = bn_backward_dx_vec<T, V, A, M, S, B>;
+            dx_kernel<<<dim3(g.tiles, sweep_row_blocks(dx_kernel, s.rows, g, sweep)), g.vx * g.vy,
+                        0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(y), relu_mask,
+                                     static_cast<const T*>(dy), static_cast<T*>(dx),
+                                     static_cast<T*>(dz), mean, invstd, gamma, beta, coef, s.rows,
+                                     C, g.vx, g.vy, accumulate, accumulate_dz,
+                                     (sweep & kBnSweepDx) != 0);
             CNN_CHECK_LAUNCH();
           };
           if (free_regs_forced()) {

@@ -333,6 +333,12 @@ inline int vec_sum_rows() {
   return n;
 }
 
+// Index i of n walked forwards, or from the end when `rev` (BatchNorm's sweep order,
+// bn_sweep in kernels/train_kernels.h): a bijection on [0, n) either way.
+__host__ __device__ inline int64_t swept(int64_t i, int64_t n, bool rev) {
+  return rev ? n - 1 - i : i;
+}
+
 // Row blocks for a grid-stride pass over `rows`: about kMaxBlocks blocks in all, at least
 // vec_apply_rows() rows a lane.
 inline unsigned vec_row_blocks(int64_t rows, const VecGeom& g) {
