@@ -506,6 +506,88 @@ TEST(GpuTrain, BatchNormReluMaskBitsAreTheSavedOnes) {
                std::invalid_argument);
 }
 
+// BatchNorm's sweep orders (bn_sweep, CNNBENCH_BN_SWEEP): every pass walked from the end, or in
+// one wave of blocks, gives what the default order gives, bit for bit: y, ReLU's bits, the
+// statistics, dx, the residual's gradient, dgamma and dbeta, over the vectorised geometries and a
+// tensor of 320,000 rows (more row blocks than fit on the device at once, so the one-wave grid
+// is smaller than the default's). A reversed index that skipped or repeated a row, or a chunk
+// whose partials moved, changes some of them. Bad bits are refused.
+TEST(GpuTrain, BatchNormSweepOrdersChangeNoBit) {
+  const unsigned seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937 rng(seed);
+  struct Restore {
+    int bits = set_bn_sweep(0);
+    ~Restore() { set_bn_sweep(bits); }
+  } restore;
+  std::vector<BnCase> cases;
+  for (const BnCase& cs : bn_cases(rng))
+    if (cs.d.c % 8 == 0) cases.push_back(cs);
+  cases.push_back({{8, 64, 200, 200}, 1.0});
+  int compared = 0;
+  for (Precision p : kStorage)
+    for (const BnCase& cs : cases)
+      for (Act act : {Act::ReLU, Act::SiLU}) {
+        const DType t = storage_type(p);
+        const int C = cs.d.c, V = 16 / int(dtype_size(t));
+        const int64_t rows = rows_of(cs.d);
+        if (C % V != 0 || (rows > 100000 && p != Precision::FP16)) continue;
+        const bool relu = act == Act::ReLU;
+        std::ostringstream what;
+        what << precision_name(p) << " " << cs.d.str() << " " << act_name(act);
+        const size_t n = size_t(rows) * C, mask_bytes = relu ? n / V : 1;
+        const auto x = bn_input(cs, t, rng);
+        const auto z = rounded(random_vector(n, rng), t);
+        const auto dy = rounded(random_vector(n, rng), t);
+        const auto gamma = random_vector(C, rng, 0.5, 1.5), beta = random_vector(C, rng, -.5, .5);
+        Rows bx(rows, C, t), bz(rows, C, t), bdy(rows, C, t), by(rows, C, t), bdx(rows, C, t),
+            bdz(rows, C, t);
+        bx.upload(x), bz.upload(z), bdy.upload(dy);
+        DeviceArray<float> g(gamma), b(beta), mean(C), invstd(C), dg(C), db(C);
+        DeviceArray<uint8_t> mask(mask_bytes), scratch(channel_reduce_scratch_bytes(rows, C));
+        BnTrainSpec s;
+        s.rows = rows, s.channels = C, s.act = act;
+        struct Out {
+          std::vector<float> y, dx, dz, mean, invstd, dg, db;
+          std::vector<uint8_t> bits;
+        };
+        auto run = [&](int bits) {
+          set_bn_sweep(bits);
+          // ReLU with a residual inside and the bits; SiLU (no residual with its backward).
+          launch_bn_forward_train(t, bx.ptr(), relu ? bz.ptr() : nullptr, by.ptr(), g.get(),
+                                  b.get(), mean.get(), invstd.get(), nullptr, nullptr, s,
+                                  scratch.get(), nullptr, relu ? mask.get() : nullptr);
+          launch_bn_backward(t, bx.ptr(), nullptr, bdy.ptr(), bdx.ptr(), g.get(), b.get(),
+                             mean.get(), invstd.get(), dg.get(), db.get(), s, false,
+                             relu ? bdz.ptr() : nullptr, false, scratch.get(), nullptr,
+                             relu ? mask.get() : nullptr);
+          Out o;
+          o.y = by.download(), o.dx = bdx.download(), o.mean = mean.download();
+          o.invstd = invstd.download(), o.dg = dg.download(), o.db = db.download();
+          if (relu) o.dz = bdz.download(), o.bits = mask.download();
+          return o;
+        };
+        const Out ref = run(0);
+        for (int bits : {kBnSweepStats, kBnSweepApply, kBnSweepSums, kBnSweepDx, kBnSweepOneWave,
+                         kBnSweepAll}) {
+          const Out o = run(bits);
+          const std::string at = what.str() + " sweep " + std::to_string(bits);
+          EXPECT_EQ(o.y, ref.y) << at << " y";
+          EXPECT_EQ(o.bits, ref.bits) << at << " ReLU's bits";
+          EXPECT_EQ(o.mean, ref.mean) << at << " mean";
+          EXPECT_EQ(o.invstd, ref.invstd) << at << " invstd";
+          EXPECT_EQ(o.dx, ref.dx) << at << " dx";
+          EXPECT_EQ(o.dz, ref.dz) << at << " dz";
+          EXPECT_EQ(o.dg, ref.dg) << at << " dgamma";
+          EXPECT_EQ(o.db, ref.db) << at << " dbeta";
+          ++compared;
+        }
+      }
+  EXPECT_GT(compared, 0);
+  EXPECT_THROW(set_bn_sweep(kBnSweepAll + 1), std::invalid_argument);
+  EXPECT_THROW(set_bn_sweep(-1), std::invalid_argument);
+}
+
 // ReLU's mask recomputed from x at the rounding thresholds (stored_positive's compare on the
 // device): each channel is constant, so its mean is its value, x - mean is 0 and the forward's
 // pre-activation is beta exactly; the betas sit at half each type's smallest subnormal (2^-25
