@@ -16,6 +16,13 @@
 #     fp16 training benchmark autotuned at 32, 128 and 256 (wgrad_race.yaml), its layer records'
 #     conv1 lines (the stem's forward race and the weight gradient's, both times each). Predicted:
 #     ours kept at 128 and 256; at 32 either. Its GPU test ran in G (GpuTrainStep.*).
+#  S (added 12:15 UTC, after G): BatchNorm's sweep orders (CNNBENCH_BN_SWEEP, 4a9d6df): ResNet-50
+#     fp16 training at 256, --breakdown, --stem=cnnbench, bits 0, 5 (statistics and sums passes
+#     from the end), 10 (apply and dx passes from the end), 16 (apply and dx in one wave), 26, 21.
+#     The GPU test (GpuTrain.BatchNormSweepOrdersChangeNoBit) runs in G. Predicted: a pass that
+#     starts where the one before ended reads its last 20 to 40 MB from the L2: 5 to 15 us a
+#     BatchNorm pass over tensors above the L2's size, 0.3 to 1.0 ms of the 38.4 ms step for the
+#     best of 5, 10, 26 and 21; 16 alone within 0.2 ms of 0.
 #  Then call56.sh in a call of its own (the eight targets beside PyTorch).
 set -u
 O=${OUT:-/tmp/out}
@@ -31,13 +38,24 @@ fi
 export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:$PWD/.carry/lib
 B=build/release
 mkdir -p $O/g $O/w
-F='GpuTrain.StemWgrad*:GpuTrain.PlacesAndStemWgrad*:GpuTrainStep.*:GpuOps.Stem*:GpuNetwork.StemKernel*'
-timeout $(lim 200) $B/tests/test_gpu --gtest_filter="$F" --gtest_brief=1 >$O/g/defaults.log 2>&1
+F='GpuTrain.BatchNormSweep*:GpuTrain.StemWgrad*:GpuTrain.PlacesAndStemWgrad*:GpuTrainStep.*:GpuOps.Stem*:GpuNetwork.StemKernel*'
+timeout $(lim 220) $B/tests/test_gpu --gtest_filter="$F" --gtest_brief=1 >$O/g/defaults.log 2>&1
 echo "G rc=$? ${SECONDS}s"; grep -E "FAILED|PASSED|tests? ran" $O/g/defaults.log | tail -8
 CNNBENCH_STEM_WGRAD=0 timeout $(lim 60) $B/tests/test_gpu --gtest_filter='GpuTrainStep.StemKernel*' \
   --gtest_brief=1 >$O/g/wgrad_off.log 2>&1
 echo "G wgrad_off rc=$? ${SECONDS}s"; tail -3 $O/g/wgrad_off.log
 (cd $O && tar czf g.tgz --remove-files g)
+mkdir -p $O/s
+for v in 0 5 10 16 26 21; do
+  ((END - SECONDS < 150)) && { echo "S sweep $v: not run (budget)"; continue; }
+  CNNBENCH_BN_SWEEP=$v timeout $(lim 60) $B/cnnbench_train_step --network=resnet50 \
+    --precision=fp16 --batch=256 --stem=cnnbench --breakdown=$O/s/sweep$v.json >$O/s/sweep$v.txt 2>&1
+  echo "S sweep $v rc=$? ${SECONDS}s: $(head -n 1 $O/s/sweep$v.txt)"
+done
+ls $O/s/sweep*.json >/dev/null 2>&1 && python3 tools/compare_breakdowns.py $(ls $O/s/sweep0.json \
+  $O/s/sweep5.json $O/s/sweep10.json $O/s/sweep16.json $O/s/sweep26.json $O/s/sweep21.json \
+  2>/dev/null) --out-md $O/s/compare.md >/dev/null 2>&1 && grep -iE "batchnorm|step" $O/s/compare.md
+(cd $O && tar czf s.tgz --remove-files s)
 for n in 128 64 32; do
   for v in 1 0; do
     ((END - SECONDS < 60)) && { echo "W $n $v: not run (budget)"; continue; }
