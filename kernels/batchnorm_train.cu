@@ -581,7 +581,7 @@ size_t channel_reduce_scratch_bytes(int64_t rows, int channels, int segments) {
 
 namespace {
 std::atomic<int>& sweep_bits() {
-  static std::atomic<int> bits{env_int_in("CNNBENCH_BN_SWEEP", 0, 0, kBnSweepAll)};
+  static std::atomic<int> bits{env_int_in("CNNBENCH_BN_SWEEP", kBnSweepDefault, 0, kBnSweepAll)};
   return bits;
 }
 }  // namespace

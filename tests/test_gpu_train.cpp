@@ -569,7 +569,7 @@ TEST(GpuTrain, BatchNormSweepOrdersChangeNoBit) {
         };
         const Out ref = run(0);
         for (int bits : {kBnSweepStats, kBnSweepApply, kBnSweepSums, kBnSweepDx, kBnSweepOneWave,
-                         kBnSweepAll}) {
+                         int(kBnSweepDefault), kBnSweepAll}) {
           const Out o = run(bits);
           const std::string at = what.str() + " sweep " + std::to_string(bits);
           EXPECT_EQ(o.y, ref.y) << at << " y";
