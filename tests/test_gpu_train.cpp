@@ -568,8 +568,9 @@ TEST(GpuTrain, BatchNormSweepOrdersChangeNoBit) {
           return o;
         };
         const Out ref = run(0);
-        for (int bits : {kBnSweepStats, kBnSweepApply, kBnSweepSums, kBnSweepDx, kBnSweepOneWave,
-                         int(kBnSweepDefault), kBnSweepAll}) {
+        for (int bits :
+             std::initializer_list<int>{kBnSweepStats, kBnSweepApply, kBnSweepSums, kBnSweepDx,
+                                        kBnSweepOneWave, kBnSweepDefault, kBnSweepAll}) {
           const Out o = run(bits);
           const std::string at = what.str() + " sweep " + std::to_string(bits);
           EXPECT_EQ(o.y, ref.y) << at << " y";
