@@ -35,10 +35,10 @@ const char* kUsage =
                layer1.0.conv3, layer2.1.conv2, layer3.1.conv1, layer3.1.conv2, layer4.1.conv2,
                layer4.1.conv3); all: every conv with channels in multiples of 16
   --variants   fp16, fp8_sample, fp8_to_fp16, fp8_to_fp16_per_channel, fp8_to_fp8,
-               int8_to_fp16_per_channel (default all)
+               int8_to_fp16_per_channel, int8_to_int8_per_channel (default all)
   --max_engines  engine configs timed per variant, in heuristics' order (A, B, fallback)
   --emulate_only  no GPU: the host's emulation of each variant against the exact result at
-               the sampled outputs (the accuracy the device should show), E4M3 outputs scaled by
+               the sampled outputs (the accuracy the device should show), E4M3 and INT8 outputs scaled by
                the samples' amax
 Exit status 3 where a variant ran but its output departs from the emulation of its storage.
 )";
@@ -97,7 +97,8 @@ int run(int argc, char** argv) {
       for (Fp8Variant v : variants) {
         double amax = 0;
         for (double e : fp8_exact(d, v)) amax = std::max(amax, std::fabs(e));
-        const double err = relative_l2(fp8_emulated(d, v, fp8_scale_for(amax)), fp8_exact(d, v));
+        const double err =
+            relative_l2(fp8_emulated(d, v, output_scale_for(v, amax)), fp8_exact(d, v));
         std::printf("%-16s %-24s %-24s %12.3e\n", c.name.c_str(),
                     (c.g.x.str() + "->" + std::to_string(c.g.y.c)).c_str(), fp8_variant_name(v),
                     err);
@@ -121,7 +122,9 @@ int run(int argc, char** argv) {
                      {"int8",
                       "x per tensor, w per output channel, scale 127 / amax, codes "
                       "-127..127 rounded to nearest even; int32 sums"},
-                     {"y_scale", "448 / the graph's amax output of a first run (delayed scaling)"}};
+                     {"y_scale",
+                      "E4M3 outputs: 448 / the graph's amax output of a first run (delayed "
+                      "scaling); INT8 outputs: 127 / the sampled outputs' amax"}};
   doc["cases"] = nlohmann::ordered_json::array();
   int disagreements = 0;
   std::printf("%-16s %-24s %-24s %7s %5s %-26s %9s %8s %7s %10s %10s %s\n", "layer", "x -> y",
@@ -161,7 +164,7 @@ int run(int argc, char** argv) {
         if (fp16_us > 0) jv["speedup_vs_fp16"] = fp16_us / us;
         jv["rel_l2_exact"] = r.rel_l2_exact;
         jv["rel_l2_emulated"] = r.rel_l2_emulated;
-        if (fp8_output(v)) {
+        if (fp8_output(v) || int8_output(v)) {
           jv["amax"] = r.amax;
           jv["y_scale"] = r.y_scale;
           jv["codes_off"] = r.codes_off;

@@ -23,21 +23,39 @@ const char* fp8_variant_name(Fp8Variant v) {
       return "fp8_to_fp8";
     case Fp8Variant::Int8ToFp16PerChannel:
       return "int8_to_fp16_per_channel";
+    case Fp8Variant::Int8ToInt8PerChannel:
+      return "int8_to_int8_per_channel";
   }
   return "?";
 }
 
 std::vector<Fp8Variant> all_fp8_variants() {
-  return {Fp8Variant::Fp16,      Fp8Variant::Fp8Sample,
-          Fp8Variant::Fp8ToFp16, Fp8Variant::Fp8ToFp16PerChannel,
-          Fp8Variant::Fp8ToFp8,  Fp8Variant::Int8ToFp16PerChannel};
+  return {Fp8Variant::Fp16,
+          Fp8Variant::Fp8Sample,
+          Fp8Variant::Fp8ToFp16,
+          Fp8Variant::Fp8ToFp16PerChannel,
+          Fp8Variant::Fp8ToFp8,
+          Fp8Variant::Int8ToFp16PerChannel,
+          Fp8Variant::Int8ToInt8PerChannel};
 }
 
 bool fp8_inputs(Fp8Variant v) {
-  return v != Fp8Variant::Fp16 && v != Fp8Variant::Int8ToFp16PerChannel;
+  return v != Fp8Variant::Fp16 && !int8_inputs(v);
 }
 bool int8_inputs(Fp8Variant v) {
-  return v == Fp8Variant::Int8ToFp16PerChannel;
+  return v == Fp8Variant::Int8ToFp16PerChannel || v == Fp8Variant::Int8ToInt8PerChannel;
+}
+bool int8_output(Fp8Variant v) {
+  return v == Fp8Variant::Int8ToInt8PerChannel;
+}
+float output_scale_for(Fp8Variant v, double amax) {
+  if (fp8_output(v)) return fp8_scale_for(amax);
+  if (int8_output(v)) return amax > 0 ? float(127.0 / amax) : 1.f;
+  return 1.f;
+}
+int int8_round(float v) {
+  if (std::isnan(v)) return 0;
+  return int(std::clamp(std::nearbyint(v), -128.f, 127.f));  // the default mode: ties to even
 }
 bool fp8_output(Fp8Variant v) {
   return v == Fp8Variant::Fp8Sample || v == Fp8Variant::Fp8ToFp8;
@@ -132,8 +150,9 @@ std::vector<double> fp8_emulated(const Fp8CaseData& d, Fp8Variant v, float y_sca
       const float b = d.bias[size_t(s.k)];
       y = std::max(0.0, y + (v == Fp8Variant::Fp16 ? fp16_round(b) : b));
     }
-    out[i] = fp8_output(v) ? double(fp8_round(float(y) * y_scale)) / y_scale
-                           : double(fp16_round(float(y)));
+    out[i] = fp8_output(v)    ? double(fp8_round(float(y) * y_scale)) / y_scale
+             : int8_output(v) ? double(int8_round(float(y) * y_scale)) / y_scale
+                              : double(fp16_round(float(y)));
   }
   return out;
 }

@@ -23,12 +23,21 @@ enum class Fp8Variant {
                          // of the ReLU's output (what an fp8 network chains from layer to layer)
   Int8ToFp16PerChannel,  // x, w INT8 (w a scale per output channel), int32 sums; conv * descale
                          // + bias, ReLU; y fp16
+  Int8ToInt8PerChannel,  // the same, then * scale_y into y INT8 (nearest even, saturated): what
+                         // an int8 network chains inside a bottleneck without a quantize pass;
+                         // scale_y from the samples' amax (no AMAX op in the graph)
 };
 const char* fp8_variant_name(Fp8Variant v);
 std::vector<Fp8Variant> all_fp8_variants();
-bool fp8_inputs(Fp8Variant v);    // x and w in E4M3
-bool int8_inputs(Fp8Variant v);   // x and w in INT8
-bool fp8_output(Fp8Variant v);    // y in E4M3 (with scale_y and an amax output)
+bool fp8_inputs(Fp8Variant v);   // x and w in E4M3
+bool int8_inputs(Fp8Variant v);  // x and w in INT8
+bool fp8_output(Fp8Variant v);   // y in E4M3 (with scale_y and an amax output)
+bool int8_output(Fp8Variant v);  // y in INT8 (with scale_y)
+// The output's scale for an output amax: fp8_scale_for(amax) for E4M3, 127 / amax for INT8 (1
+// where amax is not positive), 1 for fp16 outputs.
+float output_scale_for(Fp8Variant v, double amax);
+// v rounded to the nearest integer (ties to even) and saturated to [-128, 127]: cvt.rni.sat.s8.
+int int8_round(float v);
 bool has_epilogue(Fp8Variant v);  // + bias, ReLU
 
 struct Fp8Case {
@@ -64,7 +73,8 @@ Fp8CaseData make_fp8_case(const Fp8Case& c, uint64_t seed, int samples);
 
 // At each sample: the exact result of variant v's function (conv alone for Fp8Sample; conv +
 // bias, ReLU otherwise), and what v's storage should give, emulated in double from its rounded
-// inputs, its output rounded to fp16, or to E4M3 at y_scale (given back divided by y_scale).
+// inputs, its output rounded to fp16, or to E4M3 or INT8 at y_scale (given back divided by
+// y_scale).
 std::vector<double> fp8_exact(const Fp8CaseData& d, Fp8Variant v);
 std::vector<double> fp8_emulated(const Fp8CaseData& d, Fp8Variant v, float y_scale);
 

@@ -26,12 +26,13 @@ struct Fp8VariantResult {
   double flops = 0;                      // 2 x MACs, whole batch
   double rel_l2_exact = -1;              // the fastest engine's output against the exact result
   double rel_l2_emulated = -1;           // ... against the emulation of this variant's storage
-  // E4M3 outputs: samples whose code differs from the emulation's by more than one step (a
-  // single step is a tie broken the other way by a different accumulation order).
+  // E4M3 and INT8 outputs: samples whose code differs from the emulation's by more than one step
+  // (a single step is a tie broken the other way by a different accumulation order).
   int64_t codes_off = 0;
   int64_t samples = 0;  // output positions checked
-  double amax = -1;     // the graph's AMAX output, from the run that set y_scale
-  float y_scale = 1.f;  // 448 / amax of a first run (delayed scaling)
+  double amax = -1;     // E4M3: the graph's AMAX output of the run that set y_scale; INT8: the
+                        // sampled exact outputs' amax
+  float y_scale = 1.f;  // output_scale_for(variant, amax)
   std::string error;    // where nothing ran: why
   bool agrees() const;  // ran, and within the emulation's tolerance (fp8_conv.cpp says which)
   double best_us() const { return engines.empty() ? -1 : engines.front().us; }

@@ -1,7 +1,9 @@
 // FP8 (E4M3) on the host, and the FP8 probe's data and emulation (kernels/fp8.h, fp8_case.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "kernels/fp8.h"
 #include "kernels/fp8_case.h"
@@ -107,6 +109,26 @@ Fp8Case small_case() {
   return c;
 }
 
+// INT8's output rounding (cvt.rni.sat.s8.f32): the nearest integer, ties to even, saturated to
+// [-128, 127]; NaN gives 0. And each output type's scale for an amax.
+TEST(Fp8Case, Int8RoundingAndOutputScales) {
+  EXPECT_EQ(int8_round(2.5f), 2);
+  EXPECT_EQ(int8_round(3.5f), 4);
+  EXPECT_EQ(int8_round(-2.5f), -2);
+  EXPECT_EQ(int8_round(2.4999f), 2);
+  EXPECT_EQ(int8_round(-0.6f), -1);
+  EXPECT_EQ(int8_round(126.6f), 127);
+  EXPECT_EQ(int8_round(1000.f), 127);
+  EXPECT_EQ(int8_round(-1000.f), -128);
+  EXPECT_EQ(int8_round(std::nanf("")), 0);
+  EXPECT_FLOAT_EQ(output_scale_for(Fp8Variant::Int8ToInt8PerChannel, 2.0), 63.5f);
+  EXPECT_FLOAT_EQ(output_scale_for(Fp8Variant::Int8ToInt8PerChannel, 0.0), 1.f);
+  EXPECT_FLOAT_EQ(output_scale_for(Fp8Variant::Fp8ToFp8, 2.0), fp8_scale_for(2.0));
+  EXPECT_FLOAT_EQ(output_scale_for(Fp8Variant::Int8ToFp16PerChannel, 2.0), 1.f);
+  EXPECT_EQ(std::string(fp8_variant_name(Fp8Variant::Int8ToInt8PerChannel)),
+            "int8_to_int8_per_channel");
+}
+
 TEST(Fp8Case, EmulationsMeasureWhatEachStorageCosts) {
   const Fp8CaseData d = make_fp8_case(small_case(), 7, 512);
   ASSERT_EQ(d.samples.size(), 512u);
@@ -142,6 +164,31 @@ TEST(Fp8Case, EmulationsMeasureWhatEachStorageCosts) {
       relative_l2(fp8_emulated(d, Fp8Variant::Fp8ToFp8, sy), fp8_exact(d, Fp8Variant::Fp8ToFp8));
   EXPECT_GT(e88, e8c);
   EXPECT_LT(e88, 1e-1);
+  // INT8 into INT8 at the samples' amax: every value a code of 0..127 over y_scale (ReLU's
+  // outputs), the amax itself code 127, and the output's rounding on top of INT8's inputs.
+  const Fp8Variant v88 = Fp8Variant::Int8ToInt8PerChannel;
+  EXPECT_TRUE(int8_inputs(v88));
+  EXPECT_TRUE(int8_output(v88));
+  EXPECT_FALSE(fp8_inputs(v88));
+  EXPECT_FALSE(fp8_output(v88));
+  EXPECT_FALSE(int8_output(Fp8Variant::Int8ToFp16PerChannel));
+  double amax8 = 0;
+  for (double v : fp8_exact(d, v88)) amax8 = std::max(amax8, std::fabs(v));
+  const float sy8 = output_scale_for(v88, amax8);
+  EXPECT_FLOAT_EQ(sy8, float(127.0 / amax8));
+  const std::vector<double> q8 = fp8_emulated(d, v88, sy8);
+  int top = 0;
+  for (double v : q8) {
+    const double code = v * sy8;
+    EXPECT_NEAR(code, std::nearbyint(code), 1e-3);
+    EXPECT_GE(code, -1e-3);
+    EXPECT_LE(code, 127 + 1e-3);
+    top = std::max(top, int(std::nearbyint(code)));
+  }
+  EXPECT_EQ(top, 127);
+  const double ei88 = relative_l2(q8, fp8_exact(d, v88));
+  EXPECT_GT(ei88, ei8);
+  EXPECT_LT(ei88, 5e-2);
   // The sample variant is the conv alone: no bias, no ReLU, so negative outputs stay.
   bool negative = false;
   for (double v : fp8_exact(d, Fp8Variant::Fp8Sample)) negative |= v < 0;
