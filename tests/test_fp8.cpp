@@ -164,8 +164,8 @@ TEST(Fp8Case, EmulationsMeasureWhatEachStorageCosts) {
       relative_l2(fp8_emulated(d, Fp8Variant::Fp8ToFp8, sy), fp8_exact(d, Fp8Variant::Fp8ToFp8));
   EXPECT_GT(e88, e8c);
   EXPECT_LT(e88, 1e-1);
-  // INT8 into INT8 at the samples' amax: every value a code of 0..127 over y_scale (ReLU's
-  // outputs), the amax itself code 127, and the output's rounding on top of INT8's inputs.
+  // INT8 into INT8 at the exact samples' amax: every value a code of 0..127 over y_scale (ReLU's
+  // outputs), the amax's sample near code 127, and the output's rounding on top of INT8's inputs.
   const Fp8Variant v88 = Fp8Variant::Int8ToInt8PerChannel;
   EXPECT_TRUE(int8_inputs(v88));
   EXPECT_TRUE(int8_output(v88));
@@ -185,7 +185,8 @@ TEST(Fp8Case, EmulationsMeasureWhatEachStorageCosts) {
     EXPECT_LE(code, 127 + 1e-3);
     top = std::max(top, int(std::nearbyint(code)));
   }
-  EXPECT_EQ(top, 127);
+  EXPECT_GE(top, 125);  // the exact amax's sample, through INT8's inputs (about 1% off), at the top
+  EXPECT_LE(top, 127);
   const double ei88 = relative_l2(q8, fp8_exact(d, v88));
   EXPECT_GT(ei88, ei8);
   EXPECT_LT(ei88, 5e-2);
