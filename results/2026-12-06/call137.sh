@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device call 137 (written 2026-12-06 12:35 UTC, not yet run): why racecheck's training runs hold
+# Device call 137 (written 2026-12-06 12:30 UTC, not yet run): why racecheck's training runs hold
 # 125 GB of host memory, and the cells left once one of its options stops that. Carry .carry.
 # Call 136 (results/2026-12-06_h100/call136/k/train/host_mem.log): ResNet-50 fp16 training under
 # racecheck at batch 1, alone, grew by 2 to 2.5 GB a second from its start (10 GB at 5 s, 125 GB at

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device call 138 (written 2026-12-06 13:00 UTC, not yet run): the whole GPU suite, `ctest -L gpu`,
+# Device call 138 (written 2026-12-06 12:40 UTC, not yet run): the whole GPU suite, `ctest -L gpu`,
 # at the current defaults, in two calls (PART=A, then PART=B), since no single call has finished
 # it (call 131 cut test_gpu at 270 s; call 66 ran at -j2 and was cut at 570 s). Carry .carry.
 # A (about 400 s at -j3): gpu_device_wide (RUN_SERIAL, alone), GpuOps_1 (359 s in call 66, the

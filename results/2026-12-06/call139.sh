@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device call 139 (written 2026-12-06 13:20 UTC, not yet run; about 120 s): issue 9's INT8
+# Device call 139 (written 2026-12-06 12:45 UTC, not yet run; about 120 s): issue 9's INT8
 # question before any network path (NOTES.md, "INT8 as a network precision"): does cuDNN 9.19 on
 # sm_90 build a conv whose epilogue stores INT8 at the next layer's scale
 # (int8_to_int8_per_channel: int8 x and w, int32 sums, descale per channel, bias, ReLU, * scale_y,
