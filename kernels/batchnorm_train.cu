@@ -619,6 +619,9 @@ void launch_bn_forward_train(DType t, const void* x, const void* z, void* y, con
   const float eps = float(s.eps), momentum = float(s.momentum), keep = float(1.0 - s.momentum);
   const bool vec = !scalar_bn_forced() && vectorisable(t, C, {ld_x, ld_y, z ? ld_z : C}, {x, y, z});
   check_relu_mask(relu_mask, s, vec, "launch_bn_forward_train");
+  if (!y && (relu_mask || z))
+    throw std::invalid_argument(
+        "launch_bn_forward_train: statistics only (no y) takes no residual and no mask");
   if (vec) {
     CNN_DISPATCH_DTYPE(t, {
       constexpr int V = 16 / int(sizeof(T));
@@ -632,6 +635,7 @@ void launch_bn_forward_train(DType t, const void* x, const void* z, void* y, con
       CNN_CHECK_LAUNCH();
       launch_bn_stats_finalize(part, C, chunks, s.rows, eps, momentum, keep, mean, invstd,
                                running_mean, running_var, stream);
+      if (!y) return;  // statistics only
       CNN_DISPATCH_BN_ACT(s.act, {
         const auto kernel = bn_apply_vec<T, V, A, M>;
         kernel<<<dim3(g.tiles, sweep_row_blocks(kernel, s.rows, g, sweep)), g.vx * g.vy, 0,
@@ -650,6 +654,7 @@ void launch_bn_forward_train(DType t, const void* x, const void* z, void* y, con
   CNN_CHECK_LAUNCH();
   launch_bn_stats_finalize(part, C, ch.count, s.rows, eps, momentum, keep, mean, invstd,
                            running_mean, running_var, stream);
+  if (!y) return;  // statistics only
   CNN_DISPATCH_DTYPE(t, CNN_DISPATCH_BN_ACT(s.act, {
                        bn_apply<T, A, M><<<row_grid(s.rows, C), block, 0, stream>>>(
                            static_cast<const T*>(x), ld_x, static_cast<const T*>(z), ld_z,

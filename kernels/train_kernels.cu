@@ -551,9 +551,35 @@ CNN_HD PlaceWord<V> load_places(const uint8_t* p, int64_t j) {
 #endif
 }
 
-template <typename T, int V>
+// What the pool reads at an input pixel: the pack as stored (PoolAsStored), or (BnReluPool) the
+// BatchNorm + ReLU of the pack of the BatchNorm's input, computed as bn_apply_vec does and rounded
+// to T as it stores it, so that the fused stem (launch_bn_relu_maxpool_forward_places) pools the
+// same values without the activation ever being written.
+struct PoolAsStored {
+  template <typename T, int V>
+  CNN_HD void operator()(Pack<T, V>&, int) const {}
+};
+struct BnReluPool {
+  const float *mean, *invstd, *gamma, *beta;
+  template <typename T, int V>
+  CNN_HD void operator()(Pack<T, V>& p, int pk) const {
+#pragma unroll
+    for (int c = 0; c < V; ++c) {
+      const int ch = pk * V + c;
+      const float k = invstd[ch] * (gamma ? gamma[ch] : 1.0f), b = beta ? beta[ch] : 0.0f;
+#ifdef __CUDA_ARCH__
+      const float v = __fmaf_rn(load_f(p.v, c) - mean[ch], k, b);
+#else
+      const float v = std::fmaf(load_f(p.v, c) - mean[ch], k, b);
+#endif
+      store_f(p.v, c, activate(Act::ReLU, v));
+    }
+  }
+};
+
+template <typename T, int V, typename Pre = PoolAsStored>
 CNN_HD void maxpool_k3s2p1_forward_places_thread(const T* x, T* y, uint8_t* places, const Dims& in,
-                                                 const Dims& out, int64_t i) {
+                                                 const Dims& out, int64_t i, Pre pre = Pre{}) {
   const StemWindow sw = stem_window(i, V, in, out);
   const int packs = sw.packs, pk = sw.pk, ow = sw.ow, oh = sw.oh, n = sw.n;
   const int64_t image = int64_t(n) * in.h * in.w;
@@ -574,7 +600,8 @@ CNN_HD void maxpool_k3s2p1_forward_places_thread(const T* x, T* y, uint8_t* plac
     for (int q = 0; q < 3; ++q) {
       const int iw = w0 + q;
       if (iw < 0 || iw >= in.w) continue;
-      const Pack<T, V> p = read_pack<T, V>(x, (image + int64_t(ih) * in.w + iw) * packs + pk);
+      Pack<T, V> p = read_pack<T, V>(x, (image + int64_t(ih) * in.w + iw) * packs + pk);
+      pre(p, pk);
 #pragma unroll
       for (int c = 0; c < V; ++c) acc[c] = fmaxf(acc[c], load_f(p.v, c));
       uint32_t xw[4];
@@ -623,13 +650,14 @@ CNN_HD void maxpool_k3s2p1_backward_places_thread(const uint8_t* places, const T
   stem_pool_gather<T, V>(dy, dx, in, out, sw, place, accumulate);
 }
 
-template <typename T, int V>
+template <typename T, int V, typename Pre = PoolAsStored>
 __global__ void __launch_bounds__(kThreads)
-    maxpool_k3s2p1_forward_places(const T* x, T* y, uint8_t* places, Dims in, Dims out) {
+    maxpool_k3s2p1_forward_places(const T* x, T* y, uint8_t* places, Dims in, Dims out,
+                                  Pre pre = Pre{}) {
   const int64_t total = int64_t(out.n) * out.h * out.w * (in.c / V);
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride)
-    maxpool_k3s2p1_forward_places_thread<T, V>(x, y, places, in, out, i);
+    maxpool_k3s2p1_forward_places_thread<T, V>(x, y, places, in, out, i, pre);
 }
 
 template <typename T, int V>
@@ -1099,6 +1127,21 @@ void maxpool_k3s2p1_forward_places_emulate(DType t, const void* x, void* y, uint
   });
 }
 
+void bn_relu_maxpool_k3s2p1_forward_places_emulate(DType t, const void* x, const float* mean,
+                                                   const float* invstd, const float* gamma,
+                                                   const float* beta, void* y, uint8_t* places,
+                                                   const PoolSpec& s) {
+  check_places_spec(t, s, "bn_relu_maxpool_k3s2p1_forward_places_emulate");
+  const BnReluPool pre{mean, invstd, gamma, beta};
+  CNN_DISPATCH_DTYPE(t, {
+    constexpr int V = 16 / sizeof(T);
+    const int64_t total = s.y.numel() / V;
+    for (int64_t i = 0; i < total; ++i)
+      maxpool_k3s2p1_forward_places_thread<T, V>(static_cast<const T*>(x), static_cast<T*>(y),
+                                                 places, s.x, s.y, i, pre);
+  });
+}
+
 void maxpool_k3s2p1_backward_places_emulate(DType t, const uint8_t* places, const void* dy,
                                             void* dx, const PoolSpec& s, bool accumulate) {
   check_places_spec(t, s, "maxpool_k3s2p1_backward_places_emulate");
@@ -1128,6 +1171,25 @@ void launch_maxpool_forward_places(DType t, const void* x, void* y, uint8_t* pla
     constexpr int V = 16 / sizeof(T);
     maxpool_k3s2p1_forward_places<T, V><<<blocks_for(s.y.numel() / V), kThreads, 0, stream>>>(
         static_cast<const T*>(x), static_cast<T*>(y), places, s.x, s.y);
+  });
+  CNN_CHECK_LAUNCH();
+}
+
+void launch_bn_relu_maxpool_forward_places(DType t, const void* x, const float* mean,
+                                           const float* invstd, const float* gamma,
+                                           const float* beta, void* y, uint8_t* places,
+                                           const PoolSpec& s, cudaStream_t stream) {
+  check_places_spec(t, s, "launch_bn_relu_maxpool_forward_places");
+  check_aligned({x, y, places}, "launch_bn_relu_maxpool_forward_places");
+  if (!mean || !invstd)
+    throw std::invalid_argument("launch_bn_relu_maxpool_forward_places: no statistics");
+  if (s.y.numel() <= 0) return;
+  const BnReluPool pre{mean, invstd, gamma, beta};
+  CNN_DISPATCH_DTYPE(t, {
+    constexpr int V = 16 / sizeof(T);
+    maxpool_k3s2p1_forward_places<T, V, BnReluPool>
+        <<<blocks_for(s.y.numel() / V), kThreads, 0, stream>>>(
+            static_cast<const T*>(x), static_cast<T*>(y), places, s.x, s.y, pre);
   });
   CNN_CHECK_LAUNCH();
 }

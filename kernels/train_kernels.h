@@ -60,6 +60,8 @@ struct BnTrainSpec {
 // aligned rows whose channels the pack divides, else invalid_argument), the forward also writes
 // ReLU's mask as bits: byte r * (C / V) + k, V = 16 / sizeof(t), holds bit q set where y[r, k * V
 // + q], as stored, is positive (relu_mask_bytes in networks/train_plan.h).
+// With y null, the statistics alone (mean, invstd, the running statistics), for a consumer that
+// applies them itself (launch_bn_relu_maxpool_forward_places); no z or mask then.
 void launch_bn_forward_train(DType t, const void* x, const void* z, void* y, const float* gamma,
                              const float* beta, float* mean, float* invstd, float* running_mean,
                              float* running_var, const BnTrainSpec& s, void* scratch,
@@ -177,9 +179,23 @@ void launch_maxpool_forward_places(DType t, const void* x, void* y, uint8_t* pla
                                    const PoolSpec& s, cudaStream_t stream);
 void launch_maxpool_backward_places(DType t, const uint8_t* places, const void* dy, void* dx,
                                     const PoolSpec& s, bool accumulate, cudaStream_t stream);
+// The same forward over the activation of a BatchNorm + ReLU, from the BatchNorm's input x and its
+// batch statistics (launch_bn_forward_train's mean and invstd; gamma and beta may be null): each
+// pixel's pack is taken through BatchNorm + ReLU as launch_bn_forward_train's apply computes and
+// rounds it, so y and the places are bit for bit those of the apply followed by
+// launch_maxpool_forward_places, and the activation is never written (ResNet's stem in training:
+// 411 MB written and read again at batch 256). Same conditions as launch_maxpool_forward_places.
+void launch_bn_relu_maxpool_forward_places(DType t, const void* x, const float* mean,
+                                           const float* invstd, const float* gamma,
+                                           const float* beta, void* y, uint8_t* places,
+                                           const PoolSpec& s, cudaStream_t stream);
 // Their threads on the host (the CPU tests).
 void maxpool_k3s2p1_forward_places_emulate(DType t, const void* x, void* y, uint8_t* places,
                                            const PoolSpec& s);
+void bn_relu_maxpool_k3s2p1_forward_places_emulate(DType t, const void* x, const float* mean,
+                                                   const float* invstd, const float* gamma,
+                                                   const float* beta, void* y, uint8_t* places,
+                                                   const PoolSpec& s);
 void maxpool_k3s2p1_backward_places_emulate(DType t, const uint8_t* places, const void* dy,
                                             void* dx, const PoolSpec& s, bool accumulate);
 // Each window's gradient spread evenly over its in-bounds inputs, divided by kernel^2 when

@@ -40,4 +40,23 @@ inline StemPoolCase stem_pool_case(DType t, const Dims& d, int values, std::mt19
   return c;
 }
 
+// The activation a BatchNorm + ReLU stores for x (stored as type t, d's NHWC rows): v =
+// fmaf(x - mean, invstd * gamma, beta), ReLU by fmaxf, rounded to t; gamma and beta may be empty
+// (1 and 0). What launch_bn_forward_train's apply writes, as its host form.
+inline std::vector<uint8_t> bn_relu_stored(DType t, const std::vector<uint8_t>& xs, const Dims& d,
+                                           const std::vector<float>& mean,
+                                           const std::vector<float>& invstd,
+                                           const std::vector<float>& gamma,
+                                           const std::vector<float>& beta) {
+  const std::vector<float> x = from_storage(xs, t);
+  std::vector<float> a(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const size_t c = i % size_t(d.c);
+    const float k = invstd[c] * (gamma.empty() ? 1.0f : gamma[c]);
+    const float b = beta.empty() ? 0.0f : beta[c];
+    a[i] = std::fmax(std::fmaf(x[i] - mean[c], k, b), 0.0f);
+  }
+  return to_storage(a, t);
+}
+
 }  // namespace cnnbench

@@ -350,6 +350,46 @@ TEST(StemPool, K3S2P1PlacesGiveTheSameBits) {
   EXPECT_GT(taken, 0);
 }
 
+// The fused stem of training (launch_bn_relu_maxpool_forward_places): pooling BatchNorm + ReLU
+// of x, computed pixel by pixel as the apply computes and rounds it, gives the bits of the apply
+// followed by the pool with places (y and every place), with and without gamma and beta, over
+// uniform values, ties and specials. A transform that rounded differently, or skipped the ReLU,
+// changes y or a place.
+TEST(StemPool, BnReluFusedIntoThePoolGivesTheSameBits) {
+  std::mt19937 rng(31);
+  int cases = 0, zeros = 0;
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (int hw : {2, 5, 9})
+      for (int values : {0, 1, 2})
+        for (bool affine : {false, true}) {
+          const int C = t == DType::F32 ? 8 : 16;
+          const Dims d{2, C, hw + 1, hw};
+          const StemPoolCase pc = stem_pool_case(t, d, values, rng);
+          std::uniform_real_distribution<float> u(0, 1);
+          std::vector<float> mean(C), invstd(C), gamma, beta;
+          for (int c = 0; c < C; ++c) mean[c] = 2 * u(rng) - 1, invstd[c] = 0.5f + 1.5f * u(rng);
+          if (affine)
+            for (int c = 0; c < C; ++c)
+              gamma.push_back(0.5f + u(rng)), beta.push_back(u(rng) - 0.5f);
+          const std::vector<uint8_t> a = bn_relu_stored(t, pc.x, d, mean, invstd, gamma, beta);
+          std::vector<uint8_t> y_two(size_t(pc.g.y.numel()) * dtype_size(t), 0xEE),
+              pl_two(maxpool_places_bytes(pc.s), 0xEE);
+          maxpool_k3s2p1_forward_places_emulate(t, a.data(), y_two.data(), pl_two.data(), pc.s);
+          std::vector<uint8_t> y_one(y_two.size(), 0xDD), pl_one(pl_two.size(), 0xDD);
+          bn_relu_maxpool_k3s2p1_forward_places_emulate(
+              t, pc.x.data(), mean.data(), invstd.data(), affine ? gamma.data() : nullptr,
+              affine ? beta.data() : nullptr, y_one.data(), pl_one.data(), pc.s);
+          const std::string what = std::string(dtype_name(t)) + " " + d.str() + " values " +
+                                   std::to_string(values) + (affine ? " affine" : "");
+          EXPECT_EQ(y_one, y_two) << what << " y";
+          EXPECT_EQ(pl_one, pl_two) << what << " places";
+          for (float v : from_storage(y_one, t)) zeros += v == 0.0f;
+          ++cases;
+        }
+  EXPECT_EQ(cases, 54);
+  EXPECT_GT(zeros, 0);  // the ReLU took whole windows to 0: ties at zero were compared
+}
+
 TEST(StemPool, K3S2P1PlacesRefuseWhatTheyCannotServe) {
   std::vector<float> b(4096);
   std::vector<uint8_t> pl(4096);
