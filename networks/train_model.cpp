@@ -404,6 +404,40 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
     return s;
   };
   void* const scratch = arena_.ptr(scratch_buf);
+  // The stem's BatchNorm + ReLU fused into the max pool with places (opt.stem_pool_fused): the
+  // BatchNorm's forward writes its statistics only, and the pool reads the BatchNorm's input
+  // through them (launch_bn_relu_maxpool_forward_places), so the activation is never written.
+  // Only where that activation is read by the pool alone in the forward, nothing in the backward
+  // reads it (the pool's backward reads its places; the BatchNorm's recomputes ReLU's mask from
+  // x: no residual, no bits, bn_mask_from_input) and the BatchNorm's rows are dense packs.
+  std::map<int, int> pool_bn;           // pool node -> the BatchNorm node fused into it
+  std::map<int, const TrainOp*> bn_op;  // BatchNorm node -> its forward op
+  if (opt.stem_pool_fused && opt.bn_mask_from_input && bn_relu_masks_available()) {
+    std::map<int, int> forward_readers;
+    for (const TrainOp& op : plan_.ops)
+      if (op.pass == TrainPass::Forward) {
+        for (int r : op.reads) ++forward_readers[r];
+        if (nodes[op.node].kind == OpKind::BatchNorm) bn_op[op.node] = &op;
+      }
+    for (const TrainOp& op : plan_.ops) {
+      if (op.pass != TrainPass::Forward || nodes[op.node].kind != OpKind::MaxPool ||
+          places[op.node] < 0 || nodes[op.node].inputs.empty())
+        continue;
+      const int a = src(nodes[op.node].inputs[0]);
+      for (const auto& [bn, f] : bn_op) {
+        if (f->fused_act != a || nodes[a].kind != OpKind::ReLU || f->residual >= 0 ||
+            f->relu_mask || forward_readers[a] != 1)
+          continue;
+        const int C = nodes[bn].out.c;
+        if (C % int(16 / esize) == 0) pool_bn[op.node] = bn;
+      }
+    }
+  }
+  auto stats_only = [&](int bn) {
+    for (const auto& [pool, b] : pool_bn)
+      if (b == bn) return true;
+    return false;
+  };
   std::vector<Op*> prep;
   std::string label;  // the op being added: its pass, kind and layer
   int op_index = -1;  // and its index in plan_.ops
@@ -478,8 +512,9 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           float *mu = fptr(mean[id]), *is = fptr(invstd[id]);
           uint8_t* mk =
               op.relu_mask ? static_cast<uint8_t*>(arena_.ptr(relu_mask[op.fused_act])) : nullptr;
+          void* const yw = stats_only(id) ? nullptr : y;  // the pool applies it (pool_bn)
           add([=](cudaStream_t st) {
-            launch_bn_forward_train(t, in, z, y, ga, be, mu, is, rm, rv, s, scratch, st, mk);
+            launch_bn_forward_train(t, in, z, yw, ga, be, mu, is, rm, rv, s, scratch, st, mk);
           });
           break;
         }
@@ -542,7 +577,17 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           const void* in = vptr(x);
           uint8_t* const pl =
               places[id] >= 0 ? static_cast<uint8_t*>(arena_.ptr(places[id])) : nullptr;
-          if (n.kind == OpKind::MaxPool && pl)
+          const auto fused = pool_bn.find(id);
+          if (fused != pool_bn.end()) {  // BatchNorm + ReLU applied here, from its input
+            const int bn = fused->second;
+            const Node& bnn = nodes[bn];
+            const void* bx = vptr(src(bnn.inputs[0]));
+            const float *mu = fptr(mean[bn]), *is = fptr(invstd[bn]);
+            const float *ga = pval(bnn, 0), *be = pval(bnn, 1);
+            add([=](cudaStream_t st) {
+              launch_bn_relu_maxpool_forward_places(t, bx, mu, is, ga, be, y, pl, s, st);
+            });
+          } else if (n.kind == OpKind::MaxPool && pl)
             add([=](cudaStream_t st) { launch_maxpool_forward_places(t, in, y, pl, s, st); });
           else if (n.kind == OpKind::MaxPool)
             add([=](cudaStream_t st) { launch_maxpool(t, in, y, s, st); });

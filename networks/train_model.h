@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "harness/arena.h"
+#include "harness/check.h"
 #include "kernels/op.h"
 #include "kernels/stem.h"
 #include "kernels/stem_wgrad.h"
@@ -88,6 +89,11 @@ struct TrainOptions {
   // as bits in its forward, and its backward reads those instead of the block's output twice
   // (plan_training's relu_masks); off: the output is read (for comparison).
   bool relu_masks = true;
+  // A stem BatchNorm + ReLU read only by a max pool with places (ResNet's) runs inside the pool:
+  // the BatchNorm writes its statistics, the pool applies them to the BatchNorm's input, and the
+  // activation is never written (launch_bn_relu_maxpool_forward_places; the same bits). Off by
+  // default until timed; CNNBENCH_STEM_POOL_FUSED=1 turns it on.
+  bool stem_pool_fused = env_int_in("CNNBENCH_STEM_POOL_FUSED", 0, 0, 1) == 1;
   uint64_t dropout_seed = 0;  // dropout masks: a counter-based hash of (seed, element, step)
 };
 
