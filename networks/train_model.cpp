@@ -433,6 +433,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
       }
     }
   }
+  stem_pools_fused_ = int(pool_bn.size());
   auto stats_only = [&](int bn) {
     for (const auto& [pool, b] : pool_bn)
       if (b == bn) return true;

@@ -113,6 +113,8 @@ class TrainModel {
   void forward_backward(cudaStream_t stream,
                         const std::function<void(int launch, cudaStream_t)>& after = {});
   void update(cudaStream_t stream);
+  // Max pools running their BatchNorm + ReLU inside (TrainOptions::stem_pool_fused).
+  int stem_pools_fused() const { return stem_pools_fused_; }
   // Every trainable parameter's gradient buffer, in address order (the order the backward writes
   // them: they sit together in the arena), with the index of the forward_backward launch that
   // writes it (it is final once that launch has run) and its element type (a conv weight's may
@@ -207,6 +209,7 @@ class TrainModel {
   std::map<std::string, int> grad_writer_;  // a parameter's name: the launch writing its gradient
   Dims input_dims_;
   int classes_ = 0;
+  int stem_pools_fused_ = 0;
   int input_buf_ = -1, labels_buf_ = -1, loss_scale_buf_ = -1, step_buf_ = -1;
   std::vector<int> padded_w_, padded_dw_;  // the padded stems' weights and weight gradients
   std::vector<int> loss_bufs_;

@@ -961,6 +961,82 @@ TEST(GpuTrain, MaxPoolPlacesGiveTheBackwardFromXBitForBit) {
   EXPECT_EQ(checked, 54);
 }
 
+// The stem's BatchNorm + ReLU fused into its pool (launch_bn_relu_maxpool_forward_places after a
+// statistics-only launch_bn_forward_train) against the BatchNorm's apply followed by the pool with
+// places: the same pooled y, places, batch statistics and running statistics, bit for bit, and
+// the same as the host threads'; over ties, ±0, ±inf and NaN, with and without gamma and beta.
+// A statistics-only forward with a residual or a mask is refused.
+TEST(GpuTrain, BatchNormReluFusedIntoThePoolGivesTheSameBits) {
+  const unsigned seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937 rng(seed);
+  int checked = 0;
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (int hw : {9, 16, 17})
+      for (int values : {0, 1, 2})
+        for (bool affine : {false, true}) {
+          const int C = t == DType::F32 ? 12 : 24;
+          const Dims d{3, C, hw, hw + 3};
+          const StemPoolCase pc = stem_pool_case(t, d, values, rng);
+          const PoolSpec& s = pc.s;
+          std::ostringstream what;
+          what << dtype_name(t) << " " << d.str() << " values " << values
+               << (affine ? " affine" : "");
+          const std::vector<float> gamma = random_vector(C, rng, 0.5, 1.5),
+                                   beta = random_vector(C, rng, -.5, .5);
+          const size_t ybytes = size_t(pc.g.y.numel()) * dtype_size(t);
+          DeviceArray<uint8_t> bx(pc.x), ba(pc.x.size()), by_two(ybytes), by_one(ybytes),
+              pl_two(maxpool_places_bytes(s)), pl_one(maxpool_places_bytes(s));
+          DeviceArray<float> g(gamma), b(beta), mean_two(C), is_two(C), mean_one(C), is_one(C);
+          const std::vector<float> r0 = random_vector(C, rng, -.1, .1),
+                                   v0 = random_vector(C, rng, 0.5, 1.5);
+          DeviceArray<float> rm_two(r0), rv_two(v0), rm_one(r0), rv_one(v0);
+          const int64_t rows = int64_t(d.n) * d.h * d.w;
+          DeviceArray<uint8_t> scratch(channel_reduce_scratch_bytes(rows, C));
+          BnTrainSpec bs;
+          bs.rows = rows, bs.channels = C, bs.act = Act::ReLU;
+          const float* ga = affine ? g.get() : nullptr;
+          const float* be = affine ? b.get() : nullptr;
+          launch_bn_forward_train(t, bx.get(), nullptr, ba.get(), ga, be, mean_two.get(),
+                                  is_two.get(), rm_two.get(), rv_two.get(), bs, scratch.get(),
+                                  nullptr);
+          launch_maxpool_forward_places(t, ba.get(), by_two.get(), pl_two.get(), s, nullptr);
+          launch_bn_forward_train(t, bx.get(), nullptr, nullptr, ga, be, mean_one.get(),
+                                  is_one.get(), rm_one.get(), rv_one.get(), bs, scratch.get(),
+                                  nullptr);
+          launch_bn_relu_maxpool_forward_places(t, bx.get(), mean_one.get(), is_one.get(), ga, be,
+                                                by_one.get(), pl_one.get(), s, nullptr);
+          const std::vector<uint8_t> y = by_one.download(), pl = pl_one.download();
+          EXPECT_EQ(y, by_two.download()) << what.str() << ": y";
+          EXPECT_EQ(pl, pl_two.download()) << what.str() << ": places";
+          EXPECT_EQ(mean_one.download(), mean_two.download()) << what.str() << ": mean";
+          EXPECT_EQ(is_one.download(), is_two.download()) << what.str() << ": invstd";
+          EXPECT_EQ(rm_one.download(), rm_two.download()) << what.str() << ": running mean";
+          EXPECT_EQ(rv_one.download(), rv_two.download()) << what.str() << ": running var";
+          // The host threads from the device's statistics: the same bits.
+          const std::vector<float> mh = mean_one.download(), ih = is_one.download();
+          std::vector<uint8_t> yh(ybytes), plh(pl.size());
+          bn_relu_maxpool_k3s2p1_forward_places_emulate(
+              t, pc.x.data(), mh.data(), ih.data(), affine ? gamma.data() : nullptr,
+              affine ? beta.data() : nullptr, yh.data(), plh.data(), s);
+          EXPECT_EQ(y, yh) << what.str() << ": y against the host threads";
+          EXPECT_EQ(pl, plh) << what.str() << ": places against the host threads";
+          ++checked;
+        }
+  EXPECT_EQ(checked, 54);
+  BnTrainSpec bs;
+  bs.rows = 4, bs.channels = 8, bs.act = Act::ReLU;
+  DeviceArray<float> f(256);
+  DeviceArray<uint8_t> m(16);
+  EXPECT_THROW(launch_bn_forward_train(DType::F32, f.get(), f.get(), nullptr, nullptr, nullptr,
+                                       f.get(), f.get(), nullptr, nullptr, bs, f.get(), nullptr),
+               std::invalid_argument);
+  EXPECT_THROW(
+      launch_bn_forward_train(DType::F32, f.get(), nullptr, nullptr, nullptr, nullptr, f.get(),
+                              f.get(), nullptr, nullptr, bs, f.get(), nullptr, m.get()),
+      std::invalid_argument);
+}
+
 // The stem's weight gradient kernel (kernels/stem_wgrad.h) against its host threads and the
 // direct loops: ResNet's stem at batch 2 (224x224: a tile a row of 112, 224 tiles over the
 // kernel's blocks, one each), the same over 5 blocks (45 tiles each: the next tile's dy and rows
