@@ -17,8 +17,11 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <type_traits>
 
 #include "kernels/activation.cuh"
@@ -511,15 +514,29 @@ bool exact_silu_forced() {
 // The row blocks of an apply or dx pass: vec_row_blocks', or under kBnSweepOneWave no more than
 // fit on the device at once (every block resident, so the grid-stride loop walks the rows as one
 // front, not once a wave).
+// The blocks of `threads` threads of `kernel` resident on the current device at once, asked once
+// per (device, kernel, block size) and kept: the BatchNorm launches need it at every launch.
+int resident_blocks(const void* kernel, int threads) {
+  static std::mutex m;
+  static std::map<std::tuple<int, const void*, int>, int> known;
+  int dev = 0;
+  CNN_CHECK_CUDA(cudaGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(m);
+  const auto key = std::make_tuple(dev, kernel, threads);
+  const auto it = known.find(key);
+  if (it != known.end()) return it->second;
+  int sms = 0, per_sm = 0;
+  CNN_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CNN_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+  return known[key] = per_sm * sms;
+}
+
 template <typename K>
 unsigned sweep_row_blocks(K kernel, int64_t rows, const VecGeom& g, int sweep) {
   const unsigned want = vec_row_blocks(rows, g);
   if (!(sweep & kBnSweepOneWave)) return want;
-  int dev = 0, sms = 0, per_sm = 0;
-  CNN_CHECK_CUDA(cudaGetDevice(&dev));
-  CNN_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  CNN_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, g.vx * g.vy, 0));
-  const int64_t wave = std::max<int64_t>(1, int64_t(per_sm) * sms / g.tiles);
+  const int resident = resident_blocks(reinterpret_cast<const void*>(kernel), g.vx * g.vy);
+  const int64_t wave = std::max<int64_t>(1, int64_t(resident) / g.tiles);
   return unsigned(std::min<int64_t>(want, wave));
 }
 

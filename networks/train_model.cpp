@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include "harness/check.h"
@@ -410,35 +411,33 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
   // Only where that activation is read by the pool alone in the forward, nothing in the backward
   // reads it (the pool's backward reads its places; the BatchNorm's recomputes ReLU's mask from
   // x: no residual, no bits, bn_mask_from_input) and the BatchNorm's rows are dense packs.
-  std::map<int, int> pool_bn;           // pool node -> the BatchNorm node fused into it
-  std::map<int, const TrainOp*> bn_op;  // BatchNorm node -> its forward op
+  std::map<int, int> pool_bn;   // pool node -> the BatchNorm node fused into it
+  std::set<int> bn_stats_only;  // those BatchNorm nodes: their forward writes statistics only
   if (opt.stem_pool_fused && opt.bn_mask_from_input && bn_relu_masks_available()) {
     std::map<int, int> forward_readers;
+    std::map<int, const TrainOp*> bn_by_act;  // a fused activation's value -> its BatchNorm's op
     for (const TrainOp& op : plan_.ops)
       if (op.pass == TrainPass::Forward) {
         for (int r : op.reads) ++forward_readers[r];
-        if (nodes[op.node].kind == OpKind::BatchNorm) bn_op[op.node] = &op;
+        if (nodes[op.node].kind == OpKind::BatchNorm && op.fused_act >= 0)
+          bn_by_act[op.fused_act] = &op;
       }
     for (const TrainOp& op : plan_.ops) {
       if (op.pass != TrainPass::Forward || nodes[op.node].kind != OpKind::MaxPool ||
           places[op.node] < 0 || nodes[op.node].inputs.empty())
         continue;
       const int a = src(nodes[op.node].inputs[0]);
-      for (const auto& [bn, f] : bn_op) {
-        if (f->fused_act != a || nodes[a].kind != OpKind::ReLU || f->residual >= 0 ||
-            f->relu_mask || forward_readers[a] != 1)
-          continue;
-        const int C = nodes[bn].out.c;
-        if (C % int(16 / esize) == 0) pool_bn[op.node] = bn;
-      }
+      const auto it = bn_by_act.find(a);
+      if (it == bn_by_act.end()) continue;
+      const TrainOp& f = *it->second;
+      if (nodes[a].kind != OpKind::ReLU || f.residual >= 0 || f.relu_mask ||
+          forward_readers[a] != 1 || nodes[f.node].out.c % int(16 / esize) != 0)
+        continue;
+      pool_bn[op.node] = f.node;
+      bn_stats_only.insert(f.node);
     }
   }
   stem_pools_fused_ = int(pool_bn.size());
-  auto stats_only = [&](int bn) {
-    for (const auto& [pool, b] : pool_bn)
-      if (b == bn) return true;
-    return false;
-  };
   std::vector<Op*> prep;
   std::string label;  // the op being added: its pass, kind and layer
   int op_index = -1;  // and its index in plan_.ops
@@ -513,7 +512,7 @@ TrainModel::TrainModel(GpuContext& ctx, const Graph& g, const HostWeights& weigh
           float *mu = fptr(mean[id]), *is = fptr(invstd[id]);
           uint8_t* mk =
               op.relu_mask ? static_cast<uint8_t*>(arena_.ptr(relu_mask[op.fused_act])) : nullptr;
-          void* const yw = stats_only(id) ? nullptr : y;  // the pool applies it (pool_bn)
+          void* const yw = bn_stats_only.count(id) ? nullptr : y;  // the pool applies it
           add([=](cudaStream_t st) {
             launch_bn_forward_train(t, in, z, yw, ga, be, mu, is, rm, rv, s, scratch, st, mk);
           });
