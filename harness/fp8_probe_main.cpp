@@ -35,7 +35,7 @@ const char* kUsage =
                layer1.0.conv3, layer2.1.conv2, layer3.1.conv1, layer3.1.conv2, layer4.1.conv2,
                layer4.1.conv3); all: every conv with channels in multiples of 16
   --variants   fp16, fp8_sample, fp8_to_fp16, fp8_to_fp16_per_channel, fp8_to_fp8,
-               int8_to_fp16_per_channel, int8_to_int8_per_channel (default all)
+               int8_to_fp16_per_channel, int8_to_int8_per_channel, fp16_to_int8 (default all)
   --max_engines  engine configs timed per variant, in heuristics' order (A, B, fallback)
   --emulate_only  no GPU: the host's emulation of each variant against the exact result at
                the sampled outputs (the accuracy the device should show), E4M3 and INT8 outputs scaled by
@@ -66,10 +66,12 @@ std::vector<Fp8Variant> pick_variants(const std::string& s) {
     bool found = false;
     for (Fp8Variant v : all_fp8_variants())
       if (name == fp8_variant_name(v)) out.push_back(v), found = true;
-    if (!found)
-      throw UserError("--variants: unknown variant '" + name +
-                      "' (fp16, fp8_sample, fp8_to_fp16, fp8_to_fp16_per_channel, fp8_to_fp8, "
-                      "int8_to_fp16_per_channel)");
+    if (!found) {
+      std::string known;
+      for (Fp8Variant v : all_fp8_variants())
+        known += std::string(known.empty() ? "" : ", ") + fp8_variant_name(v);
+      throw UserError("--variants: unknown variant '" + name + "' (" + known + ")");
+    }
   }
   return out;
 }

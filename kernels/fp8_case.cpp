@@ -25,6 +25,8 @@ const char* fp8_variant_name(Fp8Variant v) {
       return "int8_to_fp16_per_channel";
     case Fp8Variant::Int8ToInt8PerChannel:
       return "int8_to_int8_per_channel";
+    case Fp8Variant::Fp16ToInt8:
+      return "fp16_to_int8";
   }
   return "?";
 }
@@ -36,17 +38,21 @@ std::vector<Fp8Variant> all_fp8_variants() {
           Fp8Variant::Fp8ToFp16PerChannel,
           Fp8Variant::Fp8ToFp8,
           Fp8Variant::Int8ToFp16PerChannel,
-          Fp8Variant::Int8ToInt8PerChannel};
+          Fp8Variant::Int8ToInt8PerChannel,
+          Fp8Variant::Fp16ToInt8};
 }
 
+bool fp16_inputs(Fp8Variant v) {
+  return v == Fp8Variant::Fp16 || v == Fp8Variant::Fp16ToInt8;
+}
 bool fp8_inputs(Fp8Variant v) {
-  return v != Fp8Variant::Fp16 && !int8_inputs(v);
+  return !fp16_inputs(v) && !int8_inputs(v);
 }
 bool int8_inputs(Fp8Variant v) {
   return v == Fp8Variant::Int8ToFp16PerChannel || v == Fp8Variant::Int8ToInt8PerChannel;
 }
 bool int8_output(Fp8Variant v) {
-  return v == Fp8Variant::Int8ToInt8PerChannel;
+  return v == Fp8Variant::Int8ToInt8PerChannel || v == Fp8Variant::Fp16ToInt8;
 }
 float output_scale_for(Fp8Variant v, double amax) {
   if (fp8_output(v)) return fp8_scale_for(amax);
@@ -137,7 +143,7 @@ std::vector<double> fp8_emulated(const Fp8CaseData& d, Fp8Variant v, float y_sca
   // the two scales' inverses.
   const std::vector<float>& x = int8_inputs(v) ? d.x_dq_i8 : fp8_inputs(v) ? d.x_dq : d.x16;
   const std::vector<float>& w =
-      v == Fp8Variant::Fp16                                                 ? d.w16
+      fp16_inputs(v)                                                        ? d.w16
       : int8_inputs(v)                                                      ? d.w_dq_rows_i8
       : (v == Fp8Variant::Fp8ToFp16PerChannel || v == Fp8Variant::Fp8ToFp8) ? d.w_dq_rows
                                                                             : d.w_dq;

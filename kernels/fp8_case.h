@@ -26,9 +26,13 @@ enum class Fp8Variant {
   Int8ToInt8PerChannel,  // the same, then * scale_y into y INT8 (nearest even, saturated): what
                          // an int8 network chains inside a bottleneck without a quantize pass;
                          // scale_y from the samples' amax (no AMAX op in the graph)
+  Fp16ToInt8,            // x, w fp16, float sums; conv + bias, ReLU, * scale_y; y INT8: a
+                         // bottleneck's first conv, whose input is the fp16 residual stream,
+                         // handing its successor INT8 without a quantize pass
 };
 const char* fp8_variant_name(Fp8Variant v);
 std::vector<Fp8Variant> all_fp8_variants();
+bool fp16_inputs(Fp8Variant v);  // x and w in fp16
 bool fp8_inputs(Fp8Variant v);   // x and w in E4M3
 bool int8_inputs(Fp8Variant v);  // x and w in INT8
 bool fp8_output(Fp8Variant v);   // y in E4M3 (with scale_y and an amax output)

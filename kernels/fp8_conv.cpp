@@ -100,6 +100,12 @@ void build_graph(ProbeGraph& G, const ConvGeometry& g, Fp8Variant v,
                 virt());
       pointwise(CUDNN_POINTWISE_RELU_FWD, nullptr, y);
       break;
+    case Fp8Variant::Fp16ToInt8:  // the bias in float, as the other scaled forms'
+      pointwise(CUDNN_POINTWISE_ADD, real(kB, make_channel_tensor_of(kB, CUDNN_DATA_FLOAT, g.y.c)),
+                virt());
+      pointwise(CUDNN_POINTWISE_RELU_FWD, nullptr, virt());
+      pointwise(CUDNN_POINTWISE_MUL, scalar(kScaleY), y);
+      break;
     case Fp8Variant::Fp8Sample:
       pointwise(CUDNN_POINTWISE_MUL, scalar(kDescaleX), virt());
       pointwise(CUDNN_POINTWISE_MUL, scalar(kDescaleW), virt());
@@ -207,7 +213,10 @@ Fp8VariantResult run_fp8_variant(GpuContext& ctx, const Fp8CaseData& d, Fp8Varia
   } else {
     x.upload(to_storage(d.x, DType::F16));
     w.upload(to_storage(d.w, DType::F16));
-    bias.upload(to_storage(d.bias, DType::F16));
+    if (v == Fp8Variant::Fp16)
+      bias.upload(to_storage(d.bias, DType::F16));
+    else
+      bias.upload(d.bias);  // fp16 into INT8: float, as its graph declares
   }
   if (i8out) {  // INT8 output: scale_y from the samples' amax (no AMAX op in this graph)
     double a = 0;

@@ -190,6 +190,31 @@ TEST(Fp8Case, EmulationsMeasureWhatEachStorageCosts) {
   const double ei88 = relative_l2(q8, fp8_exact(d, v88));
   EXPECT_GT(ei88, ei8);
   EXPECT_LT(ei88, 5e-2);
+  // fp16 into INT8 (a bottleneck's first conv, fed the fp16 residual stream): fp16's inputs, so
+  // only the output's 127 levels cost, less than INT8 inputs and output together, far more than
+  // fp16 alone; every value a code of 0..127 over y_scale.
+  const Fp8Variant v168 = Fp8Variant::Fp16ToInt8;
+  EXPECT_TRUE(fp16_inputs(v168));
+  EXPECT_FALSE(fp8_inputs(v168));
+  EXPECT_FALSE(int8_inputs(v168));
+  EXPECT_TRUE(int8_output(v168));
+  EXPECT_FALSE(fp8_output(v168));
+  EXPECT_TRUE(fp16_inputs(Fp8Variant::Fp16));
+  EXPECT_FALSE(fp16_inputs(v88));
+  EXPECT_EQ(std::string(fp8_variant_name(v168)), "fp16_to_int8");
+  double amax168 = 0;
+  for (double v : fp8_exact(d, v168)) amax168 = std::max(amax168, std::fabs(v));
+  const float sy168 = output_scale_for(v168, amax168);
+  const std::vector<double> q168 = fp8_emulated(d, v168, sy168);
+  for (double v : q168) {
+    const double code = v * sy168;
+    EXPECT_NEAR(code, std::nearbyint(code), 1e-3);
+    EXPECT_GE(code, -1e-3);
+    EXPECT_LE(code, 127 + 1e-3);
+  }
+  const double e168 = relative_l2(q168, fp8_exact(d, v168));
+  EXPECT_GT(e168, 5 * e16);
+  EXPECT_LT(e168, ei88);
   // The sample variant is the conv alone: no bias, no ReLU, so negative outputs stay.
   bool negative = false;
   for (double v : fp8_exact(d, Fp8Variant::Fp8Sample)) negative |= v < 0;
