@@ -96,6 +96,16 @@ FILES = {
               "status 9 and no summary of its own) |\n"
         + "\n- host memory while the runs went (`host_mem.log`): lowest available 4101 MiB, "
           "largest process 81371 MiB resident\n",
+    # A run killed (status 9) after one race between a vendor kernel's own accesses (call 136's
+    # Inception-BN): incomplete, not a finding.
+    "2026-12-06_h100/call136/k/train/summary.md":
+        NEW + "| inception_bn | fp16 | train | racecheck | 1 | 0 | 9 | 110 | – |\n"
+        + "\n- host memory while the runs went (`host_mem.log`): lowest available 15 MiB, "
+          "largest process 127400 MiB resident\n",
+    "2026-12-06_h100/call136/k/train/inception_bn_fp16_train_racecheck.log":
+        RACE("nvjet_sm90_hsh_64x32_64x16_1x2_h_bz_NTT", "0xaf0", "0x29b0")
+        + "========= Error: process didn't terminate successfully\n"
+        + "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n",
     # A run at batch 1 (sanitize_gpu.sh BATCH=1): clean, and its detail says the batch.
     "2026-12-07_h100/call133/k/summary.md":
         "- racecheck: `--num-cuda-barriers 4096`\n- every network at batch 1\n\n" + NEW
@@ -199,6 +209,14 @@ class Matrix(unittest.TestCase):
                          "available (largest process 81,371 MiB)")
         self.assertEqual(source, "2026-12-06_h100/call128/f/train/summary.md:3")
 
+    def test_a_killed_run_with_vendor_races_alone_is_incomplete_not_a_finding(self):
+        status, detail, source, rows = self.cells[("racecheck", "inception_bn", "fp16", "train")]
+        self.assertEqual(status, "INCOMPLETE")
+        self.assertIn("exit 9 before its end; the 1 race(s) it had reported, every one between "
+                      "accesses of vendor kernels: `nvjet_sm90_hsh_64x32_64x16_1x2_h_bz_NTT`",
+                      detail)
+        self.assertIn("as little as 15 MiB available (largest process 127,400 MiB)", detail)
+
     def test_a_batch_other_than_two_is_named(self):
         status, detail, source, rows = self.cells[("racecheck", "efficientnet_b0", "fp16", "train")]
         self.assertEqual(status, "CLEAN")
@@ -238,7 +256,7 @@ class Matrix(unittest.TestCase):
 
     def test_totals(self):
         self.assertIn("**Totals: 4 clean (2 of them under a kernel filter), 1 with races in "
-                      "vendor kernels alone, 3 findings, 2 incomplete, 150 not run of 160 "
+                      "vendor kernels alone, 3 findings, 3 incomplete, 149 not run of 160 "
                       "expected.**", self.text)
         self.assertIn("## synccheck: 0 clean, 0 findings, 1 incomplete, 39 not run of 40 expected",
                       self.text)
@@ -262,7 +280,7 @@ class Matrix(unittest.TestCase):
             self.assertEqual(f.read(), self.text)
         to_stdout = self.tool("--root", self.root)
         self.assertEqual(to_stdout.stdout, self.text)
-        self.assertIn("from 13 rows of 8 sanitizer tables", self.text)
+        self.assertIn("from 14 rows of 9 sanitizer tables", self.text)
 
     def test_the_out_file_is_not_read(self):
         with tempfile.TemporaryDirectory() as d:

@@ -297,6 +297,19 @@ def classify(r):
         more = f" and {len(vendor) - 3} more" if len(vendor) > 3 else ""
         return VENDOR, r.errors, (f"{r.errors} races, every one between accesses of vendor "
                                   f"kernels: {shown}{more}")
+    cut_vendor = vendor_race_kernels(r) if r.exit else []
+    if cut_vendor:
+        # A run that ended early (killed, exit 9) is no verdict on the kernels it never reached,
+        # and the races it reported are the vendors' alone: incomplete, not a finding of ours.
+        shown = ", ".join(f"`{k}`" for k in cut_vendor[:3])
+        more = f" and {len(cut_vendor) - 3} more" if len(cut_vendor) > 3 else ""
+        detail = (f"exit {r.exit_text} before its end; the {r.errors} race(s) it had reported, "
+                  f"every one between accesses of vendor kernels: {shown}{more}")
+        host_mem = getattr(r, "host_mem", None)
+        if r.exit in (9, 137) and host_mem:
+            detail += (f"; over that table's runs the host had as little as {host_mem[0]:,} MiB "
+                       f"available (largest process {host_mem[1]:,} MiB)")
+        return INCOMPLETE, FAILED, detail
     if r.errors is not None and r.errors > unchecked:
         detail = f"{r.errors - unchecked} errors"
         if unchecked:
@@ -329,8 +342,16 @@ def vendor_kernels(r):
     """The vendor kernels, sorted, of a racecheck row whose log shows every error it counted as a
     race between vendor kernels' accesses; [] otherwise (no log, errors not all shown, one of ours
     in a race, unchecked launches, a failed exit)."""
+    if r.unchecked or r.exit:
+        return []
+    return vendor_race_kernels(r)
+
+
+def vendor_race_kernels(r):
+    """vendor_kernels(r) whatever the run's exit and unchecked launches: the races a run cut short
+    (killed for the host's memory) had reported before it ended."""
     log = getattr(r, "log", None)
-    if r.tool != "racecheck" or not log or not r.errors or r.unchecked or r.exit:
+    if r.tool != "racecheck" or not log or not r.errors:
         return []
     races = log["races"]
     if len(races) < r.errors:
