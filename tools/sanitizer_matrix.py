@@ -305,11 +305,7 @@ def classify(r):
         more = f" and {len(cut_vendor) - 3} more" if len(cut_vendor) > 3 else ""
         detail = (f"exit {r.exit_text} before its end; the {r.errors} race(s) it had reported, "
                   f"every one between accesses of vendor kernels: {shown}{more}")
-        host_mem = getattr(r, "host_mem", None)
-        if r.exit in (9, 137) and host_mem:
-            detail += (f"; over that table's runs the host had as little as {host_mem[0]:,} MiB "
-                       f"available (largest process {host_mem[1]:,} MiB)")
-        return INCOMPLETE, FAILED, detail
+        return INCOMPLETE, FAILED, detail + host_mem_note(r, "")
     if r.errors is not None and r.errors > unchecked:
         detail = f"{r.errors - unchecked} errors"
         if unchecked:
@@ -328,14 +324,18 @@ def classify(r):
         what = "out of memory" if "out of memory" in low else f"exit {r.exit_text}"
         detail = f"{what}, {errs}" + (f" ({unchecked} launches unchecked)" if unchecked else "")
         detail += f": {first}" if first else ""
-        # Killed by a signal (9, or 137 through timeout): where the row does not say the host's
-        # memory while it ran (older tables), the table's own line does, over all its runs.
-        host_mem = getattr(r, "host_mem", None)
-        if r.exit in (9, 137) and host_mem and "as little as" not in low:
-            detail += (f"; over that table's runs the host had as little as {host_mem[0]:,} MiB "
-                       f"available (largest process {host_mem[1]:,} MiB)")
-        return INCOMPLETE, FAILED, detail
+        return INCOMPLETE, FAILED, detail + host_mem_note(r, low)
     return INCOMPLETE, UNCHECKED, f"{unchecked} launches unchecked (of {r.errors} errors counted)"
+
+
+def host_mem_note(r, first):
+    """For a run killed by a signal (9, or 137 through timeout) whose first-error text does not
+    say the host's memory while it ran (older tables): the table's own line, over all its runs."""
+    host_mem = getattr(r, "host_mem", None)
+    if r.exit not in (9, 137) or not host_mem or "as little as" in first:
+        return ""
+    return (f"; over that table's runs the host had as little as {host_mem[0]:,} MiB available "
+            f"(largest process {host_mem[1]:,} MiB)")
 
 
 def vendor_kernels(r):
