@@ -27,6 +27,10 @@ const char* fp8_variant_name(Fp8Variant v) {
       return "int8_to_int8_per_channel";
     case Fp8Variant::Fp16ToInt8:
       return "fp16_to_int8";
+    case Fp8Variant::Fp16Residual:
+      return "fp16_residual";
+    case Fp8Variant::Int8ToFp16Residual:
+      return "int8_to_fp16_residual";
   }
   return "?";
 }
@@ -39,17 +43,20 @@ std::vector<Fp8Variant> all_fp8_variants() {
           Fp8Variant::Fp8ToFp8,
           Fp8Variant::Int8ToFp16PerChannel,
           Fp8Variant::Int8ToInt8PerChannel,
-          Fp8Variant::Fp16ToInt8};
+          Fp8Variant::Fp16ToInt8,
+          Fp8Variant::Fp16Residual,
+          Fp8Variant::Int8ToFp16Residual};
 }
 
 bool fp16_inputs(Fp8Variant v) {
-  return v == Fp8Variant::Fp16 || v == Fp8Variant::Fp16ToInt8;
+  return v == Fp8Variant::Fp16 || v == Fp8Variant::Fp16ToInt8 || v == Fp8Variant::Fp16Residual;
 }
 bool fp8_inputs(Fp8Variant v) {
   return !fp16_inputs(v) && !int8_inputs(v);
 }
 bool int8_inputs(Fp8Variant v) {
-  return v == Fp8Variant::Int8ToFp16PerChannel || v == Fp8Variant::Int8ToInt8PerChannel;
+  return v == Fp8Variant::Int8ToFp16PerChannel || v == Fp8Variant::Int8ToInt8PerChannel ||
+         v == Fp8Variant::Int8ToFp16Residual;
 }
 bool int8_output(Fp8Variant v) {
   return v == Fp8Variant::Int8ToInt8PerChannel || v == Fp8Variant::Fp16ToInt8;
@@ -69,6 +76,24 @@ bool fp8_output(Fp8Variant v) {
 bool has_epilogue(Fp8Variant v) {
   return v != Fp8Variant::Fp8Sample;
 }
+bool has_residual(Fp8Variant v) {
+  return v == Fp8Variant::Fp16Residual || v == Fp8Variant::Int8ToFp16Residual;
+}
+
+float residual_value(uint64_t seed, int64_t i) {
+  // splitmix64 of (seed, i), two uniforms, Box-Muller.
+  auto mix = [](uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  const uint64_t h = mix(seed * 0x2545f4914f6cdd1dull ^ mix(uint64_t(i)));
+  const double u1 = (double(h >> 40) + 1.0) / 16777217.0;  // (0, 1]
+  const double u2 = double(h & 0xffffff) / 16777216.0;
+  const double n = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  return fp16_round(float(std::max(0.0, n)));
+}
 
 namespace {
 std::vector<float> rounded16(const std::vector<float>& v) {
@@ -87,6 +112,7 @@ Fp8CaseData make_fp8_case(const Fp8Case& c, uint64_t seed, int samples) {
                                 std::to_string(g.x.c) + ", y " + std::to_string(g.y.c) + ")");
   Fp8CaseData d;
   d.c = c;
+  d.seed = seed;
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.f, 1.f);
   d.x.resize(size_t(g.x.numel()));
@@ -133,8 +159,11 @@ Fp8CaseData make_fp8_case(const Fp8Case& c, uint64_t seed, int samples) {
 std::vector<double> fp8_exact(const Fp8CaseData& d, Fp8Variant v) {
   std::vector<double> out(d.samples.size());
   for (size_t i = 0; i < out.size(); ++i)
-    out[i] = has_epilogue(v) ? std::max(0.0, d.exact_conv[i] + d.bias[size_t(d.samples[i].k)])
-                             : d.exact_conv[i];
+    out[i] = has_epilogue(v)
+                 ? std::max(0.0, d.exact_conv[i] + d.bias[size_t(d.samples[i].k)] +
+                                     (has_residual(v) ? residual_value(d.seed, d.samples[i].index)
+                                                      : 0.0))
+                 : d.exact_conv[i];
   return out;
 }
 
@@ -152,9 +181,13 @@ std::vector<double> fp8_emulated(const Fp8CaseData& d, Fp8Variant v, float y_sca
     const Fp8Sample& s = d.samples[i];
     double y = conv_window(d.c.g, x.data(), w.data(), s.n, s.k, s.oh, s.ow);
     if (has_epilogue(v)) {
-      // fp16's bias is stored in fp16 as the network's; the fp8 and int8 graphs' in float.
+      // fp16's bias is stored in fp16 as the network's; the fp8 and int8 graphs' in float. The
+      // residual, where there is one, is fp16 in every form.
       const float b = d.bias[size_t(s.k)];
-      y = std::max(0.0, y + (v == Fp8Variant::Fp16 ? fp16_round(b) : b));
+      const bool half_bias = v == Fp8Variant::Fp16 || v == Fp8Variant::Fp16Residual;
+      y += half_bias ? fp16_round(b) : b;
+      if (has_residual(v)) y += residual_value(d.seed, s.index);
+      y = std::max(0.0, y);
     }
     out[i] = fp8_output(v)    ? double(fp8_round(float(y) * y_scale)) / y_scale
              : int8_output(v) ? double(int8_round(float(y) * y_scale)) / y_scale

@@ -29,6 +29,10 @@ enum class Fp8Variant {
   Fp16ToInt8,            // x, w fp16, float sums; conv + bias, ReLU, * scale_y; y INT8: a
                          // bottleneck's first conv, whose input is the fp16 residual stream,
                          // handing its successor INT8 without a quantize pass
+  Fp16Residual,          // fp16 with the residual: conv + bias + z, ReLU; z and y fp16 (the fp16
+                         // network's bottleneck tail, what the next one is timed against)
+  Int8ToFp16Residual,    // INT8 in, per channel, as Int8ToFp16PerChannel, + z before the ReLU:
+                         // the INT8 bottleneck's last conv, back into the fp16 residual stream
 };
 const char* fp8_variant_name(Fp8Variant v);
 std::vector<Fp8Variant> all_fp8_variants();
@@ -43,6 +47,11 @@ float output_scale_for(Fp8Variant v, double amax);
 // v rounded to the nearest integer (ties to even) and saturated to [-128, 127]: cvt.rni.sat.s8.
 int int8_round(float v);
 bool has_epilogue(Fp8Variant v);  // + bias, ReLU
+bool has_residual(Fp8Variant v);  // + z (fp16, shaped like y) before the ReLU
+// The residual's value at y's element i (NHWC) for a case's seed: a post-ReLU block output,
+// max(0, N(0, 1)) from a hash of (seed, i), rounded to fp16 as it is stored; made on demand, as
+// z at batch 256 would hold up to 205 M values.
+float residual_value(uint64_t seed, int64_t i);
 
 struct Fp8Case {
   std::string name;
@@ -68,6 +77,7 @@ struct Fp8CaseData {
   std::vector<float> w_scales_i8;            // per output channel
   std::vector<int8_t> xi8, wi8_rows;         // INT8 codes
   std::vector<float> x_dq_i8, w_dq_rows_i8;  // what they stand for
+  uint64_t seed = 0;                         // residual_value's
   std::vector<Fp8Sample> samples;
   std::vector<double> exact_conv;  // conv alone, from x and w, in double
 };

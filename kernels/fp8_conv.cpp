@@ -22,7 +22,8 @@ bool Fp8VariantResult::agrees() const {
   // else from one that accumulates coarsely; rel_l2_emulated reports which it is. E4M3 outputs: a
   // code one step off is a tie broken the other way; more than one step off in 1% of the samples
   // is not.
-  if (variant == Fp8Variant::Fp16) return rel_l2_emulated <= 2e-3;
+  if (variant == Fp8Variant::Fp16 || variant == Fp8Variant::Fp16Residual)
+    return rel_l2_emulated <= 2e-3;
   // INT8 into INT8: a code one step off is a tie (or the float sum's last bit) the other way.
   if (int8_output(variant)) return codes_off * 100 <= samples && rel_l2_emulated <= 1e-2;
   // INT8: exact int32 sums, then float descale, bias and ReLU, and fp16's rounding.
@@ -43,6 +44,7 @@ enum Uid : int64_t {
   kScaleY = 12,
   kAmax = 13,
   kDescale = 14,
+  kZ = 15,
   kFirstVirtual = 101
 };
 
@@ -100,6 +102,12 @@ void build_graph(ProbeGraph& G, const ConvGeometry& g, Fp8Variant v,
                 virt());
       pointwise(CUDNN_POINTWISE_RELU_FWD, nullptr, y);
       break;
+    case Fp8Variant::Fp16Residual:
+      pointwise(CUDNN_POINTWISE_ADD, real(kB, make_channel_tensor_of(kB, CUDNN_DATA_HALF, g.y.c)),
+                virt());
+      pointwise(CUDNN_POINTWISE_ADD, real(kZ, make_tensor_of(kZ, CUDNN_DATA_HALF, g.y)), virt());
+      pointwise(CUDNN_POINTWISE_RELU_FWD, nullptr, y);
+      break;
     case Fp8Variant::Fp16ToInt8:  // the bias in float, as the other scaled forms'
       pointwise(CUDNN_POINTWISE_ADD, real(kB, make_channel_tensor_of(kB, CUDNN_DATA_FLOAT, g.y.c)),
                 virt());
@@ -116,7 +124,8 @@ void build_graph(ProbeGraph& G, const ConvGeometry& g, Fp8Variant v,
     case Fp8Variant::Fp8ToFp16PerChannel:
     case Fp8Variant::Fp8ToFp8:
     case Fp8Variant::Int8ToFp16PerChannel:
-    case Fp8Variant::Int8ToInt8PerChannel: {
+    case Fp8Variant::Int8ToInt8PerChannel:
+    case Fp8Variant::Int8ToFp16Residual: {
       const BackendDesc* descale =
           per_channel ? real(kDescale, make_channel_tensor_of(kDescale, CUDNN_DATA_FLOAT, g.y.c))
                       : scalar(kDescale);
@@ -130,6 +139,9 @@ void build_graph(ProbeGraph& G, const ConvGeometry& g, Fp8Variant v,
       } else if (int8_output(v)) {
         pointwise(CUDNN_POINTWISE_RELU_FWD, nullptr, virt());
         pointwise(CUDNN_POINTWISE_MUL, scalar(kScaleY), y);
+      } else if (has_residual(v)) {
+        pointwise(CUDNN_POINTWISE_ADD, real(kZ, make_tensor_of(kZ, CUDNN_DATA_HALF, g.y)), virt());
+        pointwise(CUDNN_POINTWISE_RELU_FWD, nullptr, y);
       } else {
         pointwise(CUDNN_POINTWISE_RELU_FWD, nullptr, y);
       }
@@ -213,10 +225,17 @@ Fp8VariantResult run_fp8_variant(GpuContext& ctx, const Fp8CaseData& d, Fp8Varia
   } else {
     x.upload(to_storage(d.x, DType::F16));
     w.upload(to_storage(d.w, DType::F16));
-    if (v == Fp8Variant::Fp16)
-      bias.upload(to_storage(d.bias, DType::F16));
-    else
+    if (v == Fp8Variant::Fp16ToInt8)
       bias.upload(d.bias);  // fp16 into INT8: float, as its graph declares
+    else
+      bias.upload(to_storage(d.bias, DType::F16));
+  }
+  // The residual, fp16, shaped like y (residual forms only: up to 410 MB at batch 256).
+  DeviceMem z(has_residual(v) ? size_t(g.y.numel()) * 2 : 1);
+  if (has_residual(v)) {
+    std::vector<float> zf(size_t(g.y.numel()));
+    for (size_t i = 0; i < zf.size(); ++i) zf[i] = residual_value(d.seed, int64_t(i));
+    z.upload(to_storage(zf, DType::F16));
   }
   if (i8out) {  // INT8 output: scale_y from the samples' amax (no AMAX op in this graph)
     double a = 0;
@@ -235,7 +254,8 @@ Fp8VariantResult run_fp8_variant(GpuContext& ctx, const Fp8CaseData& d, Fp8Varia
               {kDescaleW, descale_w.p},
               {kScaleY, scale_y.p},
               {kAmax, amax.p},
-              {kDescale, descale.p}},
+              {kDescale, descale.p},
+              {kZ, z.p}},
              workspace.p);
   cudaStream_t s = ctx.stream;
 

@@ -215,6 +215,43 @@ TEST(Fp8Case, EmulationsMeasureWhatEachStorageCosts) {
   const double e168 = relative_l2(q168, fp8_exact(d, v168));
   EXPECT_GT(e168, 5 * e16);
   EXPECT_LT(e168, ei88);
+  // The residual forms: z (fp16, post-ReLU values) joins before the ReLU, so the exact results
+  // differ from the plain ones where z is not zero; fp16 with z costs fp16's rounding, INT8 in
+  // with z about what INT8 in costs without it.
+  for (Fp8Variant v : {Fp8Variant::Fp16Residual, Fp8Variant::Int8ToFp16Residual})
+    EXPECT_TRUE(has_residual(v)) << fp8_variant_name(v);
+  EXPECT_FALSE(has_residual(Fp8Variant::Fp16));
+  EXPECT_FALSE(has_residual(Fp8Variant::Int8ToFp16PerChannel));
+  EXPECT_TRUE(fp16_inputs(Fp8Variant::Fp16Residual));
+  EXPECT_TRUE(int8_inputs(Fp8Variant::Int8ToFp16Residual));
+  EXPECT_FALSE(int8_output(Fp8Variant::Int8ToFp16Residual));
+  const std::vector<double> plain = fp8_exact(d, Fp8Variant::Fp16),
+                            with_z = fp8_exact(d, Fp8Variant::Fp16Residual);
+  int raised = 0;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_GE(with_z[i], plain[i] - 1e-12);  // z >= 0 only raises the ReLU's input
+    raised += with_z[i] > plain[i] + 1e-9;
+  }
+  EXPECT_GT(raised, int(plain.size()) / 4);
+  EXPECT_EQ(fp8_exact(d, Fp8Variant::Int8ToFp16Residual), with_z);
+  const double e16r = relative_l2(fp8_emulated(d, Fp8Variant::Fp16Residual, 1.f), with_z);
+  const double ei8r = relative_l2(fp8_emulated(d, Fp8Variant::Int8ToFp16Residual, 1.f), with_z);
+  EXPECT_LT(e16r, 2e-3);
+  EXPECT_GT(ei8r, 5 * e16r);
+  EXPECT_LT(ei8r, 5e-2);
+  // The residual's values: fp16-stored, post-ReLU, the same for the same (seed, index), about
+  // half of them zero.
+  int zeros = 0;
+  for (int64_t i = 0; i < 4000; ++i) {
+    const float z = residual_value(7, i);
+    EXPECT_GE(z, 0.f);
+    EXPECT_EQ(z, fp16_round(z));
+    EXPECT_EQ(z, residual_value(7, i));
+    zeros += z == 0.f;
+  }
+  EXPECT_GT(zeros, 1700);
+  EXPECT_LT(zeros, 2300);
+  EXPECT_NE(residual_value(7, 1), residual_value(8, 1));
   // The sample variant is the conv alone: no bias, no ReLU, so negative outputs stay.
   bool negative = false;
   for (double v : fp8_exact(d, Fp8Variant::Fp8Sample)) negative |= v < 0;
