@@ -251,7 +251,9 @@ TEST(Fp8Case, EmulationsMeasureWhatEachStorageCosts) {
   }
   EXPECT_GT(zeros, 1700);
   EXPECT_LT(zeros, 2300);
-  EXPECT_NE(residual_value(7, 1), residual_value(8, 1));
+  int differ = 0;  // another seed, other values (both zero about a quarter of the time)
+  for (int64_t i = 0; i < 400; ++i) differ += residual_value(7, i) != residual_value(8, i);
+  EXPECT_GT(differ, 240);
   // The sample variant is the conv alone: no bias, no ReLU, so negative outputs stay.
   bool negative = false;
   for (double v : fp8_exact(d, Fp8Variant::Fp8Sample)) negative |= v < 0;
