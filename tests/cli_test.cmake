@@ -123,7 +123,7 @@ expect_failure("sg_train case fields" "case.json: .*d_reg_interval" ${SGTRAIN} -
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/sgcase3/case.json "{\"gamma\": 2, \"d_reg_interval\": 16, \"mbstd_group_size\": 4, \"discriminator\": {\"channel_base\": 32768, \"channel_max\": 512, \"conv_clamp\": 256}, \"generator\": {\"conv_clamp\": 256}}")
 expect_failure("sg_train case without inputs" "sgcase3/inputs.safetensors" ${SGTRAIN} --check=${CMAKE_CURRENT_BINARY_DIR}/sgcase3 --output=o.safetensors)
 # cnnbench_fp8_probe: an unknown variant names every variant it knows, before any device.
-expect_failure("fp8 probe unknown variant" "unknown variant 'int4' \\(fp16, .*int8_to_int8_per_channel, fp16_to_int8\\)" ${FP8} --variants=int4 --emulate_only)
+expect_failure("fp8 probe unknown variant" "unknown variant 'int4' \\(fp16, .*int8_to_int8_per_channel, fp16_to_int8, fp16_residual, int8_to_fp16_residual\\)" ${FP8} --variants=int4 --emulate_only)
 expect_failure("sg_train bad batch" "--batches: each batch must be 1 to 65536, not 0" ${SGTRAIN} --batches=4,0)
 expect_failure("sg_train iters" "--iters must be a multiple of the R1 interval" ${SGTRAIN} --batches=8 --iters=10)
 expect_failure("sg_train resolution" "--resolution must be a power of two" ${SGTRAIN} --batches=8 --resolution=200)
