@@ -172,19 +172,32 @@ TEST(Fp8Case, EmulationsMeasureWhatEachStorageCosts) {
   EXPECT_FALSE(fp8_inputs(v88));
   EXPECT_FALSE(fp8_output(v88));
   EXPECT_FALSE(int8_output(Fp8Variant::Int8ToFp16PerChannel));
-  double amax8 = 0;
-  for (double v : fp8_exact(d, v88)) amax8 = std::max(amax8, std::fabs(v));
-  const float sy8 = output_scale_for(v88, amax8);
-  EXPECT_FLOAT_EQ(sy8, float(127.0 / amax8));
-  const std::vector<double> q8 = fp8_emulated(d, v88, sy8);
-  int top = 0;
-  for (double v : q8) {
-    const double code = v * sy8;
-    EXPECT_NEAR(code, std::nearbyint(code), 1e-3);
-    EXPECT_GE(code, -1e-3);
-    EXPECT_LE(code, 127 + 1e-3);
-    top = std::max(top, int(std::nearbyint(code)));
-  }
+  // An INT8 output variant at its exact samples' amax: the amax, the scale, the emulated values
+  // and the largest code, each value checked to be a code of 0..127 over the scale.
+  struct Int8Out {
+    double amax = 0;
+    float scale = 1;
+    std::vector<double> values;
+    int top = 0;
+  };
+  auto int8_out = [&](Fp8Variant v) {
+    Int8Out o;
+    for (double e : fp8_exact(d, v)) o.amax = std::max(o.amax, std::fabs(e));
+    o.scale = output_scale_for(v, o.amax);
+    o.values = fp8_emulated(d, v, o.scale);
+    for (double e : o.values) {
+      const double code = e * o.scale;
+      EXPECT_NEAR(code, std::nearbyint(code), 1e-3) << fp8_variant_name(v);
+      EXPECT_GE(code, -1e-3) << fp8_variant_name(v);
+      EXPECT_LE(code, 127 + 1e-3) << fp8_variant_name(v);
+      o.top = std::max(o.top, int(std::nearbyint(code)));
+    }
+    return o;
+  };
+  const Int8Out o8 = int8_out(v88);
+  EXPECT_FLOAT_EQ(o8.scale, float(127.0 / o8.amax));
+  const std::vector<double>& q8 = o8.values;
+  const int top = o8.top;
   EXPECT_GE(top, 125);  // the exact amax's sample, through INT8's inputs (about 1% off), at the top
   EXPECT_LE(top, 127);
   const double ei88 = relative_l2(q8, fp8_exact(d, v88));
@@ -202,16 +215,7 @@ TEST(Fp8Case, EmulationsMeasureWhatEachStorageCosts) {
   EXPECT_TRUE(fp16_inputs(Fp8Variant::Fp16));
   EXPECT_FALSE(fp16_inputs(v88));
   EXPECT_EQ(std::string(fp8_variant_name(v168)), "fp16_to_int8");
-  double amax168 = 0;
-  for (double v : fp8_exact(d, v168)) amax168 = std::max(amax168, std::fabs(v));
-  const float sy168 = output_scale_for(v168, amax168);
-  const std::vector<double> q168 = fp8_emulated(d, v168, sy168);
-  for (double v : q168) {
-    const double code = v * sy168;
-    EXPECT_NEAR(code, std::nearbyint(code), 1e-3);
-    EXPECT_GE(code, -1e-3);
-    EXPECT_LE(code, 127 + 1e-3);
-  }
+  const std::vector<double> q168 = int8_out(v168).values;
   const double e168 = relative_l2(q168, fp8_exact(d, v168));
   EXPECT_GT(e168, 5 * e16);
   EXPECT_LT(e168, ei88);
